@@ -1,0 +1,99 @@
+"""memfit-jupyter: watch, steer and teach self-correcting LLM agents inside Jupyter.
+
+``%load_ext memfit_jupyter`` registers ``%%memfit_task``, ``%memfit_memory`` and
+``%memfit``.  The Python API works without Jupyter::
+
+    from memfit_jupyter import Agent
+    result = Agent(model="memfit/demo").start("add up data.txt").run()
+
+Importing this package is cheap: names load on first use, and litellm,
+IPython, ipywidgets and usearch load only when something needs them.
+"""
+
+from __future__ import annotations
+
+from importlib import import_module
+from typing import TYPE_CHECKING, Any
+
+__version__ = "0.1.0"
+
+_EXPORTS = {
+    "Agent": ".agent",
+    "Run": ".agent",
+    "ExecutionGuarantees": ".reliability.guarantees",
+    "ReflectionLevel": ".records",
+    "SynthesisStrategy": ".records",
+    "RecursiveResult": ".records",
+    "BudgetMetrics": ".records",
+    "GracefulDegradationPlan": ".records",
+    "ActionRecord": ".records",
+    "RunResult": ".records",
+    "ToolResult": ".records",
+    "Tool": ".tools",
+    "Param": ".tools",
+    "Event": ".events",
+    "scenarios": ".llm.scenarios",
+    "MemfitError": ".errors",
+    "UnknownModelError": ".errors",
+    "UnknownScenarioError": ".errors",
+    "UnknownToolError": ".errors",
+    "PathOutsideWorkdirError": ".errors",
+    "StoreError": ".errors",
+}
+
+__all__ = sorted([*_EXPORTS, "load_ipython_extension", "unload_ipython_extension", "__version__"])
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .agent import Agent, Run
+    from .errors import (
+        MemfitError,
+        PathOutsideWorkdirError,
+        StoreError,
+        UnknownModelError,
+        UnknownScenarioError,
+        UnknownToolError,
+    )
+    from .events import Event
+    from .llm.scenarios import scenarios
+    from .records import (
+        ActionRecord,
+        BudgetMetrics,
+        GracefulDegradationPlan,
+        RecursiveResult,
+        ReflectionLevel,
+        RunResult,
+        SynthesisStrategy,
+        ToolResult,
+    )
+    from .reliability.guarantees import ExecutionGuarantees
+    from .tools import Param, Tool
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'memfit_jupyter' has no attribute {name!r}")
+    value = getattr(import_module(module, __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return __all__
+
+
+def load_ipython_extension(ipython) -> None:
+    """``%load_ext memfit_jupyter``: register the magics (litellm is not imported)."""
+    from .jupyter.magics import load
+
+    load(ipython)
+
+
+def unload_ipython_extension(ipython) -> None:
+    from .jupyter.magics import unload
+
+    unload(ipython)
+
+
+def _jupyter_labextension_paths() -> list[dict[str, str]]:
+    return [{"src": "labextension", "dest": "memfit-jupyter"}]

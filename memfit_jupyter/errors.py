@@ -1,0 +1,94 @@
+"""Exceptions.
+
+Errors a user sees (bad input)::
+
+    MemfitError
+    ├── UnknownModelError      model string that no provider serves
+    ├── UnknownScenarioError   memfit/<name> with no such scenario (names the available ones)
+    ├── UnknownToolError       tools= names a tool that does not exist
+    ├── PathOutsideWorkdirError  a file tool was given a path outside the working directory
+    └── StoreError             a memory store that cannot be opened as it is
+
+Control flow inside a run (caught in exactly one place, ``Run._finish``)::
+
+    RunEnded
+    ├── Finished          the agent called finish(answer)
+    ├── LimitsExceeded    a guarantee ran out: carries the degradation plan
+    ├── SpinExit          too many spin warnings: carries the degradation plan
+    ├── Escalated         the failure diary ran out of trials
+    └── RunFailed         the run cannot go on (reason)
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+class MemfitError(Exception):
+    """Base class for errors a user can act on."""
+
+
+class UnknownModelError(MemfitError, ValueError):
+    pass
+
+
+class UnknownScenarioError(UnknownModelError):
+    pass
+
+
+class UnknownToolError(MemfitError, ValueError):
+    pass
+
+
+class PathOutsideWorkdirError(MemfitError, ValueError):
+    pass
+
+
+class StoreError(MemfitError):
+    pass
+
+
+class ModelCallError(MemfitError):
+    """A model call that failed at the transport: rate limit, timeout, server error.
+
+    ``kind`` is one of rate_limit, timeout, server_error, bad_request, auth,
+    circuit_open, budget, other.
+    """
+
+    def __init__(self, kind: str, message: str):
+        super().__init__(message)
+        self.kind = kind
+
+
+class RunEnded(Exception):
+    status = "failed"
+
+    def __init__(self, reason: str = "", answer: Any = None, plan: Any = None):
+        super().__init__(reason)
+        self.reason = reason
+        self.answer = answer
+        self.plan = plan
+
+
+class Finished(RunEnded):
+    status = "done"
+
+
+class LimitsExceeded(RunEnded):
+    status = "degraded"
+
+
+class SpinExit(RunEnded):
+    status = "spin_exit"
+
+
+class Escalated(RunEnded):
+    status = "escalated"
+
+
+class RunFailed(RunEnded):
+    status = "failed"
+
+
+class Cancelled(RunEnded):
+    status = "cancelled"

@@ -1,0 +1,1 @@
+"""The LLM layer: the only code that talks to litellm (imported lazily)."""

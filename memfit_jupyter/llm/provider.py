@@ -1,0 +1,126 @@
+"""``memfit/<scenario>``: a litellm custom provider that answers from a scenario script.
+
+It is registered like any other provider, so cost accounting, timeouts and
+exception mapping run through litellm unchanged.  Importing this module
+imports litellm; only ``backend.py`` does so, on the first model call.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import defaultdict
+
+import litellm
+from litellm import CustomLLM
+
+from .scenarios import Reply, Scenario, load_scenario, scenario_names
+from .tokens import estimate_tokens, messages_text
+
+PROVIDER = "memfit"
+
+
+class ScriptedLLM(CustomLLM):
+    """Replies from a scenario; which reply depends on the purpose, the prompt and the call count."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._counts: dict[tuple[str, str, int], int] = defaultdict(int)
+        self._lock = threading.Lock()
+
+    def forget(self, run_key: str) -> None:
+        """Drop the call counts of a finished run."""
+        with self._lock:
+            for key in [k for k in self._counts if k[0] == run_key]:
+                del self._counts[key]
+
+    def _pick(self, scenario: Scenario, purpose: str, prompt: str, run_key: str) -> Reply:
+        for index, rule in enumerate(scenario.rules.get(purpose, ())):
+            if not rule.matches(prompt):
+                continue
+            with self._lock:
+                n = self._counts[(run_key, purpose, index)]
+                reply = rule.reply_at(n)
+                if reply is None:
+                    continue
+                self._counts[(run_key, purpose, index)] = n + 1
+            return reply
+        return Reply(text="{}")
+
+    def completion(self, model, messages, api_base, custom_prompt_dict, model_response, print_verbose,
+                   encoding, api_key, logging_obj, optional_params, acompletion=None,
+                   litellm_params=None, logger_fn=None, headers=None, timeout=None, client=None):
+        name = model.split("/", 1)[-1]
+        scenario = load_scenario(name)
+        metadata = (litellm_params or {}).get("metadata") or {}
+        purpose = metadata.get("memfit_purpose", "action")
+        run_key = str(metadata.get("memfit_run", ""))
+        prompt = messages_text(messages)
+        reply = self._pick(scenario, purpose, prompt, run_key)
+        timeout_s = float(timeout) if isinstance(timeout, int | float) else None
+        if reply.delay_s:
+            if timeout_s is not None and reply.delay_s >= timeout_s:
+                time.sleep(timeout_s)
+                raise litellm.Timeout(message=f"scripted reply took longer than {timeout_s:g} s",
+                                      model=model, llm_provider=PROVIDER)
+            time.sleep(reply.delay_s)
+        if reply.fault == "rate_limit":
+            raise litellm.RateLimitError(message="scripted rate limit (429)", llm_provider=PROVIDER, model=model)
+        if reply.fault == "server_error":
+            raise litellm.InternalServerError(message="scripted server error (500)", llm_provider=PROVIDER, model=model)
+        if reply.fault == "timeout":
+            time.sleep(min(reply.hang_s, timeout_s) if timeout_s else reply.hang_s)
+            raise litellm.Timeout(message="scripted timeout", model=model, llm_provider=PROVIDER)
+        if reply.fault == "malformed":
+            text = '{"thought": "unterminated'
+        elif reply.fault == "empty":
+            text = ""
+        else:
+            text = reply.text or ""
+        completion_tokens = reply.completion_tokens or estimate_tokens(text)
+        max_tokens = optional_params.get("max_tokens")
+        if max_tokens and completion_tokens > max_tokens:
+            # A real model stops at max_tokens: the reply is cut, and so is the bill.
+            text = text[: max_tokens * 4]
+            completion_tokens = max_tokens
+        model_response.choices[0].message.content = text
+        model_response.choices[0].finish_reason = "stop"
+        model_response.model = model
+        prompt_tokens = estimate_tokens(prompt)
+        model_response.usage = litellm.Usage(
+            prompt_tokens=prompt_tokens,
+            completion_tokens=completion_tokens,
+            total_tokens=prompt_tokens + completion_tokens,
+        )
+        return model_response
+
+
+HANDLER = ScriptedLLM()
+_registered = False
+
+
+def register() -> None:
+    """Register the provider and every scenario's prices with litellm (idempotent)."""
+    global _registered
+    if _registered:
+        return
+    litellm.custom_provider_map = [
+        *[p for p in litellm.custom_provider_map if p.get("provider") != PROVIDER],
+        {"provider": PROVIDER, "custom_handler": HANDLER},
+    ]
+    litellm.utils.custom_llm_setup()
+    prices = {}
+    for name in scenario_names():
+        s = load_scenario(name)
+        prices[s.model] = {
+            "input_cost_per_token": s.input_cost_per_token,
+            "output_cost_per_token": s.output_cost_per_token,
+            "cache_creation_input_token_cost": 0.0,
+            "cache_read_input_token_cost": 0.0,
+            "litellm_provider": PROVIDER,
+            "mode": "chat",
+            "max_input_tokens": s.context_window,
+            "max_tokens": s.context_window,
+        }
+    litellm.register_model(prices)
+    _registered = True

@@ -1,0 +1,19 @@
+"""Cheap token estimates, used before a call to cap it (and by the scripted models to bill)."""
+
+from __future__ import annotations
+
+
+def estimate_tokens(text: str) -> int:
+    """About four characters a token, rounded up: what the scripted models bill by."""
+    return max(1, (len(text) + 3) // 4)
+
+
+def messages_text(messages: list[dict]) -> str:
+    parts = []
+    for m in messages:
+        content = m.get("content")
+        if isinstance(content, str):
+            parts.append(content)
+        elif isinstance(content, list):
+            parts.extend(str(c.get("text", "")) for c in content if isinstance(c, dict))
+    return "\n".join(parts)

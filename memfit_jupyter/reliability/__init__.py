@@ -1,0 +1,1 @@
+"""SPEC-10 reliability: execution guarantees, circuit breakers, confidence-weighted synthesis."""

@@ -1,0 +1,56 @@
+"""Redaction: strings that look like API keys or tokens never reach memory, traces or logs."""
+
+from __future__ import annotations
+
+import os
+import re
+
+REDACTED = "[REDACTED]"
+
+_PATTERNS = [
+    r"sk-(?:proj-|ant-)?[A-Za-z0-9_\-]{16,}",  # OpenAI, Anthropic
+    r"AKIA[0-9A-Z]{16}",  # AWS access key id
+    r"gh[pousr]_[A-Za-z0-9]{30,}",  # GitHub
+    r"github_pat_[A-Za-z0-9_]{30,}",
+    r"xox[abposr]-[A-Za-z0-9\-]{10,}",  # Slack
+    r"AIza[0-9A-Za-z_\-]{35}",  # Google
+    r"hf_[A-Za-z0-9]{30,}",  # Hugging Face
+    r"eyJ[A-Za-z0-9_\-]{10,}\.[A-Za-z0-9_\-]{10,}\.[A-Za-z0-9_\-]{10,}",  # JWT
+]
+_SECRET_RE = re.compile("|".join(f"(?:{p})" for p in _PATTERNS))
+# "Bearer <token>", "api_key = <value>", "password: <value>": keep the name, hide the value.
+_KEYED_RE = re.compile(
+    r"(?i)(\bbearer\s+|\b(?:api[_-]?key|access[_-]?token|auth[_-]?token|token|secret|password)[\"']?\s*[:=]\s*[\"']?)"
+    r"([^\s\"',;]{8,})"
+)
+_ENV_NAME = re.compile(r"(?i)(key|token|secret|password)")
+
+
+def _env_secrets() -> list[str]:
+    return sorted(
+        (v for k, v in os.environ.items() if _ENV_NAME.search(k) and len(v) >= 12),
+        key=len,
+        reverse=True,
+    )
+
+
+def redact(text: str) -> str:
+    """``text`` with anything that looks like a secret replaced by ``[REDACTED]``."""
+    if not text:
+        return text
+    for value in _env_secrets():
+        if value in text:
+            text = text.replace(value, REDACTED)
+    text = _SECRET_RE.sub(REDACTED, text)
+    return _KEYED_RE.sub(lambda m: m.group(1) + REDACTED, text)
+
+
+def redact_obj(value):
+    """Redact every string inside a JSON-like value."""
+    if isinstance(value, str):
+        return redact(value)
+    if isinstance(value, dict):
+        return {k: redact_obj(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [redact_obj(v) for v in value]
+    return value

@@ -1,0 +1,238 @@
+"""The agent's tools: small functions with a declared parameter list.
+
+A tool never raises to the loop: anything that goes wrong becomes a
+``ToolResult(ok=False, error=...)``, which the agent sees as an observation
+and which always gets a CRITICAL reflection.
+"""
+
+from __future__ import annotations
+
+import ast
+import contextlib
+import io
+import os
+import subprocess
+import traceback
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .errors import PathOutsideWorkdirError, UnknownToolError
+from .records import ReflectionLevel, ToolResult
+
+_TYPES = {"str": str, "int": int, "bool": bool, "float": (int, float), "list": list, "dict": dict}
+MAX_OUTPUT = 8_000
+
+
+@dataclass(slots=True)
+class Param:
+    type: str = "str"
+    description: str = ""
+    required: bool = True
+
+
+@dataclass
+class ToolContext:
+    """What a tool may touch: the working directory, the Python namespace, the person."""
+
+    workdir: Path
+    namespace: dict[str, Any] = field(default_factory=dict)
+    ask_user: Callable[[str], str] | None = None
+    shell_timeout_s: float = 30.0
+    run: Any = None
+
+    def resolve(self, path: str) -> Path:
+        root = self.workdir.resolve()
+        target = (root / path).resolve()
+        if not target.is_relative_to(root):
+            raise PathOutsideWorkdirError(
+                f"path {path!r} is outside the working directory {str(root)!r}"
+            )
+        return target
+
+
+@dataclass
+class Tool:
+    name: str
+    description: str
+    params: dict[str, Param]
+    fn: Callable[..., ToolResult]
+    #: A reflection level this tool always asks for (seed 000, 1.2.3), or None.
+    reflection_level: ReflectionLevel | None = None
+    #: Complex actions get DEEP reflection.
+    complex: bool = False
+
+    def validate(self, params: Any) -> str | None:
+        """Return a one-line error for bad parameters, or None."""
+        if not isinstance(params, dict):
+            return f"params for {self.name} must be an object, got {type(params).__name__}"
+        unknown = sorted(set(params) - set(self.params))
+        if unknown:
+            return f"{self.name} got unknown parameter(s) {', '.join(unknown)}; expected {self.signature()}"
+        for name, spec in self.params.items():
+            if name not in params:
+                if spec.required:
+                    return f"{self.name} is missing required parameter {name!r}; expected {self.signature()}"
+                continue
+            expected = _TYPES.get(spec.type, object)
+            value = params[name]
+            if isinstance(value, bool) and spec.type in ("int", "float"):
+                return f"{self.name}.{name} must be {spec.type}, got bool"
+            if not isinstance(value, expected):
+                return f"{self.name}.{name} must be {spec.type}, got {type(value).__name__}"
+        return None
+
+    def signature(self) -> str:
+        parts = [f"{n}: {p.type}{'' if p.required else '?'}" for n, p in self.params.items()]
+        return f"{self.name}({', '.join(parts)})"
+
+    def describe(self) -> str:
+        return f"- {self.signature()}: {self.description}"
+
+    def __call__(self, ctx: ToolContext, params: dict[str, Any]) -> ToolResult:
+        problem = self.validate(params)
+        if problem:
+            return ToolResult(ok=False, error=f"invalid parameters: {problem}")
+        try:
+            return self.fn(ctx, **params)
+        except PathOutsideWorkdirError as exc:
+            return ToolResult(ok=False, error=str(exc))
+        except Exception as exc:  # a tool must never take the loop down
+            return ToolResult(ok=False, error=f"{type(exc).__name__}: {exc}")
+
+
+def _clip(text: str, limit: int = MAX_OUTPUT) -> str:
+    if len(text) <= limit:
+        return text
+    return text[: limit // 2] + f"\n... [{len(text) - limit} characters cut] ...\n" + text[-limit // 2 :]
+
+
+# --- the built-in tools ---------------------------------------------------------------
+
+
+def _python(ctx: ToolContext, code: str) -> ToolResult:
+    out = io.StringIO()
+    try:
+        tree = ast.parse(code, mode="exec")
+        last_expr = None
+        if tree.body and isinstance(tree.body[-1], ast.Expr):
+            last_expr = ast.Expression(tree.body.pop().value)
+        with contextlib.chdir(ctx.workdir), contextlib.redirect_stdout(out), contextlib.redirect_stderr(out):
+            exec(compile(tree, "<memfit python>", "exec"), ctx.namespace)
+            value = eval(compile(last_expr, "<memfit python>", "eval"), ctx.namespace) if last_expr else None
+    except Exception as exc:
+        tb = traceback.format_exception_only(type(exc), exc)
+        return ToolResult(output=_clip(out.getvalue()), ok=False, error="".join(tb).strip())
+    text = out.getvalue()
+    if value is not None:
+        text += repr(value)
+    return ToolResult(output=_clip(text))
+
+
+def _shell(ctx: ToolContext, command: str) -> ToolResult:
+    try:
+        proc = subprocess.run(
+            command,
+            shell=True,
+            cwd=ctx.workdir,
+            capture_output=True,
+            text=True,
+            timeout=ctx.shell_timeout_s,
+            stdin=subprocess.DEVNULL,
+        )
+    except subprocess.TimeoutExpired:
+        return ToolResult(ok=False, error=f"command timed out after {ctx.shell_timeout_s:g} s")
+    text = _clip(proc.stdout + proc.stderr)
+    if proc.returncode != 0:
+        return ToolResult(output=text, ok=False, error=f"exit code {proc.returncode}", data={"exit_code": proc.returncode})
+    return ToolResult(output=text, data={"exit_code": 0})
+
+
+def _read_file(ctx: ToolContext, path: str) -> ToolResult:
+    target = ctx.resolve(path)
+    if not target.is_file():
+        return ToolResult(ok=False, error=f"no such file: {path}")
+    return ToolResult(output=_clip(target.read_text(errors="replace")))
+
+
+def _write_file(ctx: ToolContext, path: str, content: str) -> ToolResult:
+    target = ctx.resolve(path)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = target.with_name(f".{target.name}.memfit-tmp")
+    tmp.write_text(content)
+    os.replace(tmp, target)
+    return ToolResult(output=f"wrote {len(content)} characters to {path}")
+
+
+def _modify_code(ctx: ToolContext, path: str, start: int, end: int, content: str) -> ToolResult:
+    target = ctx.resolve(path)
+    if not target.is_file():
+        return ToolResult(ok=False, error=f"no such file: {path}")
+    lines = target.read_text().splitlines(keepends=True)
+    if start < 1 or end < start - 1 or start > len(lines) + 1:
+        return ToolResult(ok=False, error=f"line range {start}..{end} is not valid for a file of {len(lines)} lines")
+    new = content.splitlines(keepends=True)
+    if new and not new[-1].endswith("\n"):
+        new[-1] += "\n"
+    lines[start - 1 : end] = new
+    tmp = target.with_name(f".{target.name}.memfit-tmp")
+    tmp.write_text("".join(lines))
+    os.replace(tmp, target)
+    record = {"path": path, "start_line": start, "end_line": end, "content": content}
+    return ToolResult(output=f"replaced lines {start}..{end} of {path}", data={"modify": record})
+
+
+def _finish(ctx: ToolContext, answer: str) -> ToolResult:
+    return ToolResult(output=answer, data={"final": True})
+
+
+def _ask_user(ctx: ToolContext, question: str) -> ToolResult:
+    if ctx.ask_user is None:
+        return ToolResult(output="No person is available to answer; decide on your own.")
+    return ToolResult(output=str(ctx.ask_user(question)))
+
+
+BUILTIN_TOOLS: dict[str, Tool] = {
+    t.name: t
+    for t in (
+        Tool("python", "run Python code; the value of a final expression is shown", {"code": Param()}, _python),
+        Tool("shell", "run a shell command in the working directory", {"command": Param()}, _shell),
+        Tool("read_file", "read a text file in the working directory", {"path": Param()}, _read_file),
+        Tool(
+            "write_file",
+            "write a text file in the working directory",
+            {"path": Param(), "content": Param()},
+            _write_file,
+        ),
+        Tool(
+            "modify_code",
+            "replace lines start..end (1-based, inclusive) of a file with new content",
+            {"path": Param(), "start": Param("int"), "end": Param("int"), "content": Param()},
+            _modify_code,
+        ),
+        Tool("finish", "end the task with the final answer", {"answer": Param()}, _finish),
+        Tool("ask_user", "ask the person a question", {"question": Param()}, _ask_user),
+    )
+}
+
+
+def select_tools(names: Iterable[str] | None, extra: Iterable[Tool] = ()) -> dict[str, Tool]:
+    """The tool set for a run: all built-ins (plus extras), or only ``names``.
+
+    ``finish`` is always included: without it a run cannot end well.
+    """
+    available = dict(BUILTIN_TOOLS)
+    for tool in extra:
+        available[tool.name] = tool
+    if names is None:
+        return available
+    wanted = [n.strip() for n in names if n and n.strip()]
+    unknown = [n for n in wanted if n not in available]
+    if unknown:
+        raise UnknownToolError(
+            f"unknown tool(s) {', '.join(unknown)}; available: {', '.join(sorted(available))}"
+        )
+    chosen = {n: available[n] for n in wanted}
+    chosen.setdefault("finish", available["finish"])
+    return chosen
