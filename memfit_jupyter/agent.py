@@ -359,7 +359,14 @@ class Run:
 
     def _place_scenario_files(self) -> None:
         """A scripted scenario brings the files its story needs; existing files are left alone."""
-        if not self.agent.model.startswith("memfit/") or self._recorded_events is not None:
+        if not self.agent.model.startswith("memfit/"):
+            return
+        if self._recorded_events is not None:  # a replay touches no files; it repeats the note
+            index = len(self.events)
+            if index < len(self._recorded_events):
+                recorded = self._recorded_events[index]
+                if recorded.get("type") == "note" and recorded.get("text", "").startswith("scenario "):
+                    self.emit("note", text=recorded["text"])
             return
         from .llm.scenarios import load_scenario
 
