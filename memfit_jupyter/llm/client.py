@@ -21,7 +21,7 @@ from typing import Any
 
 from ..errors import ModelCallError
 from .backend import Backend
-from .tokens import estimate_tokens, messages_text
+from .tokens import estimate_message_tokens
 
 DEFAULT_TIMEOUT_S = 60.0
 DEFAULT_MAX_TOKENS = 1024
@@ -141,7 +141,7 @@ class LLMClient:
         if self.breakers is not None:
             tier = self.breakers.route(tier, purpose=purpose, iteration=iteration)
         model = self.model_for(tier)
-        prompt_tokens = estimate_tokens(messages_text(messages))
+        prompt_tokens = estimate_message_tokens(messages)
         timeout = self.default_timeout_s
         if self.budget is not None:
             max_tokens, timeout = self.budget.cap_model_call(

@@ -17,3 +17,15 @@ def messages_text(messages: list[dict]) -> str:
         elif isinstance(content, list):
             parts.extend(str(c.get("text", "")) for c in content if isinstance(c, dict))
     return "\n".join(parts)
+
+
+def estimate_message_tokens(messages: list[dict]) -> int:
+    """``estimate_tokens(messages_text(messages))`` without building the joined string."""
+    chars = len(messages) - 1 if messages else 0
+    for m in messages:
+        content = m.get("content")
+        if isinstance(content, str):
+            chars += len(content)
+        elif isinstance(content, list):
+            chars += sum(len(str(c.get("text", ""))) for c in content if isinstance(c, dict))
+    return max(1, (chars + 3) // 4)
