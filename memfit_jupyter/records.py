@@ -35,7 +35,7 @@ class ReflectionLevel(enum.IntEnum):
             raise ValueError(f"unknown reflection level {value!r}; choose one of: {names}") from None
 
 
-class SynthesisStrategy(str, enum.Enum):
+class SynthesisStrategy(enum.StrEnum):
     """How recursive results are combined (SPEC-10.04)."""
 
     WEIGHTED = "weighted"

@@ -208,3 +208,12 @@ def test_secrets_never_reach_the_trace(tmp_path, monkeypatch):
 def test_empty_task_is_refused():
     with pytest.raises(ValueError, match="task is empty"):
         Agent(model="memfit/demo").start("   ")
+
+
+def test_all_is_complete_and_every_name_loads():
+    import memfit_jupyter
+
+    for name in memfit_jupyter.__all__:
+        assert getattr(memfit_jupyter, name) is not None
+    public = {n for n in memfit_jupyter._EXPORTS}
+    assert public <= set(memfit_jupyter.__all__)
