@@ -14,11 +14,11 @@ from __future__ import annotations
 
 import argparse
 import json
+import resource
 import statistics
 import sys
 import tempfile
 import time
-import resource
 
 
 def pct(values, q):
