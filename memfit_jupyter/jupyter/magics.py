@@ -1,0 +1,240 @@
+"""``%%memfit_task``, ``%memfit`` and ``%memfit_memory``.
+
+Loading registers the magics and nothing else: no litellm, no widgets, no
+``.env`` (that is read when a task runs).  Options are parsed with IPython's
+``magic_arguments``; a malformed option is a one-line ``UsageError``.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import os
+from typing import Any
+
+from IPython.core.error import UsageError
+from IPython.core.magic import Magics, cell_magic, line_magic, magics_class
+from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
+
+from .config import (
+    REFLECTION_CHOICES,
+    STRATEGY_CHOICES,
+    MemfitSettings,
+    load_dotenv_file,
+    resolve_model,
+)
+
+#: Option -> (feature package, what it turns on): options whose package has no
+#: ``extension_for`` yet are accepted and reported as not available yet.
+FEATURES = {
+    "reflection": ("reflection", "reflection levels"),
+    "spin_threshold": ("reflection", "spin detection"),
+    "strategy": ("reliability", "synthesis strategies"),
+    "samples": ("reliability", "recursive samples"),
+    "fallback_model": ("reliability", "breaker fallback"),
+    "memory": ("memory", "long-term memory"),
+    "no_memory": ("memory", "long-term memory"),
+    "oracle": ("context", "the failure diary"),
+    "max_trials": ("context", "the failure diary"),
+}
+MEMFIT_SUBCOMMANDS = ("status", "scenarios", "defaults", "tiers")
+
+
+def feature_available(package: str) -> bool:
+    """Whether ``memfit_jupyter.<package>`` plugs into runs (has ``extension_for``)."""
+    try:
+        module = importlib.import_module(f"memfit_jupyter.{package}")
+    except ImportError:
+        return False
+    return callable(getattr(module, "extension_for", None))
+
+
+def _positive(name: str, value: float | None, minimum: float = 1, strict: bool = False) -> None:
+    if value is None:
+        return
+    if (strict and value <= minimum) or (not strict and value < minimum):
+        bound = f"greater than {minimum:g}" if strict else f"at least {minimum:g}"
+        raise UsageError(f"--{name} must be {bound}, got {value:g}")
+
+
+@magics_class
+class MemfitMagics(MemfitSettings, Magics):
+    """The memfit magics; their defaults are settable with ``%config MemfitMagics.<name>``."""
+
+    #: The last run a cell started (``%memfit`` shows its breaker states).
+    last_run: Any = None
+
+    @magic_arguments()
+    @argument("--model", help="litellm model string, or memfit/<scenario> (offline scripted model)")
+    @argument("--fast-model", help="model of the fast tier (sub-queries, samples)")
+    @argument("--fallback-model", help="model of the fallback tier (while a breaker is open)")
+    @argument("--max-iterations", type=int, metavar="N", help="most iterations (default 20)")
+    @argument("--max-cost", type=float, metavar="USD", help="most US dollars the run may spend (default 1.0)")
+    @argument("--max-duration", type=float, metavar="S", help="most seconds the run may take (default 300)")
+    @argument("--max-calls", type=int, metavar="N", help="most recursive calls (default 20)")
+    @argument("--reflection", choices=REFLECTION_CHOICES, help="reflection level (default auto)")
+    @argument("--spin-threshold", type=int, metavar="N", help="same actions in a row that count as a spin (default 3)")
+    @argument("--strategy", choices=STRATEGY_CHOICES, help="synthesis strategy (default weighted)")
+    @argument("--samples", type=int, metavar="K", help="samples per recursive call (default 1)")
+    @argument("--tools", metavar="NAME,NAME...", help="tools the agent may use (default: all)")
+    @argument("--approve", action="store_true", help="every tool call waits for your approval")
+    @argument("--memory", metavar="PATH", help="memory store (default .memfit/ in the working directory)")
+    @argument("--no-memory", action="store_true", help="run without long-term memory")
+    @argument("--oracle", metavar="CMD", help="shell command that checks the result (exit 0 = pass)")
+    @argument("--max-trials", type=int, metavar="N", help="trials with the oracle (default 3)")
+    @argument("--step", action="store_true", help="start paused: Step runs one iteration")
+    @argument("--name", metavar="VAR", help="bind the Run to this variable")
+    @argument("--quiet", action="store_true", help="show only the final summary")
+    @cell_magic
+    def memfit_task(self, line: str, cell: str) -> None:
+        """Run an agent on the task written in the cell, live in a widget.
+
+        The task is the cell's body, in plain language.  Example::
+
+            %%memfit_task --model memfit/demo --name run
+            What is the total of the numbers in data.txt?
+        """
+        args = parse_argstring(self.memfit_task, line)
+        task = (cell or "").strip()
+        if not task:
+            raise UsageError("the task is empty: write it on the lines below %%memfit_task")
+        kwargs, notes = self.agent_kwargs(args)
+        from ..agent import Agent
+
+        try:
+            agent = Agent(**kwargs)
+        except (ValueError, TypeError) as exc:  # UnknownModelError, UnknownToolError, bad values
+            raise UsageError(str(exc).splitlines()[0] if str(exc) else type(exc).__name__) from None
+        run = agent.start(task)
+        for note in notes:
+            run.emit("note", iteration=0, text=note, source="magic")
+        if args.name:
+            self.shell.user_ns[args.name] = run
+        self.last_run = run
+        from .display import RunDisplay
+
+        view = RunDisplay(run, quiet=args.quiet, step=args.step, throttle_ms=self.throttle_ms,
+                          max_cards=self.max_live_cards)
+        view.show_widget()
+        if not args.step:
+            try:
+                run.run()
+            except KeyboardInterrupt:  # between two steps: the engine catches the rest
+                run.cancel("interrupted by the person")
+        view.settle()
+        view.show_bundle()
+
+    def agent_kwargs(self, args: Any) -> tuple[dict[str, Any], list[str]]:
+        """``Agent`` keyword arguments from the parsed options and the settings, with the notes
+        a person should see (where the model came from, options not available yet)."""
+        notes: list[str] = []
+        for name in ("max_iterations", "max_calls", "samples", "max_trials", "spin_threshold"):
+            _positive(name.replace("_", "-"), getattr(args, name), minimum=0 if name == "max_calls" else 1)
+        _positive("max-cost", args.max_cost, 0, strict=True)
+        _positive("max-duration", args.max_duration, 0, strict=True)
+        if args.name and not args.name.isidentifier():
+            raise UsageError(f"--name must be a Python identifier, got {args.name!r}")
+        if args.memory and args.no_memory:
+            raise UsageError("--memory and --no-memory contradict each other: give one")
+        if self.read_dotenv:
+            load_dotenv_file(os.getcwd())
+        model, note = resolve_model(args.model, self.model)
+        if note:
+            notes.append(note)
+        if not model.startswith("memfit/"):
+            from ..llm.backend import check_model
+
+            try:
+                check_model(model)
+            except ValueError as exc:
+                raise UsageError(str(exc)) from None
+        from ..reliability.guarantees import ExecutionGuarantees
+
+        g = ExecutionGuarantees(
+            max_cost_usd=args.max_cost if args.max_cost is not None else self.max_cost_usd,
+            max_duration_seconds=args.max_duration if args.max_duration is not None else self.max_duration_seconds,
+            max_recursive_calls=args.max_calls if args.max_calls is not None else self.max_recursive_calls,
+        )
+        if args.no_memory:
+            memory: Any = False
+        else:
+            memory = args.memory or self.memory_path or None
+        kwargs: dict[str, Any] = {
+            "model": model,
+            "fast_model": args.fast_model or self.fast_model,
+            "fallback_model": args.fallback_model or self.fallback_model,
+            "max_iterations": args.max_iterations if args.max_iterations is not None else self.max_iterations,
+            "guarantees": g,
+            "reflection": (args.reflection or self.reflection).lower(),
+            "strategy": (args.strategy or self.strategy).lower(),
+            "memory": memory,
+            "namespace": self.shell.user_ns,
+            "workdir": os.getcwd(),
+        }
+        for key in ("spin_threshold", "samples", "oracle", "max_trials"):
+            if getattr(args, key) is not None:
+                kwargs[key] = getattr(args, key)
+        if args.tools:
+            kwargs["tools"] = [t.strip() for t in args.tools.split(",") if t.strip()]
+        if args.approve:
+            kwargs["approve"] = _wait_for_person
+        given = {k for k in FEATURES if getattr(args, k, None) not in (None, False)}
+        missing: dict[str, list[str]] = {}
+        for option in sorted(given):
+            package, feature = FEATURES[option]
+            if not feature_available(package):
+                missing.setdefault(feature, []).append("--" + option.replace("_", "-"))
+        for feature, options in missing.items():
+            notes.append(f"{', '.join(options)}: {feature} not available yet; the option is recorded "
+                         "in the run's settings but has no effect")
+        return kwargs, notes
+
+    @line_magic
+    def memfit(self, line: str) -> None:
+        """Status and settings: model tiers (and breaker states), defaults, the scenarios.
+
+        ``%memfit`` shows everything; ``%memfit tiers|defaults|scenarios`` one part.
+        """
+        from .status import status_html, status_text
+
+        sub = (line or "").strip() or "status"
+        if sub not in MEMFIT_SUBCOMMANDS:
+            raise UsageError(f"unknown subcommand {sub!r} for %memfit; valid: {', '.join(MEMFIT_SUBCOMMANDS)}")
+        from IPython.display import display
+
+        display({"text/plain": status_text(self, sub), "text/html": status_html(self, sub)}, raw=True)
+
+    @line_magic
+    def memfit_memory(self, line: str) -> Any:
+        """Search, add, show, delete, list, export and import long-term memories.
+
+        ``%memfit_memory`` alone summarises the store; ``%memfit_memory search QUERY`` ranks.
+        """
+        if importlib.util.find_spec("memfit_jupyter.jupyter.memory_magic") is None:
+            raise UsageError("memory is not available yet")
+        module = importlib.import_module("memfit_jupyter.jupyter.memory_magic")
+        return module.memfit_memory(self, line)
+
+
+def _wait_for_person(call: dict[str, Any]) -> None:
+    """``--approve``: leave every tool call pending until the widget's Approve or Reject."""
+    return None
+
+
+def load(ipython: Any) -> None:
+    """Register the magics and the hook that keeps live displays up to date."""
+    from .display import settle_all
+
+    ipython.register_magics(MemfitMagics)
+    events = ipython.events
+    if settle_all not in events.callbacks.get("post_run_cell", []):
+        events.register("post_run_cell", settle_all)
+
+
+def unload(ipython: Any) -> None:
+    from .display import settle_all
+
+    try:
+        ipython.events.unregister("post_run_cell", settle_all)
+    except ValueError:
+        pass

@@ -1,0 +1,83 @@
+"""What ``%memfit`` shows: model tiers and breaker states, defaults, features, scenarios."""
+
+from __future__ import annotations
+
+import os
+from html import escape
+from typing import Any
+
+from .config import MemfitSettings, resolve_model
+
+FEATURE_PACKAGES = ("reflection", "reliability", "memory", "context")
+
+
+def _tiers(magics: Any) -> dict[str, str]:
+    model, note = resolve_model(None, magics.model)
+    return {"primary": model + (f"  ({note})" if note else ""), "fast": magics.fast_model or "(primary)",
+            "fallback": magics.fallback_model or "(none)"}
+
+
+def breaker_metrics(magics: Any) -> dict[str, Any]:
+    """Breaker metrics per tier of the last run, when the reliability feature provides them."""
+    run = getattr(magics, "last_run", None)
+    for owner in (getattr(run, "agent", None), getattr(run, "llm", None)):
+        breakers = getattr(owner, "breakers", None)
+        metrics = getattr(breakers, "metrics", None)
+        if callable(metrics):
+            try:
+                return dict(metrics())
+            except Exception as exc:  # status must show even if a feature is half-built
+                return {"error": f"{type(exc).__name__}: {exc}"}
+    return {}
+
+
+def _defaults(magics: Any) -> dict[str, Any]:
+    return {name: getattr(magics, name) for name in sorted(MemfitSettings.class_trait_names(config=True))}
+
+
+def _features() -> dict[str, bool]:
+    from .magics import feature_available
+
+    return {name: feature_available(name) for name in FEATURE_PACKAGES}
+
+
+def _scenarios() -> dict[str, str]:
+    from ..llm.scenarios import scenarios
+
+    return scenarios()
+
+
+def sections(magics: Any, which: str) -> list[tuple[str, dict[str, Any]]]:
+    out = []
+    if which in ("status", "tiers"):
+        out.append(("model tiers", _tiers(magics)))
+        metrics = breaker_metrics(magics)
+        out.append(("circuit breakers", metrics or {"(none)": "no run yet, or breakers not available yet"}))
+    if which in ("status", "defaults"):
+        out.append(("defaults (%config MemfitMagics.<name> = ...)", _defaults(magics)))
+        out.append(("environment", {"MEMFIT_MODEL": os.environ.get("MEMFIT_MODEL", "(unset)"),
+                                    "working directory": os.getcwd()}))
+    if which == "status":
+        out.append(("features", {k: "available" if v else "not available yet" for k, v in _features().items()}))
+    if which in ("status", "scenarios"):
+        out.append(("scenarios (--model memfit/<name>)", _scenarios()))
+    return out
+
+
+def status_text(magics: Any, which: str) -> str:
+    lines = []
+    for title, items in sections(magics, which):
+        lines.append(f"{title}:")
+        lines.extend(f"  {k}: {v}" for k, v in items.items())
+    return "\n".join(lines)
+
+
+def status_html(magics: Any, which: str) -> str:
+    from .html import FONT
+
+    parts = []
+    for title, items in sections(magics, which):
+        rows = "".join(f'<tr><td style="padding:0 8px 0 0;vertical-align:top"><code>{escape(str(k))}</code></td>'
+                       f"<td>{escape(str(v))}</td></tr>" for k, v in items.items())
+        parts.append(f'<div style="margin:4px 0"><b>{escape(title)}</b><table>{rows}</table></div>')
+    return f'<div class="memfit-status" style="{FONT}">{"".join(parts)}</div>'

@@ -1,0 +1,329 @@
+"""The live run widget: header, gauges, panels, iteration cards and controls.
+
+It subscribes to the run's events and folds them into a ``RunState``; the
+parts an event touched are marked dirty and re-rendered at most every
+``throttle_ms`` (and always at the end of a cell, a click or the run), each
+widget inside ``hold_sync`` so one change is one message.  Nothing runs on a
+background thread: ipykernel 7 drops output sent from threads, and the loop
+is synchronous on the kernel's main thread anyway.
+
+Browser clicks reach the kernel only once the running cell has ended, so the
+Step, Continue, Approve and Override buttons run iterations inside their own
+callbacks.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections import deque
+from collections.abc import Callable
+from html import escape
+from typing import Any
+
+from . import html as H
+from .state import RunState
+
+log = logging.getLogger("memfit_jupyter")
+
+#: Events that re-render at once, whatever the throttle: the person must see them now.
+IMMEDIATE = frozenset({"run_start", "run_end", "approval", "spin", "degradation", "error"})
+
+
+class RunWidget:
+    """The live view of one ``Run``. ``root`` is the ipywidgets box to display."""
+
+    def __init__(self, run: Any, *, step: bool = False, throttle_ms: int = 100, max_cards: int = 100,
+                 on_settle: Callable[[], None] | None = None):
+        import ipywidgets as W
+
+        self.run = run
+        self.step_mode = step
+        self.throttle_s = max(0, throttle_ms) / 1000.0
+        self.max_cards = max(1, max_cards)
+        self.on_settle = on_settle
+        self.renders = 0
+        self._busy = False
+        self._last = 0.0
+        self._dirty: set[str] = set()
+        self._cards: dict[int, Any] = {}
+        self._order: deque[int] = deque()
+        self._hidden = 0
+        self._confirming = False
+        self.state = RunState(task=run.task, model=run.agent.model, tiers=dict(run.agent.tiers))
+        self.limits = {"max_cost_usd": run.agent.guarantees.max_cost_usd,
+                       "max_duration_seconds": run.agent.guarantees.max_duration_seconds,
+                       "max_recursive_calls": run.agent.guarantees.max_recursive_calls,
+                       "max_iterations": run.agent.max_iterations}
+
+        def html(name: str) -> Any:
+            return W.HTML(value="", layout=W.Layout(display="none"), _dom_classes=[f"memfit-{name}"])
+
+        self.header = W.HTML(_dom_classes=["memfit-header"])
+        self.gauges = W.HTML(_dom_classes=["memfit-gauges"])
+        self.panels = {name: html(name) for name in (
+            "notes", "breakers", "spin", "context", "degradation", "synthesis", "memory", "trials",
+            "errors", "others")}
+        self.hidden_note = html("hidden")
+        self.timeline = W.VBox(_dom_classes=["memfit-timeline"])
+
+        def button(description: str, style: str, handler: Callable[[Any], None], tooltip: str = "") -> Any:
+            b = W.Button(description=description, button_style=style, tooltip=tooltip,
+                         layout=W.Layout(display="none", width="auto"))
+            b.on_click(lambda _b: self._guarded(handler))
+            return b
+
+        self.step_button = button("Step", "primary", self.on_step, "run one iteration")
+        self.continue_button = button("Continue", "success", self.on_continue, "run to the end")
+        self.abort_button = button("Abort", "danger", self.on_abort, "end the run (status cancelled)")
+        self.approve_button = button("Approve", "success", lambda: self.on_approve(True), "run this tool call")
+        self.reject_button = button("Reject", "danger", lambda: self.on_approve(False),
+                                    "do not run it; the agent sees the rejection")
+        self.override_button = button("Override limits…", "warning", self.on_override,
+                                      "continue past the limits (asks for confirmation)")
+        self.override_cost = W.FloatText(description="max $", layout=W.Layout(display="none", width="160px"))
+        self.confirm_button = button("Confirm override", "danger", self.on_confirm_override)
+        self.cancel_button = button("Cancel", "", self.on_cancel_override)
+        self.approval_text = html("approval")
+        self.choices = W.HBox(layout=W.Layout(display="none"), _dom_classes=["memfit-choices"])
+        self.controls = W.HBox([self.step_button, self.continue_button, self.abort_button,
+                                self.approve_button, self.reject_button, self.override_button,
+                                self.override_cost, self.confirm_button, self.cancel_button],
+                               _dom_classes=["memfit-controls"])
+        self.prompt_html = W.HTML()
+        self.prompt = W.Accordion(children=[self.prompt_html], selected_index=None,
+                                  layout=W.Layout(display="none"), _dom_classes=["memfit-prompt"])
+        self.prompt.set_title(0, "next prompt (what the model will be sent)")
+        p = self.panels
+        self.root = W.VBox(
+            [self.header, self.gauges, p["notes"], p["breakers"], p["context"], p["spin"], p["degradation"],
+             self.approval_text, self.controls, self.choices, self.prompt, self.hidden_note, self.timeline,
+             p["synthesis"], p["memory"], p["trials"], p["others"], p["errors"]],
+            _dom_classes=["memfit-run-widget"],
+            layout=W.Layout(border="1px solid #e5e7eb", padding="6px"))
+        for event in run.events:
+            self._dirty |= self.state.apply(event.to_dict())
+        self._unsubscribe = run.subscribe(self._on_event)
+        self.flush()
+        self.refresh_controls()
+
+    # --- events and rendering -----------------------------------------------------------
+    def _on_event(self, event: Any) -> None:
+        self._dirty |= self.state.apply(event.to_dict())
+        now = time.monotonic()
+        if event.type in IMMEDIATE or now - self._last >= self.throttle_s:
+            self.flush()
+
+    def status_label(self) -> str:
+        run = self.run
+        if run.done:
+            return run.status
+        if run.waiting_for_approval is not None:
+            return "waiting for approval"
+        if self.step_mode and not self._busy:
+            return "paused" if run.status == "pending" or run.iteration else run.status
+        return run.status
+
+    def totals(self) -> dict[str, Any]:
+        run = self.run
+        spent = run.budget.spent
+        return {"cost_usd": spent.cost_usd, "calls": spent.calls,
+                "tokens": {"total": spent.prompt_tokens + spent.completion_tokens},
+                "recursive_calls": run.budget.recursive_calls, "iterations": run.iteration,
+                "duration_s": run.result.duration_s if run.result else (run.elapsed if run.status != "pending" else 0.0)}
+
+    def flush(self) -> None:
+        """Re-render what changed since the last render (and the gauges, whose clock moves)."""
+        dirty, self._dirty = self._dirty, set()
+        self._last = time.monotonic()
+        self.renders += 1
+        s = self.state
+        label = self.status_label()
+        if s.status != label:
+            s.status = label
+            dirty.add("header")
+        if "header" in dirty:
+            self._set(self.header, H.header_html(s))
+        self._set(self.gauges, H.gauges_html(self.totals(), self.limits, s))
+        renderers = {
+            "notes": lambda: H.notes_html(s.notes), "breakers": lambda: H.breakers_html(s.breakers),
+            "spin": lambda: H.spin_html(s.spin), "context": lambda: H.context_html(s.context),
+            "degradation": lambda: H.degradation_html(s.degradation),
+            "synthesis": lambda: H.synthesis_html(s.synthesis), "memory": lambda: H.memory_html(s.memory),
+            "trials": lambda: H.trials_html(s.trials), "errors": lambda: H.errors_html(s.errors),
+            "others": lambda: "".join(H.generic_html(e) for e in s.others),
+        }
+        for name, render in renderers.items():
+            if name in dirty:
+                self._set(self.panels[name], render())
+        cards = sorted(int(d.split(":", 1)[1]) for d in dirty if d.startswith("card:"))
+        for i in cards:
+            if i in s.cards:
+                self._render_card(i)
+        if "synthesis" in dirty or "controls" in dirty or "header" in dirty:
+            self.refresh_controls()
+
+    @staticmethod
+    def _set(widget: Any, value: str) -> None:
+        display = "" if value else "none"
+        if widget.value == value and widget.layout.display == display:
+            return
+        with widget.hold_sync():
+            widget.value = value
+        if widget.layout.display != display:
+            widget.layout.display = display
+
+    def _render_card(self, i: int) -> None:
+        import ipywidgets as W
+
+        value = H.card_html(self.state.cards[i])
+        widget = self._cards.get(i)
+        if widget is not None:
+            if widget.value != value:
+                widget.value = value
+            return
+        if self._order and i < self._order[0]:
+            return  # an old card that has already scrolled out of the live view
+        self._cards[i] = W.HTML(value=value, _dom_classes=["memfit-card"])
+        self._order.append(i)
+        while len(self._order) > self.max_cards:
+            old = self._order.popleft()
+            self._cards.pop(old).close()
+            self._hidden += 1
+        self.timeline.children = tuple(self._cards[k] for k in self._order)
+        if self._hidden:
+            self._set(self.hidden_note, f'<div style="{H.FONT};color:#6b7280">{self._hidden} earlier '
+                                        "iteration(s) are not shown live; the saved output has them all</div>")
+
+    # --- controls -------------------------------------------------------------------------
+    def refresh_controls(self) -> None:
+        run = self.run
+        waiting = run.waiting_for_approval
+        live = not run.done and not self._busy
+
+        def show(widget: Any, visible: bool) -> None:
+            want = "" if visible else "none"
+            if widget.layout.display != want:
+                widget.layout.display = want
+
+        show(self.step_button, live and self.step_mode and waiting is None)
+        show(self.continue_button, live and (self.step_mode or waiting is not None))
+        show(self.abort_button, live and (self.step_mode or waiting is not None))
+        show(self.approve_button, live and waiting is not None)
+        show(self.reject_button, live and waiting is not None)
+        if waiting is not None:
+            self._set(self.approval_text, H.notes_html([
+                f"approve the call {waiting['tool']}({escape(str(waiting['params']))[:300]})?"]))
+        else:
+            self._set(self.approval_text, "")
+        can_override = run.done and run.status == "degraded" and hasattr(run, "override") and not self._busy
+        show(self.override_button, can_override and not self._confirming)
+        for w in (self.override_cost, self.confirm_button, self.cancel_button):
+            show(w, can_override and self._confirming)
+        self._refresh_choices()
+        show_prompt = self.step_mode and live and waiting is None
+        show(self.prompt, show_prompt)
+        if show_prompt:
+            self._set_prompt()
+
+    def _set_prompt(self) -> None:
+        try:
+            messages = self.run.next_prompt()
+        except Exception as exc:  # a broken extension hook must not break the view
+            messages = [{"role": "error", "content": f"{type(exc).__name__}: {exc}"}]
+        body = "".join(
+            f'<div style="{H.FONT}"><b>{escape(m["role"])}</b><pre style="{H.MONO};white-space:pre-wrap;'
+            f'margin:2px 0 6px 0">{escape(H._clip(m["content"], 12000))}</pre></div>' for m in messages)
+        if self.prompt_html.value != body:
+            self.prompt_html.value = body
+
+    def _refresh_choices(self) -> None:
+        import ipywidgets as W
+
+        last = self.state.synthesis[-1] if self.state.synthesis else None
+        offer = (last is not None and last.get("strategy") == "diverse" and last.get("alternatives")
+                 and last.get("choice") is None and hasattr(self.run, "choose") and not self._busy)
+        key = (id(last), bool(offer))
+        if getattr(self, "_choices_key", None) == key:
+            return
+        self._choices_key = key
+        if not offer:
+            self.choices.layout.display = "none"
+            return
+        buttons = []
+        for index, alt in enumerate(last["alternatives"]):
+            text = alt.get("answer", alt) if isinstance(alt, dict) else alt
+            b = W.Button(description=f"{index}: {str(text)[:40]}", tooltip=str(text)[:500],
+                         layout=W.Layout(width="auto"))
+            b.on_click(lambda _b, i=index: self._guarded(lambda: self.on_choose(i)))
+            buttons.append(b)
+        self.choices.children = [W.HTML("<b>Choose an alternative:</b>"), *buttons]
+        self.choices.layout.display = ""
+
+    def _guarded(self, action: Callable[[], Any]) -> None:
+        """Run a button's action; show what went wrong instead of losing it in the log."""
+        if self._busy:
+            return
+        self._busy = True
+        self._dirty.add("header")
+        self.refresh_controls()
+        try:
+            action()
+        except KeyboardInterrupt:
+            if not self.run.done:
+                self.run.cancel("interrupted by the person")
+        except Exception as exc:
+            self.state.errors.append({"iteration": self.run.iteration, "message": f"{type(exc).__name__}: {exc}"})
+            self._dirty.add("errors")
+        finally:
+            self._busy = False
+            self.settle()
+
+    def settle(self) -> None:
+        """Render everything now (end of a cell, a click or the run) and refresh the saved bundle."""
+        self._dirty.add("header")
+        self.flush()
+        self.refresh_controls()
+        if self.on_settle is not None:
+            self.on_settle()
+
+    def on_step(self) -> None:
+        if not self.run.done:
+            self.run.step()
+
+    def on_continue(self) -> None:
+        if self.run.waiting_for_approval is not None:
+            return
+        self.run.run()
+
+    def on_abort(self) -> None:
+        self.run.cancel("aborted from the widget")
+
+    def on_approve(self, ok: bool) -> None:
+        self.run.approve(ok, "" if ok else "rejected from the widget")
+        self.run.step()
+        if not self.step_mode and not self.run.done and self.run.waiting_for_approval is None:
+            self.run.run()
+
+    def on_override(self) -> None:
+        self._confirming = True
+        self.override_cost.value = round(self.limits["max_cost_usd"] * 2, 4)
+
+    def on_cancel_override(self) -> None:
+        self._confirming = False
+
+    def on_confirm_override(self) -> None:
+        self._confirming = False
+        value = float(self.override_cost.value)
+        self.run.override(confirm=True, max_cost_usd=value)
+        self.limits["max_cost_usd"] = value
+        self.state.degradation = None
+        self._dirty.add("degradation")
+        if not self.run.done:
+            self.run.run()
+
+    def on_choose(self, index: int) -> None:
+        self.run.choose(index)
+
+    def close(self) -> None:
+        self._unsubscribe()
