@@ -1,0 +1,60 @@
+"""Adaptive self-reflection and spin detection (seed 000, sections 1 and 2).
+
+After every action the extension decides a reflection level (``levels``),
+runs the five-stage pipeline (``pipeline``), runs the spin detectors
+(``detectors``, ``spin``) and puts what it learned where the next model call
+reads it: reflections and spin warnings in the timeline, the last three
+reflections in the system prompt.  ``reflection="none"`` turns all of it off.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..records import ActionRecord, ReflectionLevel
+from .config import DETECTORS, ReflectionConfig
+from .levels import decide_level, same_action_type_spin
+from .pipeline import Reflector
+from .records import ActionReflection, EnvironmentalImpact, SpinDetectionResult
+from .spin import SpinMonitor, SpinVerdict
+
+__all__ = [
+    "DETECTORS", "ActionReflection", "EnvironmentalImpact", "ReflectionConfig", "ReflectionExtension",
+    "SpinDetectionResult", "SpinMonitor", "SpinVerdict", "decide_level", "extension_for",
+    "same_action_type_spin",
+]
+
+
+class ReflectionExtension:
+    """The run extension: reflection after each action, then spin detection."""
+
+    def __init__(self, config: ReflectionConfig):
+        self.config = config
+        self.reflector = Reflector(config)
+        self.spin = SpinMonitor(config)
+
+    @property
+    def reflections(self) -> list[ActionReflection]:
+        """Every reflection of the run, in order."""
+        return self.reflector.history
+
+    def system_sections(self, run: Any) -> list[str]:
+        section = self.reflector.prompt_section()
+        return [section] if section else []
+
+    def after_action(self, run: Any, record: ActionRecord) -> None:
+        cfg = self.config
+        verdict = self.spin.detect(run, record)
+        level, trigger = decide_level(record, run.records, tool=run.tools.get(record.tool), forced=cfg.forced,
+                                      spin_threshold=cfg.spin_threshold,
+                                      iteration_threshold=cfg.iteration_threshold)
+        self.reflector.reflect(run, record, level, trigger, verdict.spinning)
+        self.spin.apply(run, verdict)
+
+
+def extension_for(run: Any) -> ReflectionExtension | None:
+    """The reflection extension of ``run``, or None when reflection is ``none``."""
+    config = ReflectionConfig.from_agent(run.agent)
+    if config.forced == ReflectionLevel.NONE:
+        return None
+    return ReflectionExtension(config)

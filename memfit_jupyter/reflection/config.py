@@ -1,0 +1,96 @@
+"""Settings of reflection and spin detection, with the seed's numbers as defaults."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..records import ReflectionLevel
+
+#: The named detectors; each can be switched off with ``Agent(detectors={name: False})``.
+DETECTORS = (
+    "same_action_type",     # layer 1: the last N actions share action type and tool
+    "logic_spin",           # layer 2: the model confirms a layer-1 spin
+    "code_modify",          # layer 3: small modify_code edits in the same region, in a row
+    "repeat_observation",   # the same action with the same observation, N times in a row
+    "alternation",          # A, B, A, B: two actions taking turns
+    "repeated_error",       # the same error, N times in a row
+    "empty_replies",        # the model gave no usable reply, N times in a row
+)
+
+
+@dataclass
+class ReflectionConfig:
+    """How reflection and spin detection behave.  Every default is seed 000's number.
+
+    ``Agent(reflection=..., spin_threshold=..., max_consecutive_spin_warnings=...,
+    detectors=...)`` fill the common fields; to change the others, put a
+    ``ReflectionConfig`` among the agent's extensions::
+
+        Agent(model="memfit/spin-demo", extensions=[ReflectionConfig(iteration_threshold=8)])
+    """
+
+    #: "auto" (the decision tree) or a forced level for every action; NONE turns reflection
+    #: and spin detection off.
+    reflection: str | ReflectionLevel = "auto"
+    #: Layer 1: this many actions in a row with the same action type and tool fire it.
+    spin_threshold: int = 3
+    #: The decision tree's STANDARD-on-spin branch starts after this iteration (seed: > 5).
+    iteration_threshold: int = 5
+    #: Memory search depth in bytes by level (seed: 2 KB / 5 KB / 10 KB).
+    memory_bytes: dict[int, int] = field(default_factory=lambda: {
+        ReflectionLevel.STANDARD: 2 * 1024, ReflectionLevel.DEEP: 5 * 1024,
+        ReflectionLevel.CRITICAL: 10 * 1024})
+    #: How many recent reflections go into the next prompt.
+    cache_size: int = 3
+    #: Layer 3: edits whose start and end are within this many lines are in the same region.
+    region_tolerance: int = 5
+    #: Layer 3: an edit of at most this many lines is small.
+    small_edit_lines: int = 3
+    #: Layer 3: this many small same-region edits in a row fire it.
+    code_spin_count: int = 3
+    #: Layer 3: look for modify_code edits among this many recent actions.
+    code_spin_window: int = 10
+    #: Spin warnings given before the next confirmed spin ends the run (0 = never end it).
+    max_consecutive_spin_warnings: int = 3
+    #: This many iterations in a row with no spin reset the warning count.
+    quiet_reset: int = 5
+    #: Thresholds of the extra detectors (None = spin_threshold).
+    repeat_observation_threshold: int | None = None
+    repeated_error_threshold: int | None = None
+    #: A/B alternation: this many full A-B cycles fire it (2 = A, B, A, B).
+    alternation_cycles: int = 2
+    #: Unusable model replies in a row (the loop itself gives up at 3).
+    empty_replies_threshold: int = 2
+    #: Detectors switched on or off by name (missing names are on).
+    detectors: dict[str, bool] = field(default_factory=dict)
+    #: How much of the recent timeline goes into the analysis prompts.
+    timeline_chars: int = 3000
+
+    def __post_init__(self) -> None:
+        if self.reflection != "auto":
+            self.reflection = ReflectionLevel.parse(self.reflection)
+        if self.spin_threshold < 2:
+            raise ValueError("spin_threshold must be at least 2")
+        if self.max_consecutive_spin_warnings < 0:
+            raise ValueError("max_consecutive_spin_warnings must be 0 (never end the run) or more")
+        unknown = sorted(set(self.detectors) - set(DETECTORS))
+        if unknown:
+            raise ValueError(f"unknown detector(s) {', '.join(unknown)}; detectors are: {', '.join(DETECTORS)}")
+
+    def enabled(self, detector: str) -> bool:
+        return bool(self.detectors.get(detector, True))
+
+    @property
+    def forced(self) -> ReflectionLevel | None:
+        return None if self.reflection == "auto" else ReflectionLevel.parse(self.reflection)
+
+    @classmethod
+    def from_agent(cls, agent: Any) -> ReflectionConfig:
+        """The config for an agent: an explicit ReflectionConfig among its extensions, else its settings."""
+        for ext in getattr(agent, "extensions", ()):
+            if isinstance(ext, cls):
+                return ext
+        return cls(reflection=agent.reflection, spin_threshold=agent.spin_threshold,
+                   max_consecutive_spin_warnings=agent.max_consecutive_spin_warnings,
+                   detectors=dict(agent.detectors))

@@ -1,0 +1,170 @@
+"""The reflection pipeline of seed 000, 1.3, in five stages.
+
+1. data collection: an ``ActionReflection`` of the action;
+2. environmental impact (STANDARD and up): an ``EnvironmentalImpact``, measured here
+   and completed by the model;
+3. memory-augmented analysis (STANDARD and up): the memory is searched with the
+   seed's query, as deep as the level allows, and the model reflects;
+4. timeline injection: the seed's success or failure line and the MANDATORY
+   RECOMMENDATIONS, where the next action call will read them;
+5. caching: the most recent reflections go into the next prompt.
+
+A reflection call that fails (timeout, server error, unusable reply) is recorded
+in the ``reflection`` event with ``ok=False`` and the run goes on.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import deque
+from datetime import UTC, datetime
+from typing import Any
+
+from ..errors import RunEnded
+from ..records import ActionRecord, ReflectionLevel
+from .config import ReflectionConfig
+from .prompts import reflection_messages, reflection_timeline_text
+from .records import ActionReflection, EnvironmentalImpact, SpinDetectionResult
+
+log = logging.getLogger("memfit_jupyter.reflection")
+
+#: A memory used by a reflection is shown clipped to this many characters.
+MEMORY_SHOWN_CHARS = 300
+
+
+def memory_query(reflection: ActionReflection) -> str:
+    """The seed's memory query for a reflection (1.3 stage 3)."""
+    query = f"action '{reflection.action_type}' execution analysis failure success pattern"
+    if not reflection.success and reflection.error_message:
+        query += " " + reflection.error_message
+    return query
+
+
+def measure_impact(run: Any, record: ActionRecord) -> EnvironmentalImpact:
+    """Stage 2, the part that needs no model: what the action visibly changed.
+
+    Only deterministic values go here (no wall-clock times) so that a replayed
+    run records the same impact.
+    """
+    final = bool(record.data.get("final")) and record.ok
+    impact = EnvironmentalImpact(state_changes=["loop terminated" if final else "loop continued"])
+    spent = run.budget.spent
+    impact.resource_usage = {"output_chars": len(record.output or ""), "model_calls_so_far": spent.calls,
+                             "cost_usd_so_far": round(spent.cost_usd, 6)}
+    p = record.params
+    if record.ok:
+        if record.tool == "write_file":
+            impact.side_effects.append(f"wrote {p.get('path')}")
+        elif record.tool == "modify_code":
+            impact.side_effects.append(f"changed lines {p.get('start')}-{p.get('end')} of {p.get('path')}")
+        elif record.tool == "shell":
+            impact.side_effects.append(f"ran the shell command {p.get('command')!r}")
+        elif record.tool == "python":
+            impact.side_effects.append("ran Python code in the shared namespace")
+        if record.output:
+            impact.positive_effects.append(f"new observation ({len(record.output)} characters)")
+    else:
+        impact.negative_effects.append(f"the action failed: {record.error}")
+    return impact
+
+
+def _merge(into: list[str], more: list[str]) -> None:
+    into.extend(m for m in more if m and m not in into)
+
+
+class Reflector:
+    """Runs the pipeline for one run and keeps its cache of recent reflections."""
+
+    def __init__(self, config: ReflectionConfig):
+        self.config = config
+        self.cache: deque[ActionReflection] = deque(maxlen=max(0, config.cache_size))
+        self.history: list[ActionReflection] = []
+
+    def reflect(self, run: Any, record: ActionRecord, level: ReflectionLevel, trigger: str,
+                spin: SpinDetectionResult | None = None) -> ActionReflection:
+        # Stage 1: data collection.
+        reflection = ActionReflection(
+            action_type=record.action_type, action_params=dict(record.params),
+            execution_time=record.duration_s, iteration_num=record.iteration, success=record.ok,
+            error_message=record.error or "", reflection_level=level.name,
+            reflection_timestamp=datetime.now(UTC).isoformat(timespec="seconds"),
+            is_spinning=bool(spin and spin.is_spinning), spin_reason=spin.reason if spin else "",
+            tool=record.tool, trigger=trigger,
+        )
+        ok, error = True, None
+        if level >= ReflectionLevel.STANDARD:
+            # Stage 2: environmental impact.
+            reflection.environmental_impact = measure_impact(run, record)
+            # Stage 3: memory-augmented analysis.
+            reflection.memory_used = self._search_memory(run, reflection, level)
+            ok, error = self._analyse(run, record, level, reflection, spin)
+            # Stage 4: timeline injection.
+            run.timeline.add("reflection", record.iteration, reflection_timeline_text(reflection))
+        # Stage 5: caching.
+        self.cache.append(reflection)
+        self.history.append(reflection)
+        impact = reflection.environmental_impact or EnvironmentalImpact()
+        run.emit("reflection", iteration=record.iteration, level=int(level), level_name=level.name,
+                 trigger=trigger, action_type=record.action_type, tool=record.tool, success=record.ok,
+                 summary=reflection.summary, suggestions=list(reflection.suggestions),
+                 impact=impact.to_dict(), memory_used=list(reflection.memory_used), ok=ok, error=error)
+        return reflection
+
+    def _search_memory(self, run: Any, reflection: ActionReflection, level: ReflectionLevel) -> list[str]:
+        memory = getattr(run, "memory", None)
+        limit = self.config.memory_bytes.get(int(level), 0)
+        if memory is None or not limit:
+            return []
+        try:
+            results = memory.search(memory_query(reflection), bytes_limit=limit)
+            return [str(getattr(r, "content", r))[:MEMORY_SHOWN_CHARS] for r in results]
+        except RunEnded:
+            raise
+        except Exception as exc:  # a broken memory must not stop the reflection
+            log.warning("memory search for a reflection failed: %s", exc)
+            return []
+
+    def _analyse(self, run: Any, record: ActionRecord, level: ReflectionLevel,
+                 reflection: ActionReflection, spin: SpinDetectionResult | None) -> tuple[bool, str | None]:
+        """The model's part of stages 2 and 3. Never raises (but lets the run end on its limits)."""
+        impact = reflection.environmental_impact or EnvironmentalImpact()
+        timeline = run.timeline.text(since=max(0, len(run.timeline) - 8), max_chars=self.config.timeline_chars)
+        messages = reflection_messages(run.task, record, level, impact.to_dict(), reflection.memory_used,
+                                       timeline, spin)
+        tier = "fast" if level == ReflectionLevel.STANDARD else "primary"
+        try:
+            result = run.llm.call("reflection", messages, tier=tier, iteration=record.iteration)
+        except RunEnded:
+            raise
+        except Exception as exc:
+            result = None
+            error = f"{type(exc).__name__}: {exc}"
+        else:
+            error = None if result.ok else f"{result.error_kind or 'error'}: {result.error}"
+        if result is None or not result.ok:
+            return False, error
+        reply = result.value
+        reflection.summary = reply.summary
+        reflection.suggestions = [s for s in reply.suggestions if s]
+        _merge(impact.state_changes, reply.impact.state_changes)
+        _merge(impact.side_effects, reply.impact.side_effects)
+        _merge(impact.positive_effects, reply.impact.positive_effects)
+        _merge(impact.negative_effects, reply.impact.negative_effects)
+        if reply.is_spinning and not reflection.is_spinning:
+            reflection.is_spinning, reflection.spin_reason = True, reply.spin_reason
+        return True, None
+
+    def prompt_section(self) -> str:
+        """The cached reflections as a section of the next action prompt."""
+        if not self.cache:
+            return ""
+        lines = ["## Your recent self-reflections (most recent last)"]
+        for r in self.cache:
+            outcome = "succeeded" if r.success else f"FAILED ({r.error_message})"
+            line = f"- iteration {r.iteration_num}, action '{r.action_type}' with {r.tool}, {r.reflection_level}: {outcome}."
+            if r.summary:
+                line += f" {r.summary}"
+            if r.suggestions:
+                line += " Recommendations: " + "; ".join(r.suggestions)
+            lines.append(line)
+        return "\n".join(lines)

@@ -1,0 +1,153 @@
+"""Spin detection across layers: layer 1 heuristics, layer 2 model analysis, layer 3 code edits,
+and the extra named detectors; warnings that grow firmer, and the spin exit.
+
+After each action ``SpinMonitor.detect`` runs every enabled detector and
+returns a ``SpinVerdict``; ``SpinMonitor.apply`` then writes the seed's
+logic_spin_warning into the timeline, or ends the run with ``SpinExit`` when
+``max_consecutive_spin_warnings`` warnings have not broken the loop.
+A layer-1 finding is a spin only once layer 2 confirms it; if the layer-2
+call fails, layer 1's finding stands, so an outage cannot hide a loop.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..errors import RunEnded, SpinExit
+from ..records import ActionRecord
+from . import detectors as d
+from .config import ReflectionConfig
+from .levels import actions
+from .prompts import code_spin_text, spin_messages, spin_warning_text
+from .records import SpinDetectionResult
+
+
+@dataclass
+class SpinVerdict:
+    """What the detectors found after one action."""
+
+    iteration: int
+    #: Every detector that fired, and the layer-2 answer, in order.
+    results: list[SpinDetectionResult] = field(default_factory=list)
+    #: The findings that count as a spin (they earn a warning).
+    confirmed: list[SpinDetectionResult] = field(default_factory=list)
+
+    @property
+    def spinning(self) -> SpinDetectionResult | None:
+        return self.confirmed[0] if self.confirmed else None
+
+
+class SpinMonitor:
+    """The spin state of one run: warnings given, quiet iterations, what was tried."""
+
+    def __init__(self, config: ReflectionConfig):
+        self.config = config
+        self.warnings = 0
+        self.quiet = 0
+        self.tried: list[str] = []
+
+    # --- detection --------------------------------------------------------------------
+    def detect(self, run: Any, record: ActionRecord) -> SpinVerdict:
+        cfg = self.config
+        verdict = SpinVerdict(record.iteration)
+        if record.ok and record.data.get("final"):
+            return verdict  # the run is finishing: nothing to break out of
+        records = run.records
+        threshold = cfg.spin_threshold
+        l1 = d.layer1(records, threshold) if cfg.enabled("same_action_type") else None
+        if l1 is not None:
+            verdict.results.append(l1)
+            if cfg.enabled("logic_spin"):
+                l2 = self.analyse(run, record, l1)
+                verdict.results.append(l2)
+                if l2.is_task_progressing:
+                    self.warnings = 0  # the model sees progress: start counting again
+                elif l2.is_spinning:
+                    verdict.confirmed.append(l2)
+            else:
+                verdict.confirmed.append(l1)
+        checks = (
+            ("code_modify", lambda: d.code_modify(records, count=cfg.code_spin_count, window=cfg.code_spin_window,
+                                                  tolerance=cfg.region_tolerance, small_lines=cfg.small_edit_lines)),
+            ("repeat_observation", lambda: d.repeat_observation(records, cfg.repeat_observation_threshold or threshold)),
+            ("alternation", lambda: d.alternation(records, cfg.alternation_cycles)),
+            ("repeated_error", lambda: d.repeated_error(records, cfg.repeated_error_threshold or threshold)),
+            ("empty_replies", lambda: d.empty_replies(records, cfg.empty_replies_threshold)),
+        )
+        for name, check in checks:
+            if cfg.enabled(name):
+                found = check()
+                if found is not None:
+                    verdict.results.append(found)
+                    verdict.confirmed.append(found)
+        return verdict
+
+    def analyse(self, run: Any, record: ActionRecord, l1: SpinDetectionResult) -> SpinDetectionResult:
+        """Layer 2: the model judges the last N actions and the recent timeline. Never raises."""
+        recent = actions(run.records)[-self.config.spin_threshold:]
+        timeline = run.timeline.text(max_chars=self.config.timeline_chars)
+        messages = spin_messages(run.task, recent, timeline)
+        try:
+            result = run.llm.call("spin", messages, tier="fast", iteration=record.iteration)
+            error = None if result.ok else f"{result.error_kind or 'error'}: {result.error}"
+        except RunEnded:
+            raise
+        except Exception as exc:
+            result, error = None, f"{type(exc).__name__}: {exc}"
+        if error is not None:
+            return SpinDetectionResult(
+                is_spinning=True, layer=2, detector="logic_spin", action_type=l1.action_type,
+                consecutive_count=l1.consecutive_count, suggestions=list(l1.suggestions),
+                reason=f"the spin analysis call failed ({error}); layer 1's finding stands: {l1.reason}",
+            )
+        reply = result.value
+        return SpinDetectionResult(
+            is_spinning=bool(reply.is_spinning), layer=2, detector="logic_spin", action_type=l1.action_type,
+            consecutive_count=l1.consecutive_count, reason=reply.reason,
+            suggestions=list(reply.suggestions), next_actions=list(reply.next_actions),
+            is_task_progressing=bool(reply.is_task_progressing),
+        )
+
+    # --- response ---------------------------------------------------------------------
+    def apply(self, run: Any, verdict: SpinVerdict) -> None:
+        """Emit the events; warn in the timeline, or end the run when warnings did not help."""
+        cfg = self.config
+        exit_now = False
+        if verdict.confirmed:
+            self.quiet = 0
+            if cfg.max_consecutive_spin_warnings and self.warnings >= cfg.max_consecutive_spin_warnings:
+                exit_now = True
+            else:
+                self.warnings += 1
+        elif not verdict.results:
+            self.quiet += 1
+            if cfg.quiet_reset and self.quiet >= cfg.quiet_reset:
+                self.warnings = 0
+        for r in verdict.results:
+            run.emit("spin", iteration=verdict.iteration, layer=r.layer, detector=r.detector,
+                     is_spinning=r.is_spinning, reason=r.reason, suggestions=list(r.suggestions),
+                     next_actions=list(r.next_actions), action_type=r.action_type,
+                     consecutive_count=r.consecutive_count, warning_count=self.warnings,
+                     is_task_progressing=r.is_task_progressing)
+        if not verdict.confirmed:
+            return
+        names = ", ".join(r.detector for r in verdict.confirmed)
+        reasons = "; ".join(r.reason for r in verdict.confirmed if r.reason)
+        if exit_now:
+            reason = (f"spin: the loop went on after {self.warnings} spin warning(s) "
+                      f"(iteration {verdict.iteration}, {names}: {reasons})")
+            plan = run.degradation_plan(reason, tried=list(self.tried), recommendations=[
+                "read the spin warnings in the trace: they say which actions repeated and why",
+                "give the task more detail, or the information the agent kept looking for",
+                "raise max_consecutive_spin_warnings (0 = never stop) or use a stronger model",
+            ])
+            raise SpinExit(reason, plan=plan)
+        self.tried.append(f"iteration {verdict.iteration}: spin warning {self.warnings} ({names}): {reasons}")
+        text = spin_warning_text(verdict.confirmed, self.warnings, cfg.max_consecutive_spin_warnings)
+        code = next((r for r in verdict.confirmed if r.layer == 3), None)
+        if code is not None:
+            edit = d.ModifyRecord.of(actions(run.records)[-1])
+            if edit is not None:
+                text += "\n\n" + code_spin_text(edit.start_line, edit.end_line, code.reason)
+        run.timeline.add("logic_spin_warning", verdict.iteration, text)
