@@ -1,0 +1,195 @@
+"""Context tiers, long-horizon plans and the failure diary: one extension of the loop.
+
+- ``tiers``: the MemGPT main context (memory blocks + FIFO queue), recall and
+  archival, with the 70 % / 100 % watermarks and the recursive summary;
+- ``memtools``: the five memory tools the agent pages with;
+- ``longhorizon``: ``plan=`` / ``progress=`` files that a crashed run resumes from;
+- ``diary``: ``oracle=`` / ``max_trials=``, the Reflexion trial loop.
+
+How they fit the stepwise loop: when a plan or an oracle is set, the extension
+provides its own ``finish`` tool.  ``finish`` runs the oracle (a failure is a
+failed action), and with a plan marks the current feature as passing and moves
+on to the next one instead of ending the run.  ``after_action`` then turns a
+failed oracle into a lesson (or ends the run as escalated), and the next
+``before_iteration`` gives the new trial or feature a fresh queue (the old one
+goes to recall).  Everything stays one ``Run``, with ``trial`` and ``context``
+events.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..errors import Escalated, Finished, RunFailed
+from ..records import ToolResult
+from ..timeline import Entry
+from ..tools import Param, Tool
+from .diary import FailureDiary, failures
+from .longhorizon import LongHorizon, PlanError
+from .memtools import memory_tools, store_of, wants_heartbeat
+from .tiers import ContextConfig, TieredContext
+
+__all__ = ["ContextConfig", "ContextExtension", "TieredContext", "extension_for", "failures",
+           "wants_heartbeat"]
+
+
+def extension_for(run: Any) -> ContextExtension:
+    """The context extension of ``run`` (every run has one: the memory tools are always there)."""
+    return ContextExtension(run)
+
+
+class ContextExtension:
+    """Hooks of the tiered context, the long-horizon plan and the failure diary for one run."""
+
+    def __init__(self, run: Any):
+        agent = run.agent
+        self.run = run
+        self.tiers = TieredContext(getattr(agent, "context_config", None) or ContextConfig())
+        self.plan = LongHorizon(agent.workdir, agent.plan, agent.progress) \
+            if (agent.plan or agent.progress) else None
+        self.diary = FailureDiary(agent) if agent.oracle is not None else None
+        self._reset_note: str | None = None
+        if self.plan is not None:
+            self.tiers.on_flush.append(self._flush_to_progress)
+        run.context = self  # the widget reads the gauge and the summary from here
+
+    # --- hooks ------------------------------------------------------------------------
+    def tools(self) -> list[Tool]:
+        tools = memory_tools(self.tiers, self.run)
+        if self.diary is not None or (self.plan is not None and self.plan.plan_path is not None):
+            tools.append(Tool("finish", self._finish_description(), {"answer": Param()}, self._finish))
+        return tools
+
+    def on_start(self, run: Any) -> None:
+        self.tiers.window, self.tiers._counter = _window(run), _counter(run)
+        if self.plan is None:
+            return
+        try:
+            self.plan.load()
+        except PlanError as exc:
+            raise RunFailed(str(exc)) from None
+        if self.plan.plan_path is not None and self.plan.current is None:
+            raise Finished(f"every feature of {self.plan.plan_path.name} already passes",
+                           answer=f"All {len(self.plan.features)} feature(s) already pass; nothing to do.")
+        note = self.plan.resume_note()
+        if note:
+            run.timeline.add("note", 0, note)
+            run.emit("note", text=note)
+
+    def before_iteration(self, run: Any) -> None:
+        if self.diary is not None and not self.diary.retrieved:
+            self.diary.retrieve(run, store_of(run))
+        if self._reset_note is not None:
+            self._fresh_queue(run, self._reset_note)
+            self._reset_note = None
+        self.tiers.check(run)
+
+    def system_sections(self, run: Any) -> list[str]:
+        sections = [self.tiers.section()]
+        if self.plan is not None:
+            sections.append(self.plan.section())
+        if self.diary is not None:
+            sections.append(self.diary.section())
+        return sections
+
+    def after_action(self, run: Any, record: Any) -> None:
+        if record.tool != "finish":
+            return
+        verdict = record.data.get("oracle")
+        if verdict is not None and self.diary is not None:
+            self._after_oracle(run, record, verdict)
+        if record.data.get("feature_done") is not None and not record.data.get("final"):
+            self._reset_note = (f"[NEXT FEATURE] {record.data['feature_done']} passes and is checkpointed. "
+                                f"Now working on: {record.data.get('next')}.")
+
+    def on_finish(self, run: Any, result: Any) -> None:
+        if self.plan is None:
+            return
+        if self.plan.plan_path is None:
+            if result.status == "done":
+                self.plan.append_progress(f"done: {run.task[:80]} — {' '.join(str(result.answer).split())[:300]}")
+        elif result.status != "done" and self.plan.current is not None:
+            self.plan.append_progress(f"stopped ({result.status}) during {self.plan.current['id']}: "
+                                      f"{' '.join(result.reason.split())[:200]}")
+
+    # --- finish, the oracle and trials ------------------------------------------------
+    def _finish_description(self) -> str:
+        if self.diary is not None:
+            return "end the attempt with the final answer; an external check (the oracle) then judges it"
+        return "the current feature is done: give a one-line summary; the next feature follows"
+
+    def _finish(self, ctx: Any, answer: str) -> ToolResult:
+        data: dict[str, Any] = {}
+        if self.diary is not None:
+            verdict = self.diary.judge(self.run)
+            data["oracle"] = verdict
+            if not verdict["passed"]:
+                return ToolResult(output=verdict["output"], ok=False, data=data, error=(
+                    f"the oracle failed trial {verdict['trial']} of {self.diary.max_trials}"))
+        if self.plan is not None and self.plan.plan_path is not None:
+            info = self.plan.mark_done(answer)
+            data.update(info)
+            if info.get("commit"):
+                self.run.emit("note", text=f"checkpoint {info['commit']}: feat: {info['feature_done']}")
+            if not info["final"]:
+                return ToolResult(output=f"feature {info['feature_done']} passes; next: {info['next']}",
+                                  data=data)
+        data["final"] = True
+        return ToolResult(output=answer, data=data)
+
+    def _after_oracle(self, run: Any, record: Any, verdict: dict[str, Any]) -> None:
+        diary = self.diary
+        fields = {"trial": verdict["trial"], "max_trials": diary.max_trials, "passed": verdict["passed"],
+                  "oracle_output": verdict["output"]}
+        if verdict["passed"]:
+            run.emit("trial", **fields, lesson=None)
+            diary.trial = 1  # a plan's next feature gets its own trials
+            return
+        lesson = diary.reflect(run, verdict["output"])
+        diary.lessons.append(lesson)
+        diary.store(run, store_of(run), lesson, verdict["output"])
+        run.emit("trial", **fields, lesson=lesson)
+        if diary.trial >= diary.max_trials:
+            raise Escalated(f"the oracle still fails after {diary.max_trials} trial(s); a person should decide "
+                            f"what to do. Last lesson: {lesson}", answer=record.params.get("answer"))
+        diary.trial += 1
+        self._reset_note = (f"[TRIAL {diary.trial}/{diary.max_trials}] The previous attempt failed the oracle. "
+                            f"Lesson: {lesson}")
+
+    def _fresh_queue(self, run: Any, note: str) -> None:
+        """A new trial or feature: the old queue goes to recall; the task and a note remain."""
+        entries = run.timeline.entries
+        head = entries[:1] if entries and entries[0].kind == "task" else []
+        self.tiers.recall.extend(entries[len(head):])
+        self.tiers.summary, self.tiers.warned = None, False
+        run.timeline.replace_entries([*head, Entry("note", run.iteration, note)])
+        run.emit("note", text=note)
+
+    def _flush_to_progress(self, summary: str) -> None:
+        current = self.plan.current["id"] if self.plan.current else "-"
+        self.plan.append_progress(f"note: context flush during {current}: {' '.join(summary.split())[:300]}")
+
+
+def _window(run: Any) -> int | None:
+    """The model's context window: ``context_window=``, else the backend's (litellm) figure."""
+    window = run.agent.context_window
+    if window is not None:
+        if int(window) < 1:
+            raise RunFailed(f"context_window must be a positive number of tokens, got {window}")
+        return int(window)
+    model = run.agent.model
+    try:
+        window = run.backend.context_window(model)
+    except Exception:
+        window = None
+    if not window and model.startswith("memfit/"):  # a replay backend does not know scenarios
+        from ..llm.scenarios import load_scenario
+
+        window = load_scenario(model.split("/", 1)[1]).context_window
+    return window or None
+
+
+def _counter(run: Any):
+    from .tiers import litellm_counter
+
+    return litellm_counter(run.agent.model)

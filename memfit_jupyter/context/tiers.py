@@ -1,0 +1,257 @@
+"""Tiered context (MemGPT): main context, recall and archival, with two watermarks.
+
+The *main context* is what the model sees: the system instructions, a few
+named, size-limited memory blocks the agent edits itself (shown in the system
+prompt), and the FIFO queue of messages (the run's timeline).  Outside it:
+*recall*, every entry ever evicted from the queue (searchable with
+``conversation_search``), and *archival*, the long-term memory store.
+
+Before each iteration the main context is measured in tokens with litellm's
+counter against the model's window:
+
+- above ``warning_ratio`` (70 %) a memory-pressure message asks the model to
+  save what matters (once, until the next flush);
+- at ``flush_ratio`` (100 %) the oldest entries, about ``evict_fraction`` (half)
+  of the window, move to recall, and a recursive summary (the previous summary
+  plus the evicted entries, summarised by the model) is put at the head of the
+  queue as ``[summary so far] ...``.
+
+Each measurement is a ``context`` event: the widget's gauge.  Counting is
+incremental: each timeline entry is counted once, the system prompt only when
+its text changes.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from ..timeline import Entry
+
+#: Tokens a chat message costs beyond its text (role and separators), as litellm counts them.
+MESSAGE_OVERHEAD = 4
+PRESSURE_TAG = "[MEMORY PRESSURE]"
+SUMMARY_TAG = "[summary so far]"
+
+
+@dataclass
+class ContextConfig:
+    """Settings of the tiered context; the seed's numbers are the defaults.
+
+    Set ``agent.context_config = ContextConfig(...)`` to change them.
+    """
+
+    #: Share of the window above which the model gets the memory-pressure message.
+    warning_ratio: float = 0.70
+    #: Share of the window at which the oldest messages are evicted and summarised.
+    flush_ratio: float = 1.0
+    #: How much of the window a flush evicts, oldest entries first.
+    evict_fraction: float = 0.5
+    #: The newest entries a flush never evicts (the last action and its observation).
+    keep_last: int = 2
+    #: The editable memory blocks shown in the system prompt, name -> character limit.
+    blocks: tuple[tuple[str, int], ...] = (("persona", 1000), ("task_notes", 2000))
+    #: At most this many characters of evicted text go into one summary call.
+    summary_input_chars: int = 12_000
+
+    def __post_init__(self) -> None:
+        if not 0 < self.warning_ratio <= self.flush_ratio:
+            raise ValueError("context config: need 0 < warning_ratio <= flush_ratio")
+        if not 0 < self.evict_fraction <= 1:
+            raise ValueError("context config: evict_fraction must be in (0, 1]")
+
+
+@dataclass
+class MemoryBlock:
+    """A named piece of the main context that the agent edits (``core_memory_*``)."""
+
+    name: str
+    limit: int
+    value: str = ""
+
+    def render(self) -> str:
+        return f'<{self.name} chars="{len(self.value)}/{self.limit}">\n{self.value}\n</{self.name}>'
+
+
+def litellm_counter(model: str) -> Callable[[str], int]:
+    """litellm's token counter for ``model`` (imports litellm on first use)."""
+    from ..llm.backend import import_litellm
+
+    litellm = import_litellm()
+
+    def count(text: str) -> int:
+        return int(litellm.token_counter(model=model, text=text)) if text else 0
+
+    return count
+
+
+class TieredContext:
+    """The tiers of one run.  ``check(run)`` runs before each iteration."""
+
+    def __init__(self, config: ContextConfig | None = None, window: int | None = None,
+                 counter: Callable[[str], int] | None = None):
+        self.config = config or ContextConfig()
+        self.window = window
+        self._counter = counter
+        self.blocks = {name: MemoryBlock(name, limit) for name, limit in self.config.blocks}
+        self.recall: list[Entry] = []
+        self.summary: str | None = None
+        self.summaries: list[str] = []
+        #: The prompts of the summary calls, newest last (what each summary was built from).
+        self.summary_prompts: list[str] = []
+        self.warned = False
+        self.last: dict[str, Any] | None = None
+        self._entry_tokens: dict[int, tuple[Entry, int]] = {}
+        self._system: tuple[str, int] = ("", 0)
+        #: Called with the new summary after each flush (the long-horizon progress file listens).
+        self.on_flush: list[Callable[[str], None]] = []
+
+    # --- measuring ------------------------------------------------------------------
+    def count(self, text: str) -> int:
+        return self._counter(text) if self._counter else max(1, (len(text) + 3) // 4)
+
+    def _tokens_of(self, entry: Entry) -> int:
+        cached = self._entry_tokens.get(id(entry))
+        if cached is None or cached[0] is not entry:
+            cached = (entry, self.count(entry.content) + MESSAGE_OVERHEAD)
+            self._entry_tokens[id(entry)] = cached
+        return cached[1]
+
+    def system_tokens(self, text: str) -> int:
+        if text != self._system[0]:
+            self._system = (text, self.count(text) + MESSAGE_OVERHEAD)
+        return self._system[1]
+
+    def used_tokens(self, run: Any) -> int:
+        """Tokens of the main context: the system prompt the model last saw plus the queue."""
+        return self.system_tokens(_system_text(run)) + sum(self._tokens_of(e) for e in run.timeline.entries)
+
+    def watermark(self, used: int) -> str:
+        if not self.window:
+            return "ok"
+        ratio = used / self.window
+        if ratio >= self.config.flush_ratio:
+            return "flush"
+        if ratio > self.config.warning_ratio:
+            return "warning"
+        return "ok"
+
+    # --- the loop -------------------------------------------------------------------
+    def check(self, run: Any) -> str:
+        """Measure the main context; warn or flush as the watermarks say.  Returns the watermark."""
+        if not self.window:
+            return "ok"
+        used = self.used_tokens(run)
+        mark = self.watermark(used)
+        if mark == "flush":
+            evicted = self.flush(run)
+            self._emit(run, used, "flush", evicted=len(evicted), summary=self.summary)
+            used = self.used_tokens(run)
+            mark = self.watermark(used)
+            if mark == "flush":  # the system prompt and the newest entries alone fill the window
+                mark = "warning"
+        if mark == "warning" and not self.warned:
+            self.warned = True
+            pct = round(100 * used / self.window)
+            run.timeline.add("memory_pressure", run.iteration, (
+                f"{PRESSURE_TAG} The context is {pct}% full ({used} of {self.window} tokens). "
+                "Save what must survive now: core_memory_append to the task_notes block, or "
+                "archival_memory_insert for long-term facts. Older messages will soon be "
+                "summarised and moved to recall (conversation_search finds them)."))
+        self._emit(run, used, mark)
+        return mark
+
+    def _emit(self, run: Any, used: int, mark: str, evicted: int = 0, summary: str | None = None) -> None:
+        self.last = {"used_tokens": used, "window": self.window, "ratio": round(used / self.window, 4),
+                     "watermark": mark, "evicted": evicted, "recall_size": len(self.recall),
+                     "summary": summary}
+        run.emit("context", **self.last)
+
+    def flush(self, run: Any) -> list[Entry]:
+        """Move about half a window of the oldest entries to recall; summarise them recursively."""
+        entries = run.timeline.entries
+        head = [e for e in entries[:1] if e.kind == "task"]
+        queue = [e for e in entries[len(head):] if e.kind != "summary"]
+        keep = max(0, self.config.keep_last)
+        candidates = queue[: len(queue) - keep] if keep else queue
+        target = self.config.evict_fraction * self.window
+        evicted: list[Entry] = []
+        tokens = 0
+        for entry in candidates:
+            if tokens >= target:
+                break
+            evicted.append(entry)
+            tokens += self._tokens_of(entry)
+        if not evicted:
+            return []
+        self.recall.extend(evicted)
+        for e in evicted:
+            self._entry_tokens.pop(id(e), None)
+        self.summary = self._summarise(run, evicted)
+        self.summaries.append(self.summary)
+        rest = queue[len(evicted):]
+        summary_entry = Entry("summary", run.iteration, f"{SUMMARY_TAG} {self.summary}")
+        run.timeline.replace_entries([*head, summary_entry, *rest])
+        self.warned = False
+        for listener in self.on_flush:
+            listener(self.summary)
+        return evicted
+
+    def _summarise(self, run: Any, evicted: list[Entry]) -> str:
+        from ..llm.prompts import json_system
+
+        previous = self.summary or "(none yet)"
+        text = "\n".join(f"[{e.kind} #{e.iteration}] {e.content}" for e in evicted)
+        limit = self.config.summary_input_chars
+        if len(text) > limit:
+            text = text[:limit // 2] + "\n...\n" + text[-limit // 2:]
+        prompt = (f"Task: {run.task}\n\n[previous summary]\n{previous}\n\n"
+                  f"[evicted messages, oldest first]\n{text}")
+        self.summary_prompts.append(prompt)
+        messages = [
+            {"role": "system", "content": json_system("summary", (
+                "You keep the running summary of an agent's work. Older messages are leaving its "
+                "context. Merge the previous summary and the evicted messages into ONE new summary "
+                "that replaces both: keep facts, numbers, file names, decisions, what failed and "
+                "what is still open. Be brief."), "summary")},
+            {"role": "user", "content": prompt},
+        ]
+        reply = run.llm.call("summary", messages, tier="fast", iteration=run.iteration)
+        if reply.ok and reply.value.summary.strip():
+            return reply.value.summary.strip()
+        # Never lose the thread: keep the previous summary and the first line of each evicted entry.
+        lines = [e.content.splitlines()[0][:160] for e in evicted if e.content.strip()]
+        return (f"{previous} | (summary call failed: {reply.error}) evicted: " + "; ".join(lines))[:4000]
+
+    # --- recall ---------------------------------------------------------------------
+    def search_recall(self, query: str, current: list[Entry] = (), k: int = 5) -> list[Entry]:
+        """Entries of recall (and of the current queue) that share the most words with ``query``."""
+        terms = {t for t in re.findall(r"\w+", query.lower()) if len(t) > 1}
+        if not terms:
+            return []
+        scored = []
+        for order, entry in enumerate([*self.recall, *current]):
+            words = set(re.findall(r"\w+", entry.content.lower()))
+            hits = len(terms & words)
+            if hits:
+                scored.append((hits, order, entry))
+        scored.sort(key=lambda t: (-t[0], -t[1]))
+        return [e for _, _, e in scored[:k]]
+
+    def section(self) -> str:
+        """The memory blocks, as the system prompt shows them."""
+        blocks = "\n".join(b.render() for b in self.blocks.values())
+        return ("Core memory (always in view; edit with core_memory_append / core_memory_replace):\n"
+                f"{blocks}\nRecall holds {len(self.recall)} evicted message(s): conversation_search. "
+                "Archival memory: archival_memory_insert / archival_memory_search.")
+
+
+def _system_text(run: Any) -> str:
+    """The system prompt the model last saw (building it again would re-run every extension's hook)."""
+    if run.last_prompt and run.last_prompt[0].get("role") == "system":
+        return run.last_prompt[0]["content"]
+    from ..llm.prompts import action_system
+
+    return action_system(run.tools.values(), str(run.agent.workdir))
