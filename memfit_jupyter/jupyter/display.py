@@ -92,3 +92,24 @@ def settle_all(*_args: Any) -> None:
     # A finished run moves no more, except a degraded one that may be overridden.
     _LIVE[:] = [d for d in _LIVE if not (d.run.done and d.run.status != "degraded") or d.handle is None
                 or len(d.run.events) != d._seen]
+
+
+def show(run: Any, *, step: bool = False, quiet: bool = False, throttle_ms: int = 100,
+         max_cards: int = 100) -> RunDisplay:
+    """Show a ``Run`` from the Python API as ``%%memfit_task`` does: the live widget now, and the
+    saved bundle.  With ``step=True`` nothing runs yet; otherwise the run goes to its end here.
+
+    >>> from memfit_jupyter import Agent
+    >>> from memfit_jupyter.jupyter.display import show
+    >>> view = show(Agent(model="memfit/demo").start("add up data.txt"))   # doctest: +SKIP
+    """
+    view = RunDisplay(run, quiet=quiet, step=step, throttle_ms=throttle_ms, max_cards=max_cards)
+    view.show_widget()
+    if not step and not run.done:
+        try:
+            run.run()
+        except KeyboardInterrupt:  # between two steps: the engine catches the rest
+            run.cancel("interrupted by the person")
+    view.settle()
+    view.show_bundle()
+    return view

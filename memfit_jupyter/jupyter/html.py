@@ -348,9 +348,9 @@ def render_html(trace: dict[str, Any], *, quiet: bool = False) -> str:
     state.answer = trace.get("answer", state.answer)
     state.reason = trace.get("reason", state.reason)
     totals = dict(trace.get("totals") or {})
-    parts = [header_html(state), gauges_html(totals, trace.get("limits") or {}, state)]
+    parts = [header_html(state), gauges_html(totals, trace.get("limits") or {}, state), notes_html(state.notes)]
     if not quiet:
-        parts += [notes_html(state.notes), breakers_html(state.breakers), spin_html(state.spin),
+        parts += [breakers_html(state.breakers), spin_html(state.spin),
                   context_html(state.context)]
         parts += [card_html(state.cards[i]) for i in sorted(state.cards)]
         parts += [generic_html(e) for e in state.others]

@@ -111,18 +111,9 @@ class MemfitMagics(MemfitSettings, Magics):
         if args.name:
             self.shell.user_ns[args.name] = run
         self.last_run = run
-        from .display import RunDisplay
+        from .display import show
 
-        view = RunDisplay(run, quiet=args.quiet, step=args.step, throttle_ms=self.throttle_ms,
-                          max_cards=self.max_live_cards)
-        view.show_widget()
-        if not args.step:
-            try:
-                run.run()
-            except KeyboardInterrupt:  # between two steps: the engine catches the rest
-                run.cancel("interrupted by the person")
-        view.settle()
-        view.show_bundle()
+        show(run, step=args.step, quiet=args.quiet, throttle_ms=self.throttle_ms, max_cards=self.max_live_cards)
 
     def agent_kwargs(self, args: Any) -> tuple[dict[str, Any], list[str]]:
         """``Agent`` keyword arguments from the parsed options and the settings, with the notes

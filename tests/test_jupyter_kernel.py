@@ -1,0 +1,182 @@
+"""The magics in a real kernel (nbclient): outputs, the trace, widget state, errors.
+
+One notebook, executed once for the module in a fresh kernel whose working
+directory is a temporary folder; each test reads its cell's outputs.
+"""
+
+from __future__ import annotations
+
+import json
+
+import nbformat
+import pytest
+from nbclient import NotebookClient
+
+RUN_MIME = "application/vnd.memfit.run+json"
+WIDGET_MIME = "application/vnd.jupyter.widget-view+json"
+
+CELLS = {
+    "load": "import sys\n%load_ext memfit_jupyter\nprint('litellm loaded:', 'litellm' in sys.modules)",
+    "demo": "%%memfit_task --model memfit/demo --name run1\nWhat is the total of the numbers in data.txt?",
+    "check_demo": "print(type(run1).__name__, run1.status, run1.iteration)",
+    "bad_args": "%%memfit_task --max-iterations lots\nx",
+    "unknown_option": "%%memfit_task --frobnicate\nx",
+    "bad_model": "%%memfit_task --model memfit/no-such-scenario\nx",
+    "bad_tool": "%%memfit_task --tools python,teleport\nx",
+    "no_model": "%%memfit_task --quiet --name run2 --reflection deep\nWhat is the total of the numbers in data.txt?",
+    "status": "%memfit",
+    "bad_sub": "%memfit frobnicate",
+    "config": "%config MemfitMagics.model = 'memfit/unknown-tool'\n%config MemfitMagics.max_iterations = 7",
+    "configured": "%%memfit_task --name run3\nWhat is the total of the numbers in data.txt?",
+    "boom": (
+        "from memfit_jupyter import Agent\n"
+        "from memfit_jupyter.jupyter.display import show\n"
+        "class Boom:\n"
+        "    def before_iteration(self, run):\n"
+        "        if run.iteration == 2:\n"
+        "            raise RuntimeError('the plug-in broke')\n"
+        "boom = Agent(model='memfit/demo', extensions=[Boom()]).start('add up data.txt')\n"
+        "view = show(boom)"
+    ),
+    "after_boom": "print('kernel alive', boom.status)",
+}
+
+
+@pytest.fixture(scope="module")
+def nb(tmp_path_factory):
+    workdir = tmp_path_factory.mktemp("kernel")
+    notebook = nbformat.v4.new_notebook()
+    notebook.cells = [nbformat.v4.new_code_cell(src, metadata={"name": name}) for name, src in CELLS.items()]
+    client = NotebookClient(notebook, timeout=120, kernel_name="python3", allow_errors=True,
+                            resources={"metadata": {"path": str(workdir)}})
+    client.execute()
+    return notebook
+
+
+def outputs(nb, name):
+    for cell in nb.cells:
+        if cell.metadata.get("name") == name:
+            return cell.outputs
+    raise KeyError(name)
+
+
+def text_of(outs):
+    parts = []
+    for o in outs:
+        if o.output_type == "stream":
+            parts.append(o.text)
+        elif o.output_type == "error":
+            parts.append(f"{o.ename}: {o.evalue}\n" + "\n".join(o.traceback))
+        elif "data" in o and "text/plain" in o.data:
+            parts.append(o.data["text/plain"])
+    return "".join(parts)
+
+
+def bundle(outs):
+    found = [o for o in outs if o.output_type == "display_data" and RUN_MIME in o.data]
+    assert len(found) == 1, [o.get("data", {}).keys() for o in outs]
+    return found[0]
+
+
+def widget_state(nb):
+    return nb.metadata["widgets"]["application/vnd.jupyter.widget-state+json"]["state"]
+
+
+def test_load_ext_does_not_import_litellm(nb):
+    assert "litellm loaded: False" in text_of(outputs(nb, "load"))
+
+
+def test_demo_run_outputs_widget_and_bundle(nb):
+    outs = outputs(nb, "demo")
+    assert any(WIDGET_MIME in o.get("data", {}) for o in outs)
+    out = bundle(outs)
+    assert {RUN_MIME, "text/plain", "text/html"} <= set(out.data)
+    trace = out.data[RUN_MIME]
+    assert trace["status"] == "done"
+    assert "42" in trace["answer"]
+    assert [e["type"] for e in trace["events"]][0] == "run_start"
+    assert trace["events"][-1]["type"] == "run_end"
+    assert "done" in out.data["text/plain"] and "42" in out.data["text/plain"]
+    html = out.data["text/html"]
+    assert "<script" not in html and "read_file" in html and "data.txt add up to 42" in html
+    assert out.metadata[RUN_MIME]["live_widget"]
+    json.dumps(trace)  # the payload is JSON as it is
+    assert "Run done 3" in text_of(outputs(nb, "check_demo"))
+
+
+def test_widget_state_is_saved_with_the_run(nb):
+    outs = outputs(nb, "demo")
+    view = next(o.data[WIDGET_MIME] for o in outs if WIDGET_MIME in o.get("data", {}))
+    state = widget_state(nb)
+    root = state[view["model_id"]]["state"]
+    assert root["_dom_classes"] == ["memfit-run-widget"]
+    children = [state[c.removeprefix("IPY_MODEL_")]["state"] for c in root["children"]]
+    by_class = {c["_dom_classes"][0]: c for c in children if c.get("_dom_classes")}
+    assert "done" in by_class["memfit-header"]["value"]
+    assert "42" in by_class["memfit-header"]["value"]
+    cards = [state[c.removeprefix("IPY_MODEL_")]["state"]["value"] for c in by_class["memfit-timeline"]["children"]]
+    assert len(cards) == 3
+    assert "read_file" in cards[0] and "finish" in cards[2]
+    assert "3 / 20" in by_class["memfit-gauges"]["value"]  # iterations against the limit
+
+
+@pytest.mark.parametrize("name, message", [
+    ("bad_args", "argument --max-iterations: invalid int value: 'lots'"),
+    ("unknown_option", "unrecognized arguments: --frobnicate"),
+    ("bad_model", "unknown scenario 'no-such-scenario'; available:"),
+    ("bad_tool", "unknown tool(s) teleport"),
+    ("bad_sub", "unknown subcommand 'frobnicate' for %memfit; valid: status"),
+])
+def test_bad_input_is_a_one_line_usage_error(nb, name, message):
+    text = text_of(outputs(nb, name))
+    assert f"UsageError: {message}" in text
+    assert "Traceback" not in text
+    assert len(text.strip().splitlines()) == 1
+
+
+def test_no_model_uses_demo_with_a_visible_note_and_quiet_has_no_widget(nb):
+    outs = outputs(nb, "no_model")
+    assert not any(WIDGET_MIME in o.get("data", {}) for o in outs)
+    out = bundle(outs)
+    trace = out.data[RUN_MIME]
+    assert trace["model"] == "memfit/demo" and trace["status"] == "done"
+    notes = [e["text"] for e in trace["events"] if e["type"] == "note"]
+    assert any("using the offline scripted model memfit/demo" in n for n in notes)
+    assert any("--reflection" in n and "not available yet" in n for n in notes) or _reflection_available()
+    assert "using the offline scripted model" in out.data["text/html"]
+
+
+def _reflection_available():
+    from memfit_jupyter.jupyter.magics import feature_available
+
+    return feature_available("reflection")
+
+
+def test_status_lists_tiers_defaults_and_scenarios(nb):
+    text = text_of(outputs(nb, "status"))
+    for expected in ("model tiers", "primary", "max_cost_usd: 1.0", "max_iterations: 20", "demo:", "spin-demo:"):
+        assert expected in text
+
+
+def test_config_sets_model_and_defaults(nb):
+    trace = bundle(outputs(nb, "configured")).data[RUN_MIME]
+    assert trace["model"] == "memfit/unknown-tool"
+    assert trace["limits"]["max_iterations"] == 7
+    assert trace["status"] == "done"
+    failed = [e for e in trace["events"] if e["type"] == "observation" and not e["ok"]]
+    assert "unknown tool 'web_search'" in failed[0]["error"]
+
+
+def test_exception_in_the_loop_is_shown_and_kept_and_kernel_survives(nb):
+    outs = outputs(nb, "boom")
+    trace = bundle(outs).data[RUN_MIME]
+    assert trace["status"] == "failed"
+    errors = [e for e in trace["events"] if e["type"] == "error"]
+    assert "the plug-in broke" in errors[0]["message"]
+    assert "the plug-in broke" in bundle(outs).data["text/html"]
+    state = widget_state(nb)
+    view = next(o.data[WIDGET_MIME] for o in outs if WIDGET_MIME in o.get("data", {}))
+    root = state[view["model_id"]]["state"]
+    values = [state[c.removeprefix("IPY_MODEL_")]["state"].get("value", "") for c in root["children"]]
+    assert any("the plug-in broke" in v for v in values)
+    assert "kernel alive failed" in text_of(outputs(nb, "after_boom"))
