@@ -1,0 +1,117 @@
+/**
+ * The memory ranking: one row per memory, a bar for the final score and a
+ * small bar per C.O.R.E. P.A.C.T. dimension, plus keyword bonus and semantic
+ * similarity.  Payload shape: see `payload.ts`.
+ */
+
+import { badge, bar, clip, h, num } from './dom';
+import { checkMemory, MemoryRow } from './payload';
+import { problemBox, failureBox } from './problems';
+
+/** The seven scoring dimensions, in the seed's order, with their names. */
+export const DIMENSIONS: [string, string][] = [
+  ['r', 'Relevance'],
+  ['c', 'Connectivity'],
+  ['t', 'Temporality'],
+  ['a', 'Actionability'],
+  ['p', 'Preference'],
+  ['o', 'Origin'],
+  ['e', 'Emotion']
+];
+
+function score(value: unknown): string {
+  const n = num(value);
+  return n === null ? '—' : n.toFixed(2);
+}
+
+function dimCell(row: MemoryRow, key: string, name: string): HTMLElement {
+  const n = num(row.breakdown[key]);
+  const cell = h('td', { class: 'memfit-dim', title: `${name}: ${score(n)}` });
+  if (n === null) {
+    cell.append('—');
+    return cell;
+  }
+  const fill = h('div', { class: 'memfit-dim-fill' });
+  fill.style.height = `${Math.max(0, Math.min(1, n)) * 100}%`;
+  cell.append(h('div', { class: 'memfit-dim-track' }, fill), h('span', null, score(n)));
+  return cell;
+}
+
+/** The ranking table for rows already read (also used inside `memory` events). */
+export function rankingTable(rows: MemoryRow[]): HTMLElement {
+  if (rows.length === 0) {
+    return h('div', { class: 'memfit-empty' }, 'No memories matched.');
+  }
+  const top = Math.max(...rows.map(r => r.final ?? 0), 1e-9);
+  const head = h(
+    'tr',
+    null,
+    h('th', null, '#'),
+    h('th', null, 'memory'),
+    h('th', null, 'final score'),
+    ...DIMENSIONS.map(([key, name]) => h('th', { title: name }, key.toUpperCase())),
+    h('th', { title: 'keyword bonus' }, 'kw'),
+    h('th', { title: 'semantic similarity' }, 'sem')
+  );
+  const body = rows.map((row, i) =>
+    h(
+      'tr',
+      { class: 'memfit-rank-row' },
+      h('td', { class: 'memfit-rank' }, String(i + 1)),
+      h(
+        'td',
+        { class: 'memfit-memory-cell' },
+        h('div', { class: 'memfit-memory-content' }, clip(row.content, 400)),
+        h(
+          'div',
+          { class: 'memfit-memory-meta' },
+          row.id ? h('code', null, row.id) : null,
+          ...row.tags.slice(0, 12).map(tag => badge(tag, 'tag'))
+        )
+      ),
+      h(
+        'td',
+        { class: 'memfit-final' },
+        bar((row.final ?? 0) / top, score(row.final), 2, 2)
+      ),
+      ...DIMENSIONS.map(([key, name]) => dimCell(row, key, name)),
+      h('td', { class: 'memfit-num' }, score(row.breakdown.keyword_bonus)),
+      h('td', { class: 'memfit-num' }, score(row.breakdown.semantic))
+    )
+  );
+  return h(
+    'table',
+    { class: 'memfit-ranking' },
+    h('thead', null, head),
+    h('tbody', null, ...body)
+  );
+}
+
+/** Render an `application/vnd.memfit.memory+json` payload; never throws. */
+export function renderMemory(data: unknown): HTMLElement {
+  const root = h('div', { class: 'memfit-root memfit-memory' });
+  try {
+    const { value, problems } = checkMemory(data);
+    const box = problemBox(problems);
+    if (box) {
+      root.append(box);
+    }
+    if (!value) {
+      root.append(failureBox(null, data));
+      return root;
+    }
+    root.append(
+      h(
+        'div',
+        { class: 'memfit-header' },
+        badge('memory', 'kind'),
+        h('span', { class: 'memfit-title' }, value.query ? `“${clip(value.query, 300)}”` : 'memories'),
+        h('span', { class: 'memfit-muted' }, ` ${value.total} result${value.total === 1 ? '' : 's'}`)
+      ),
+      rankingTable(value.rows)
+    );
+  } catch (err) {
+    root.replaceChildren(failureBox(err, data));
+  }
+  return root;
+}

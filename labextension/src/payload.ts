@@ -1,0 +1,186 @@
+/**
+ * The two payloads this extension renders, and how a bad one is read.
+ *
+ * `application/vnd.memfit.run+json` is exactly `Run.trace()`:
+ *   {version: 1, run_id, task, model, tiers {primary, fast, fallback}, status,
+ *    answer, reason, started_at, settings,
+ *    limits {max_cost_usd, max_duration_seconds, max_recursive_calls, max_iterations},
+ *    totals {cost_usd, tokens {prompt, completion, total}, calls, iterations,
+ *            recursive_calls, duration_s},
+ *    events [{type, iteration, ts, ...fields of the event catalogue}]}
+ *
+ * `application/vnd.memfit.memory+json` is a memory ranking:
+ *   {version: 1, query,
+ *    results [{id, content, tags [str], score,
+ *              breakdown {r, c, t, a, p, o, e, keyword_bonus, semantic, final}}]}
+ * r..e are the C.O.R.E. P.A.C.T. dimensions (0..1), keyword_bonus the bonus
+ * from keyword matching, semantic the vector similarity, final the ranking
+ * score (`score` repeats it).  The same result rows appear in `memory` events.
+ */
+
+import { num, obj } from './dom';
+
+export const RUN_MIME = 'application/vnd.memfit.run+json';
+export const MEMORY_MIME = 'application/vnd.memfit.memory+json';
+export const SUPPORTED_VERSION = 1;
+
+/** Beyond this many events a trace is shown head and tail, with a notice between. */
+export const MAX_EVENTS = 1500;
+export const HEAD_EVENTS = 1200;
+/** Beyond this many rows a memory ranking is cut, with a notice. */
+export const MAX_RESULTS = 200;
+
+export interface MemfitEvent {
+  type: string;
+  iteration: number;
+  ts: number | null;
+  [field: string]: unknown;
+}
+
+/** What a renderer needs to know about a payload before drawing it. */
+export interface Checked<T> {
+  /** The payload, read as far as possible, or null when it is not readable at all. */
+  value: T | null;
+  /** Readable sentences about what is wrong; shown above the rendering. */
+  problems: string[];
+}
+
+export interface RunTrace {
+  version: unknown;
+  raw: Record<string, unknown>;
+  events: MemfitEvent[];
+}
+
+function describe(value: unknown): string {
+  if (value === null) {
+    return 'null';
+  }
+  if (Array.isArray(value)) {
+    return 'a list';
+  }
+  return typeof value === 'object' ? 'an object' : `a ${typeof value}`;
+}
+
+function checkVersion(kind: string, version: unknown, problems: string[]): void {
+  if (version === undefined) {
+    problems.push(`This ${kind} has no version field; it is read as version ${SUPPORTED_VERSION}.`);
+  } else if (version !== SUPPORTED_VERSION) {
+    problems.push(
+      `This ${kind} is version ${JSON.stringify(version)}, but this extension reads ` +
+        `version ${SUPPORTED_VERSION}; showing what it can. Upgrading memfit-jupyter may help.`
+    );
+  }
+}
+
+const RUN_FIELDS = ['run_id', 'task', 'status', 'totals', 'events'];
+
+/** Read a run trace; never throws. */
+export function checkRun(data: unknown): Checked<RunTrace> {
+  const raw = obj(data);
+  if (!raw) {
+    return {
+      value: null,
+      problems: [`This output is not a memfit run: expected a JSON object, got ${describe(data)}.`]
+    };
+  }
+  const problems: string[] = [];
+  checkVersion('memfit run', raw.version, problems);
+  const missing = RUN_FIELDS.filter(key => raw[key] === undefined);
+  if (missing.length) {
+    problems.push(`This memfit run is missing fields: ${missing.join(', ')}.`);
+  }
+  const events: MemfitEvent[] = [];
+  let skipped = 0;
+  if (raw.events !== undefined && !Array.isArray(raw.events)) {
+    problems.push(`The run's events should be a list, got ${describe(raw.events)}.`);
+  } else if (Array.isArray(raw.events)) {
+    for (const item of raw.events) {
+      const e = obj(item);
+      if (!e || typeof e.type !== 'string') {
+        skipped += 1;
+        continue;
+      }
+      events.push({
+        ...e,
+        type: e.type,
+        iteration: num(e.iteration) ?? 0,
+        ts: num(e.ts)
+      });
+    }
+  }
+  if (skipped) {
+    problems.push(`${skipped} event(s) without a type were skipped.`);
+  }
+  return { value: { version: raw.version, raw, events }, problems };
+}
+
+export interface MemoryRow {
+  id: string;
+  content: string;
+  tags: string[];
+  final: number | null;
+  breakdown: Record<string, unknown>;
+}
+
+export interface MemoryRanking {
+  query: string;
+  rows: MemoryRow[];
+  total: number;
+}
+
+/** Read memory result rows (from a ranking payload or a `memory` event). */
+export function readRows(results: unknown[]): MemoryRow[] {
+  const rows: MemoryRow[] = [];
+  for (const item of results.slice(0, MAX_RESULTS)) {
+    const r = obj(item);
+    if (!r) {
+      continue;
+    }
+    const breakdown = obj(r.breakdown) ?? {};
+    rows.push({
+      id: r.id === undefined || r.id === null ? '' : String(r.id),
+      content: typeof r.content === 'string' ? r.content : JSON.stringify(r.content ?? ''),
+      tags: Array.isArray(r.tags) ? r.tags.map(t => String(t)) : [],
+      final: num(breakdown.final) ?? num(r.score),
+      breakdown
+    });
+  }
+  return rows;
+}
+
+/** Read a memory ranking; never throws. */
+export function checkMemory(data: unknown): Checked<MemoryRanking> {
+  const raw = obj(data);
+  if (!raw) {
+    return {
+      value: null,
+      problems: [
+        `This output is not a memfit memory ranking: expected a JSON object, got ${describe(data)}.`
+      ]
+    };
+  }
+  const problems: string[] = [];
+  checkVersion('memory ranking', raw.version, problems);
+  let results: unknown[] = [];
+  if (!Array.isArray(raw.results)) {
+    problems.push(
+      raw.results === undefined
+        ? 'This memory ranking is missing fields: results.'
+        : `The ranking's results should be a list, got ${describe(raw.results)}.`
+    );
+  } else {
+    results = raw.results;
+  }
+  if (results.length > MAX_RESULTS) {
+    problems.push(`Showing the first ${MAX_RESULTS} of ${results.length} results.`);
+  }
+  const rows = readRows(results);
+  const dropped = Math.min(results.length, MAX_RESULTS) - rows.length;
+  if (dropped > 0) {
+    problems.push(`${dropped} result(s) that are not objects were skipped.`);
+  }
+  return {
+    value: { query: typeof raw.query === 'string' ? raw.query : '', rows, total: results.length },
+    problems
+  };
+}

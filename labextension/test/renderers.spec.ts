@@ -1,0 +1,355 @@
+/**
+ * Renderer tests.  Real traces come from the engine: tests/test_labextension.py
+ * writes fresh ones into $MEMFIT_TRACE_DIR; run alone, jest reads the copies in
+ * test/fixtures.
+ */
+
+import * as fs from 'fs';
+import * as path from 'path';
+
+import extensions, { MEMORY_MIME, RANK, RUN_MIME } from '../src/index';
+import { renderMemory } from '../src/memory';
+import { MAX_EVENTS, MAX_RESULTS } from '../src/payload';
+import { renderRun } from '../src/run';
+import { MemfitRenderer } from '../src/widget';
+import { catalogueTrace } from './catalogue';
+
+const TRACE_DIR = process.env.MEMFIT_TRACE_DIR || path.join(__dirname, 'fixtures');
+
+function trace(name: string): any {
+  return JSON.parse(fs.readFileSync(path.join(TRACE_DIR, `${name}.json`), 'utf8'));
+}
+
+function texts(root: HTMLElement, selector: string): string[] {
+  return Array.from(root.querySelectorAll(selector)).map(n => n.textContent ?? '');
+}
+
+describe('run renderer on real engine traces', () => {
+  it('shows the header, totals and every iteration of the demo run', () => {
+    const t = trace('demo');
+    const root = renderRun(t);
+    expect(root.querySelector('.memfit-problems')).toBeNull();
+    const head = root.querySelector('.memfit-header')!.textContent!;
+    expect(head).toContain('done');
+    expect(head).toContain(t.task);
+    expect(head).toContain(t.answer);
+    expect(head).toContain(t.run_id);
+    const iterations = Array.from(root.querySelectorAll('.memfit-iteration')).map(n =>
+      n.getAttribute('data-iteration')
+    );
+    expect(iterations).toEqual(['0', '1', '2', '3']);
+    const tools = texts(root, '.memfit-event-action .memfit-tool');
+    expect(tools).toEqual(t.events.filter((e: any) => e.type === 'action').map((e: any) => e.tool));
+    const thoughts = texts(root, '.memfit-thought');
+    expect(thoughts[0]).toBe(t.events.find((e: any) => e.type === 'action').thought);
+    const outputs = texts(root, '.memfit-event-observation pre');
+    expect(outputs).toContain(t.events.find((e: any) => e.type === 'observation' && e.tool === 'python').output);
+    const totals = root.querySelector('.memfit-totals')!.textContent!;
+    expect(totals).toContain(`tokens ${t.totals.tokens.total.toLocaleString('en-US')}`);
+    expect(totals).toContain(`calls ${t.totals.calls}`);
+    // params are shown as JSON
+    expect(root.textContent).toContain('"path": "data.txt"');
+  });
+
+  it('draws budget bars against the run limits', () => {
+    const t = trace('demo');
+    const root = renderRun(t);
+    const rows = texts(root, '.memfit-budget-row');
+    expect(rows.find(r => r.startsWith('iterations'))).toContain(`${t.totals.iterations} of ${t.limits.max_iterations}`);
+    const fill = root.querySelector('.memfit-budget-row .memfit-bar-fill') as HTMLElement;
+    const expected = (t.totals.cost_usd / t.limits.max_cost_usd) * 100;
+    expect(parseFloat(fill.style.width)).toBeCloseTo(expected, 3);
+  });
+
+  it('shows a failed run and why it ended', () => {
+    const t = trace('spin-demo');
+    const root = renderRun(t);
+    expect(root.querySelector('.memfit-badge-bad')!.textContent).toBe('failed');
+    expect(root.querySelector('.memfit-reason')!.textContent).toBe(t.reason);
+    const iterations = root.querySelectorAll('.memfit-iteration');
+    expect(iterations.length).toBe(t.totals.iterations + 1);
+    // the iterations bar is full: the run used every iteration it had
+    const iterRow = Array.from(root.querySelectorAll('.memfit-budget-row')).find(r =>
+      r.textContent!.startsWith('iterations')
+    )!;
+    expect(iterRow.querySelector('.memfit-bar')!.getAttribute('data-level')).toBe('over');
+  });
+
+  it('shows malformed model replies and the failed observation they caused', () => {
+    const t = trace('bad-output');
+    const root = renderRun(t);
+    const formatErrors = root.querySelectorAll('.memfit-event-format_error');
+    expect(formatErrors.length).toBe(t.events.filter((e: any) => e.type === 'format_error').length);
+    expect(formatErrors[0].textContent).toContain('reply does not fit the action schema');
+    expect(texts(root, '.memfit-iteration-title').some(s => s.includes('failed action'))).toBe(true);
+  });
+});
+
+describe('run renderer on every catalogued event type', () => {
+  const root = renderRun(catalogueTrace());
+
+  it('badges reflection levels and spin on the iteration titles', () => {
+    const titles = texts(root, '.memfit-iteration-title');
+    expect(titles[1]).toContain('L4 critical');
+    expect(titles[1]).toContain('failed action');
+    expect(titles[2]).toContain('spin');
+    expect(titles[3]).toContain('synthesis diverse');
+  });
+
+  it('renders reflection, spin, breaker and context cards', () => {
+    const refl = root.querySelector('.memfit-event-reflection')!.textContent!;
+    expect(refl).toContain('trigger: execution failure');
+    expect(refl).toContain('list data/ before reading');
+    expect(refl).toContain('negative effects: wasted a call');
+    const spin = root.querySelector('.memfit-event-spin')!;
+    expect(spin.classList.contains('memfit-alert')).toBe(true);
+    expect(spin.textContent).toContain('Spin detected');
+    expect(spin.textContent).toContain('the same read_file call 3 times in a row');
+    expect(spin.textContent).toContain('3 in a row');
+    expect(texts(root, '.memfit-event-breaker .memfit-event-title')).toEqual([
+      'Breaker primary: CLOSED → OPEN',
+      'Call turned away: primary breaker is open'
+    ]);
+    const gauge = root.querySelector('.memfit-context')!;
+    expect(gauge.textContent).toContain('5,800 of 8,000 tokens (73%) · warning');
+    expect(gauge.querySelector('.memfit-bar')!.getAttribute('data-level')).toBe('warn');
+  });
+
+  it('summarises breaker states per tier', () => {
+    const chips = Array.from(root.querySelectorAll('.memfit-breaker')).map(n => [
+      n.getAttribute('data-tier'),
+      n.getAttribute('data-state')
+    ]);
+    expect(chips).toEqual([
+      ['primary', 'OPEN'],
+      ['fast', 'CLOSED'],
+      ['fallback', 'CLOSED']
+    ]);
+  });
+
+  it('shows the synthesis, the choice made for diverse, and low confidence', () => {
+    const syn = root.querySelector('.memfit-event-synthesis')!;
+    expect(syn.textContent).toContain('Synthesis (diverse)');
+    expect(syn.textContent).toContain('confidence 55%');
+    expect(syn.textContent).toContain('low confidence');
+    expect(syn.querySelector('.memfit-diverse')!.textContent).toContain('chosen revenue');
+    expect(texts(syn as HTMLElement, '.memfit-alternatives li')).toEqual(['revenue', 'costs']);
+    const widths = Array.from(syn.querySelectorAll('.memfit-bar-fill')).map(n => (n as HTMLElement).style.width);
+    expect(widths).toEqual(['60%', '40%']);
+  });
+
+  it('says when a diverse synthesis still waits for a choice', () => {
+    const t = catalogueTrace();
+    delete t.events.find((e: any) => e.type === 'synthesis').choice;
+    const syn = renderRun(t).querySelector('.memfit-event-synthesis')!;
+    expect(syn.textContent).toContain('no choice made yet');
+  });
+
+  it('shows the degradation plan at the top and in the timeline', () => {
+    const plans = root.querySelectorAll('.memfit-event-degradation');
+    expect(plans.length).toBe(2);
+    expect(plans[0].textContent).toContain('raise --max-cost');
+    expect(plans[0].textContent).toContain('partial result Revenue grew 12%');
+    const limit = root.querySelector('.memfit-event-guarantee')!;
+    expect(limit.textContent).toContain('Limit reached: max_cost_usd');
+    // cost bar is over its limit
+    const cost = root.querySelector('.memfit-budget-row .memfit-bar')!;
+    expect(cost.getAttribute('data-level')).toBe('over');
+  });
+
+  it('ranks memory results inside memory events', () => {
+    const mem = root.querySelector('.memfit-event-memory')!;
+    expect(texts(mem as HTMLElement, '.memfit-memory-content')).toEqual([
+      'CSV files here use semicolons',
+      'Q4 data arrives late'
+    ]);
+  });
+
+  it('renders trial, approval, error and unknown event types', () => {
+    expect(root.querySelector('.memfit-event-trial')!.textContent).toContain('Trial 1 of 3');
+    expect(root.querySelector('.memfit-event-trial')!.textContent).toContain('lesson check every quarter');
+    expect(root.querySelector('.memfit-event-approval')!.textContent).toContain('Approval approved');
+    expect(root.querySelector('.memfit-event-error')!.textContent).toContain('tool crashed');
+    const unknown = root.querySelector('[data-type="future_event"]')!;
+    expect(unknown.textContent).toContain('gizmo sprocket');
+    expect(unknown.textContent).toContain('level 7');
+  });
+
+  it('falls back to a generic card when a known type has odd fields', () => {
+    const t = catalogueTrace();
+    t.events = [{ type: 'synthesis', iteration: 1, ts: 0, clusters: 'not a list', alternatives: 5 }];
+    const r = renderRun(t);
+    expect(r.querySelector('[data-type="synthesis"]')).not.toBeNull();
+  });
+});
+
+describe('bad run payloads render a readable message', () => {
+  it.each([
+    [null, 'expected a JSON object, got null'],
+    ['a string', 'expected a JSON object, got a string'],
+    [[1, 2], 'expected a JSON object, got a list'],
+    [42, 'expected a JSON object, got a number']
+  ])('not an object: %p', (data, message) => {
+    const root = renderRun(data);
+    expect(root.querySelector('.memfit-problems')!.textContent).toContain(message);
+    expect(root.querySelector('.memfit-failure')).not.toBeNull();
+  });
+
+  it('lists missing fields and still renders what it has', () => {
+    const root = renderRun({ version: 1, task: 'only a task' });
+    expect(root.querySelector('.memfit-problems')!.textContent).toBe(
+      'This memfit run is missing fields: run_id, status, totals, events.'
+    );
+    expect(root.querySelector('.memfit-title')!.textContent).toBe('only a task');
+    expect(root.querySelector('.memfit-empty')!.textContent).toBe('No events recorded.');
+  });
+
+  it('warns about an unknown version and shows what it can', () => {
+    const t = trace('demo');
+    t.version = 99;
+    const root = renderRun(t);
+    expect(root.querySelector('.memfit-problems')!.textContent).toContain(
+      'This memfit run is version 99, but this extension reads version 1'
+    );
+    expect(root.querySelectorAll('.memfit-iteration').length).toBe(4);
+  });
+
+  it('skips events without a type and says so', () => {
+    const t = trace('demo');
+    t.events.push(5, { no: 'type' }, null);
+    const root = renderRun(t);
+    expect(root.querySelector('.memfit-problems')!.textContent).toContain('3 event(s) without a type were skipped.');
+  });
+
+  it('explains events that are not a list', () => {
+    const root = renderRun({ ...trace('demo'), events: { a: 1 } });
+    expect(root.querySelector('.memfit-problems')!.textContent).toContain("The run's events should be a list, got an object.");
+  });
+
+  it('shows a huge trace head and tail with a notice, and clips huge text', () => {
+    const t = trace('demo');
+    const n = 100_000;
+    t.events = Array.from({ length: n }, (_, i) => ({
+      type: 'observation',
+      iteration: i + 1,
+      ts: i,
+      tool: 'python',
+      ok: true,
+      output: i === 0 ? 'x'.repeat(1_000_000) : `out ${i}`,
+      error: null
+    }));
+    const root = renderRun(t);
+    expect(root.querySelectorAll('.memfit-event').length).toBe(MAX_EVENTS);
+    const notice = root.querySelector('.memfit-truncated')!.textContent!;
+    expect(notice).toBe(`… ${(n - MAX_EVENTS).toLocaleString('en-US')} events in the middle are not shown (this trace has 100,000 events).`);
+    const last = root.querySelectorAll('.memfit-iteration');
+    expect(last[last.length - 1].getAttribute('data-iteration')).toBe(String(n));
+    const first = root.querySelector('.memfit-event-observation pre')!.textContent!;
+    expect(first.length).toBeLessThan(2100);
+    expect(first).toContain('(998000 more characters)');
+  });
+
+  it('never turns payload text into HTML', () => {
+    const t = trace('demo');
+    t.task = '<img src=x onerror="window.pwned=1">';
+    t.events[0].tools = ['<script>bad()</script>'];
+    const root = renderRun(t);
+    expect(root.querySelector('img')).toBeNull();
+    expect(root.querySelector('script')).toBeNull();
+    expect(root.querySelector('.memfit-title')!.textContent).toBe(t.task);
+  });
+});
+
+function ranking(): any {
+  return {
+    version: 1,
+    query: 'csv parsing',
+    results: [
+      { id: 'a1', content: 'CSV uses semicolons', tags: ['csv'], score: 0.8, breakdown: { r: 1, c: 0.5, t: 0.25, a: 0, p: 0.1, o: 0.9, e: 0, keyword_bonus: 0.18, semantic: 0.7, final: 0.8 } },
+      { id: 'b2', content: 'Dates are ISO', tags: [], score: 0.4, breakdown: { r: 0.2, c: 0.1, t: 0.1, a: 0.1, p: 0.1, o: 0.1, e: 0.1, keyword_bonus: 0, semantic: 0.3, final: 0.4 } }
+    ]
+  };
+}
+
+describe('memory ranking renderer', () => {
+  it('draws one row per result with score bars relative to the best', () => {
+    const root = renderMemory(ranking());
+    expect(root.querySelector('.memfit-problems')).toBeNull();
+    expect(root.querySelector('.memfit-header')!.textContent).toContain('“csv parsing” 2 results');
+    const rows = root.querySelectorAll('.memfit-rank-row');
+    expect(rows.length).toBe(2);
+    const finals = Array.from(root.querySelectorAll('.memfit-final .memfit-bar-fill')).map(n => (n as HTMLElement).style.width);
+    expect(finals).toEqual(['100%', '50%']);
+    const first = rows[0];
+    expect(first.querySelector('.memfit-memory-content')!.textContent).toBe('CSV uses semicolons');
+    expect(first.querySelector('code')!.textContent).toBe('a1');
+    const dims = Array.from(first.querySelectorAll('.memfit-dim')).map(n => n.getAttribute('title'));
+    expect(dims).toEqual([
+      'Relevance: 1.00',
+      'Connectivity: 0.50',
+      'Temporality: 0.25',
+      'Actionability: 0.00',
+      'Preference: 0.10',
+      'Origin: 0.90',
+      'Emotion: 0.00'
+    ]);
+    expect(texts(first as HTMLElement, '.memfit-num')).toEqual(['0.18', '0.70']);
+  });
+
+  it('reads score when the breakdown is missing', () => {
+    const r = ranking();
+    delete r.results[1].breakdown;
+    const root = renderMemory(r);
+    expect(root.querySelectorAll('.memfit-rank-row')[1].querySelector('.memfit-bar-label')!.textContent).toBe('0.40');
+    expect(root.querySelectorAll('.memfit-rank-row')[1].querySelector('.memfit-dim')!.textContent).toBe('—');
+  });
+
+  it('explains bad payloads', () => {
+    expect(renderMemory(null).textContent).toContain('not a memfit memory ranking');
+    expect(renderMemory({ version: 1, query: 'q' }).textContent).toContain('missing fields: results');
+    const v2 = renderMemory({ ...ranking(), version: 2 });
+    expect(v2.querySelector('.memfit-problems')!.textContent).toContain('version 2');
+    expect(v2.querySelectorAll('.memfit-rank-row').length).toBe(2);
+    expect(renderMemory({ version: 1, results: [] }).textContent).toContain('No memories matched.');
+  });
+
+  it('cuts a huge ranking', () => {
+    const r = ranking();
+    r.results = Array.from({ length: 5000 }, (_, i) => ({ ...r.results[0], id: `m${i}` }));
+    const root = renderMemory(r);
+    expect(root.querySelectorAll('.memfit-rank-row').length).toBe(MAX_RESULTS);
+    expect(root.querySelector('.memfit-problems')!.textContent).toContain(`Showing the first ${MAX_RESULTS} of 5000 results.`);
+  });
+});
+
+describe('the JupyterLab extension', () => {
+  it('registers both MIME types, safe, ranked above text/html', () => {
+    const byType = Object.fromEntries(extensions.map(e => [e.rendererFactory.mimeTypes[0], e]));
+    expect(Object.keys(byType).sort()).toEqual([MEMORY_MIME, RUN_MIME]);
+    for (const ext of extensions) {
+      expect(ext.rank).toBe(RANK);
+      expect(ext.rendererFactory.safe).toBe(true);
+      expect(ext.dataType).toBe('json');
+    }
+    expect(RANK).toBeLessThan(50); // JupyterLab's HTML renderer rank
+  });
+
+  it('renders a model into the widget node', async () => {
+    const ext = extensions.find(e => e.rendererFactory.mimeTypes[0] === RUN_MIME)!;
+    const widget = ext.rendererFactory.createRenderer({
+      mimeType: RUN_MIME,
+      sanitizer: {} as any,
+      resolver: null,
+      linkHandler: null,
+      latexTypesetter: null
+    }) as MemfitRenderer;
+    const t = trace('demo');
+    await widget.renderModel({ data: { [RUN_MIME]: t }, trusted: false, metadata: {}, setData: () => undefined });
+    expect(widget.node.classList.contains('jp-MemfitRenderer')).toBe(true);
+    expect(widget.node.textContent).toContain(t.answer);
+    // a second render replaces the first
+    await widget.renderModel({ data: { [RUN_MIME]: { version: 1 } }, trusted: false, metadata: {}, setData: () => undefined });
+    expect(widget.node.querySelectorAll('.memfit-root').length).toBe(1);
+    expect(widget.node.textContent).toContain('missing fields');
+  });
+});
