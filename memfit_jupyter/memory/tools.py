@@ -1,0 +1,46 @@
+"""The agent's memory tools: ``memory_search`` and ``memory_insert``."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..records import ToolResult
+from ..tools import Param, Tool
+
+
+def memory_tools(ext: Any) -> list[Tool]:
+    """The two tools bound to one run's memory extension."""
+    from . import TOOL_SEARCH_BYTES, result_dicts
+
+    def memory_search(ctx: Any, query: str, bytes_limit: int = TOOL_SEARCH_BYTES) -> ToolResult:
+        if bytes_limit < 1:
+            return ToolResult(ok=False, error="bytes_limit must be positive")
+        run = ext.run
+        found = ext.store.search(query, k=None, bytes_limit=bytes_limit, llm=run.llm, iteration=run.iteration)
+        run.emit("memory", op="search", query=query, results=result_dicts(found), added=[],
+                 bytes=found.content_bytes)
+        if not found:
+            return ToolResult(output=f"no memory matches {query!r}", data={"matches": 0})
+        lines = [f"- [{m.id}] ({m.score:.2f}) {m.content}" for m in found]
+        return ToolResult(output="\n".join(lines), data={"matches": len(found)})
+
+    def memory_insert(ctx: Any, content: str, tags: list | None = None,
+                      questions: list | None = None) -> ToolResult:
+        run = ext.run
+        try:
+            new_id = ext.store.add(content, tags=tags or (), questions=questions or ())
+        except ValueError as exc:
+            return ToolResult(ok=False, error=str(exc))
+        run.emit("memory", op="insert", query="", results=[], added=[new_id] if new_id else [], bytes=0)
+        if new_id is None:
+            return ToolResult(output="not stored: it duplicates a memory already kept", data={"duplicate": True})
+        return ToolResult(output=f"stored as memory {new_id}", data={"memory_id": new_id})
+
+    return [
+        Tool("memory_search", "search long-term memory (past lessons, facts, preferences); "
+             "returns the best memories up to bytes_limit bytes",
+             {"query": Param(), "bytes_limit": Param("int", required=False)}, memory_search),
+        Tool("memory_insert", "keep a lesson or fact in long-term memory for future tasks",
+             {"content": Param(), "tags": Param("list", required=False),
+              "questions": Param("list", required=False)}, memory_insert),
+    ]
