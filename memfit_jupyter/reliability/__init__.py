@@ -1,1 +1,46 @@
-"""SPEC-10 reliability: execution guarantees, circuit breakers, confidence-weighted synthesis."""
+"""SPEC-10 reliability: execution guarantees, circuit breakers, confidence-weighted synthesis.
+
+``extension_for(run)`` plugs it into every run: the run's model calls go
+through its agent's per-tier breakers (``run.breakers``), the ``sub_query``
+tool is added, shell commands get no more time than the run has left, and a
+limit that a sub-query ran into ends the run (degraded) once its observation
+is recorded.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+#: Shell commands get at most this long (the tool's own default), less when the run has less left.
+SHELL_TIMEOUT_S = 30.0
+
+
+class ReliabilityExtension:
+    """The run's hooks for SPEC-10."""
+
+    def __init__(self, run: Any):
+        from .breakers import RunBreakers, breakers_for
+        from .recursive import SubQueryTool
+
+        self.breakers = RunBreakers(breakers_for(run.agent), run.emit)
+        run.breakers = self.breakers
+        run.llm.breakers = self.breakers
+        self.sub_query = SubQueryTool()
+        self.shell_timeout_s = getattr(run.tool_context, "shell_timeout_s", SHELL_TIMEOUT_S)
+
+    def tools(self) -> list:
+        return [self.sub_query.tool()]
+
+    def before_iteration(self, run: Any) -> None:
+        # A shell command must not outlive the run's time budget.
+        left = max(0.05, run.budget.remaining_time())
+        run.tool_context.shell_timeout_s = min(self.shell_timeout_s, left)
+
+    def after_action(self, run: Any, record: Any) -> None:
+        stopped, self.sub_query.stopped = self.sub_query.stopped, None
+        if stopped is not None:
+            raise stopped
+
+
+def extension_for(run: Any) -> ReliabilityExtension:
+    return ReliabilityExtension(run)

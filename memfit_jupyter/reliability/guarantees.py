@@ -1,19 +1,32 @@
 """Hard execution guarantees (SPEC-10.10 to 10.15).
 
 Limits are hard: before every model call its output tokens and its timeout
-are capped to what the remaining budget allows, so a run cannot end over its
-cost limit, and ends over its time limit by at most the time one tool call
-overruns.
+are capped to what the remaining budget allows (the prompt's estimated tokens,
+with a margin for tokenizers that count more than the estimate, times the
+input price, plus the capped output), so a run cannot end over its cost
+limit.  Time: every model call's timeout is capped to the time left, and
+every model call, tool call and recursive call is refused with less than
+``MIN_CALL_SECONDS`` left, so a run ends over ``max_duration_seconds`` by at
+most ``DURATION_TOLERANCE_S`` (the loop's own bookkeeping and the HTTP
+client's timeout granularity), unless one tool call itself overruns: shell
+commands get a timeout no longer than the time left, Python code cannot be
+cut short.
+
+On exhaustion the run ends "degraded" with a ``GracefulDegradationPlan``;
+``override(run, confirm=True, max_cost_usd=...)`` (``run.override``) raises a
+limit and lets a degraded run go on.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
-from ..errors import LimitsExceeded
+from ..errors import LimitsExceeded, MemfitError
 from ..records import BudgetMetrics
 
 log = logging.getLogger("memfit_jupyter")
@@ -22,6 +35,10 @@ log = logging.getLogger("memfit_jupyter")
 MIN_OUTPUT_TOKENS = 16
 #: A call gets no less time than this; less than that left means the budget is spent.
 MIN_CALL_SECONDS = 0.05
+#: How far past max_duration_seconds a run may end (see the module docstring).
+DURATION_TOLERANCE_S = 0.5
+#: Prompt tokens are estimated at four characters a token; real tokenizers may count more.
+PROMPT_TOKEN_MARGIN = 1.2
 
 
 @dataclass(frozen=True)
@@ -94,7 +111,7 @@ class BudgetTracker:
         timeout = left_s if timeout is None else min(timeout, left_s)
         price_in, price_out = prices
         left_usd = self.remaining_cost()
-        prompt_cost = prompt_tokens * price_in
+        prompt_cost = prompt_tokens * PROMPT_TOKEN_MARGIN * price_in
         if price_out > 0:
             affordable = int((left_usd - prompt_cost) / price_out)
             if affordable < MIN_OUTPUT_TOKENS:
@@ -110,3 +127,55 @@ class BudgetTracker:
 
     def record_call(self, cost_usd: float, prompt_tokens: int, completion_tokens: int, latency_s: float) -> None:
         self.spent.add(BudgetMetrics(cost_usd, prompt_tokens, completion_tokens, 1, latency_s))
+
+
+class OverrideRefused(MemfitError, PermissionError):
+    """An override without explicit confirmation, or of a run that cannot go on."""
+
+
+_LIMITS = ("max_cost_usd", "max_duration_seconds", "max_recursive_calls")
+
+
+def override(run: Any, *, confirm: bool = False, **limits: Any) -> ExecutionGuarantees:
+    """SPEC-10.14: raise a run's limits, with explicit confirmation; a degraded run goes on.
+
+    >>> run.override(confirm=True, max_cost_usd=2.0)   # doctest: +SKIP
+    """
+    if confirm is not True:
+        raise OverrideRefused("overriding a guarantee needs explicit confirmation: "
+                              "run.override(confirm=True, max_cost_usd=...)")
+    unknown = sorted(set(limits) - set(_LIMITS))
+    if unknown:
+        raise ValueError(f"unknown limit(s) {', '.join(unknown)}; limits are: {', '.join(_LIMITS)}")
+    changes = {k: v for k, v in limits.items() if v is not None}
+    if not changes:
+        raise ValueError("say which limit to raise, e.g. run.override(confirm=True, max_cost_usd=2.0)")
+    if run.status not in ("pending", "running", "degraded"):
+        raise OverrideRefused(f"only a degraded or unfinished run can be overridden; this one is {run.status!r}")
+    budget = run.budget
+    spent = {"max_cost_usd": budget.spent.cost_usd, "max_duration_seconds": budget.elapsed(),
+             "max_recursive_calls": budget.recursive_calls}
+    for key, value in changes.items():
+        if isinstance(value, bool) or not isinstance(value, int | float) or value != value:
+            raise ValueError(f"{key} must be a number, got {value!r}")
+        if key == "max_recursive_calls" and not isinstance(value, int):
+            raise ValueError(f"max_recursive_calls must be an integer, got {value!r}")
+        if value <= spent[key]:
+            raise ValueError(f"{key}={value:g} is not above what the run has already used ({spent[key]:g})")
+    previous = budget.guarantees
+    budget.guarantees = dataclasses.replace(previous, **changes)
+    new = dataclasses.asdict(budget.guarantees)
+    message = "limits raised by the person: " + ", ".join(f"{k} {getattr(previous, k):g} -> {v:g}"
+                                                            for k, v in changes.items())
+    log.warning("guarantee override: %s (run %s, was %s)", message, run.id, run.status)
+    run.emit("guarantee", violated=False, override=True, confirmed=True, limit=",".join(changes),
+             message=message, limits=new, previous=dataclasses.asdict(previous),
+             cost_usd=round(budget.spent.cost_usd, 6), elapsed_s=round(budget.elapsed(), 3),
+             recursive_calls=budget.recursive_calls)
+    if run.status == "degraded":
+        # Reopen the run: step() goes on from where it stopped, under the new limits.
+        run.result = None
+        run.status = "running"
+        run.timeline.add("note", run.iteration, f"[SYSTEM] The person raised the limits ({message}). "
+                                                "Continue the task.")
+    return budget.guarantees
