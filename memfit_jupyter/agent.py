@@ -129,6 +129,13 @@ class Agent:
     def tiers(self) -> dict[str, str]:
         return {"primary": self.model, "fast": self.fast_model or "", "fallback": self.fallback_model or ""}
 
+    @property
+    def breakers(self) -> Any:
+        """The per-tier circuit breakers, shared by this agent's runs (``.metrics()`` per tier)."""
+        from .reliability.breakers import breakers_for
+
+        return breakers_for(self)
+
     def settings(self) -> dict[str, Any]:
         """The serialisable settings, as recorded in a trace."""
         return {
@@ -342,6 +349,18 @@ class Run:
         if not self.done:
             self._finish(Cancelled(reason))
         return self.result  # type: ignore[return-value]
+
+    def override(self, confirm: bool = False, **limits: Any) -> ExecutionGuarantees:
+        """Raise this run's limits (needs ``confirm=True``); a degraded run then goes on with step()/run()."""
+        from .reliability.guarantees import override
+
+        return override(self, confirm=confirm, **limits)
+
+    def choose(self, index: int) -> dict[str, Any]:
+        """Choose alternative ``index`` of the last diverse synthesis; the choice goes into the trace."""
+        from .reliability.synthesis import choose
+
+        return choose(self, index)
 
     def approve(self, ok: bool = True, reason: str = "") -> None:
         """Decide on the tool call waiting for approval; the next step() carries it out (or not)."""

@@ -25,7 +25,7 @@ class ScriptedLLM(CustomLLM):
 
     def __init__(self) -> None:
         super().__init__()
-        self._counts: dict[tuple[str, str, int], int] = defaultdict(int)
+        self._counts: dict[tuple[str, str, int, str], int] = defaultdict(int)
         self._lock = threading.Lock()
 
     def forget(self, run_key: str) -> None:
@@ -39,11 +39,12 @@ class ScriptedLLM(CustomLLM):
             if not rule.matches(prompt):
                 continue
             with self._lock:
-                n = self._counts[(run_key, purpose, index)]
+                # Keyed by scenario too: a primary and a fallback tier on two scenarios keep their own counts.
+                n = self._counts[(run_key, purpose, index, scenario.name)]
                 reply = rule.reply_at(n)
                 if reply is None:
                     continue
-                self._counts[(run_key, purpose, index)] = n + 1
+                self._counts[(run_key, purpose, index, scenario.name)] = n + 1
             return reply
         return Reply(text="{}")
 
