@@ -48,6 +48,9 @@ class ReflectionExtension:
         level, trigger = decide_level(record, run.records, tool=run.tools.get(record.tool), forced=cfg.forced,
                                       spin_threshold=cfg.spin_threshold,
                                       iteration_threshold=cfg.iteration_threshold)
+        if record.ok and record.data.get("final") and level > ReflectionLevel.MINIMAL:
+            # The run ends with this action: no later prompt could use a model's reflection.
+            level, trigger = ReflectionLevel.MINIMAL, f"final answer: recorded only (was {trigger})"
         self.reflector.reflect(run, record, level, trigger, verdict.spinning)
         self.spin.apply(run, verdict)
 

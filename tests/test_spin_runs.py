@@ -1,0 +1,171 @@
+"""Spin detection in whole runs of the scripted scenarios (real litellm provider, real files)."""
+
+from __future__ import annotations
+
+import pytest
+
+from memfit_jupyter import Agent
+from memfit_jupyter.errors import SpinExit
+from memfit_jupyter.llm.scenarios import load_scenario
+from memfit_jupyter.reflection import ReflectionExtension, SpinDetectionResult, SpinVerdict
+
+
+def start(scenario, tmp_path, **kw):
+    return Agent(model=f"memfit/{scenario}", workdir=tmp_path, **kw).start(load_scenario(scenario).task)
+
+
+def events(run, type_):
+    return [e for e in run.events if e.type == type_]
+
+
+def fired(run):
+    return [(e.iteration, e["detector"]) for e in events(run, "spin")]
+
+
+def extension(run) -> ReflectionExtension:
+    return next(e for e in run.extensions if isinstance(e, ReflectionExtension))
+
+
+def test_spin_demo_breaks_out_with_reflection_on(tmp_path):
+    run = start("spin-demo", tmp_path)
+    result = run.run()
+    assert result.status == "done", result.reason
+    assert result.iterations == 6
+    assert "Q3 revenue grew 12%" in result.answer
+    spins = events(run, "spin")
+    assert [(e["layer"], e["detector"]) for e in spins[:2]] == [(1, "same_action_type"), (2, "logic_spin")]
+    assert {e.iteration for e in spins} == {3}
+    warnings = [t for t in run.timeline.entries if t.kind == "logic_spin_warning"]
+    assert len(warnings) == 1 and warnings[0].content.startswith("⚠️ [SPIN DETECTED]")
+    assert "**Action type**: read" in warnings[0].content
+
+
+def test_spin_demo_burns_to_max_iterations_with_reflection_none(tmp_path):
+    run = start("spin-demo", tmp_path, reflection="none", max_iterations=8)
+    result = run.run()
+    assert result.status == "failed" and "max_iterations (8)" in result.reason
+    assert result.iterations == 8
+    assert not events(run, "spin") and not events(run, "reflection")
+    assert not any(isinstance(e, ReflectionExtension) for e in run.extensions)
+
+
+def test_no_detector_fires_on_demo_and_healthy_long(tmp_path):
+    demo = start("demo", tmp_path / "demo")
+    assert demo.run().status == "done"
+    healthy = start("healthy-long", tmp_path / "healthy")
+    result = healthy.run()
+    assert result.status == "done" and result.iterations == 12
+    assert fired(demo) == [] and fired(healthy) == []
+    assert "north: 320 (71%)" in (tmp_path / "healthy" / "report" / "summary.md").read_text()
+
+
+def test_logic_spin_only_layer_2_tells_spin_from_progress(tmp_path):
+    run = start("logic-spin", tmp_path)
+    result = run.run()
+    assert result.status == "done" and result.answer == "Version 2.4.1 is going to be released."
+    layer2 = {e.iteration: e for e in events(run, "spin") if e["layer"] == 2}
+    # layer 1 fires on the productive reads too; the model calls them progress: no warning
+    for i in (3, 4, 5):
+        assert layer2[i]["is_task_progressing"] is True and layer2[i]["is_spinning"] is False
+        assert layer2[i]["warning_count"] == 0
+    # once every read in the window fails, the model confirms a spin
+    assert layer2[6]["is_spinning"] is True and layer2[6]["warning_count"] == 1
+    assert layer2[7]["warning_count"] == 2
+    # no other detector sees it: the parameters and errors all differ
+    assert {d for _, d in fired(run)} == {"same_action_type", "logic_spin"}
+    warnings = [t.content for t in run.timeline.entries if t.kind == "logic_spin_warning"]
+    assert "Change your approach" in warnings[0] and "SECOND WARNING" in warnings[1]
+    assert "find . -name VERSION" in warnings[0]
+
+
+def test_task_progressing_resets_the_warning_count(tmp_path):
+    run = start("logic-spin", tmp_path)
+    run.step()
+    run.step()
+    extension(run).spin.warnings = 2
+    run.step()  # the third read: layer 1 fires, layer 2 says the task progresses
+    assert extension(run).spin.warnings == 0
+    assert events(run, "spin")[-1]["warning_count"] == 0
+
+
+def test_spin_exit_after_max_consecutive_warnings(tmp_path):
+    run = start("logic-spin", tmp_path, max_consecutive_spin_warnings=1)
+    result = run.run()
+    assert result.status == "spin_exit" and result.iterations == 7
+    assert "after 1 spin warning" in result.reason
+    assert result.plan is not None and len(result.plan.tried) == 1
+    assert result.plan.tried[0].startswith("iteration 6: spin warning 1 (logic_spin)")
+    degradation = events(run, "degradation")
+    assert degradation and degradation[0]["tried"] == result.plan.tried
+    assert run.trace()["status"] == "spin_exit"
+
+
+def test_warnings_escalate_and_zero_means_never(tmp_path):
+    run = start("demo", tmp_path)
+    monitor = extension(run).spin
+    found = SpinDetectionResult(is_spinning=True, layer="detector", detector="repeated_error",
+                                action_type="read", reason="same error")
+    for i in range(1, 4):
+        monitor.apply(run, SpinVerdict(i, results=[found], confirmed=[found]))
+    texts = [t.content for t in run.timeline.entries if t.kind == "logic_spin_warning"]
+    assert "Change your approach" in texts[0]
+    assert "SECOND WARNING" in texts[1]
+    assert "FINAL WARNING" in texts[2] and "(warning 3 of 3)" in texts[2]
+    with pytest.raises(SpinExit) as ended:
+        monitor.apply(run, SpinVerdict(4, results=[found], confirmed=[found]))
+    assert len(ended.value.plan.tried) == 3
+
+    run2 = start("demo", tmp_path / "never", max_consecutive_spin_warnings=0)
+    never = extension(run2).spin
+    for i in range(1, 12):
+        never.apply(run2, SpinVerdict(i, results=[found], confirmed=[found]))
+    assert never.warnings == 11
+
+
+def test_quiet_iterations_reset_the_count(tmp_path):
+    run = start("demo", tmp_path)
+    monitor = extension(run).spin
+    found = SpinDetectionResult(is_spinning=True, layer=1, detector="same_action_type")
+    monitor.apply(run, SpinVerdict(1, results=[found], confirmed=[found]))
+    for i in range(2, 2 + monitor.config.quiet_reset - 1):
+        monitor.apply(run, SpinVerdict(i))
+    assert monitor.warnings == 1
+    monitor.apply(run, SpinVerdict(9))
+    assert monitor.warnings == 0
+
+
+def test_code_spin_is_caught_by_layer_3(tmp_path):
+    run = start("code-spin", tmp_path)
+    result = run.run()
+    assert result.status == "done", result.reason
+    assert fired(run) == [(5, "code_modify")]
+    spin = events(run, "spin")[0]
+    assert spin["layer"] == 3 and spin["consecutive_count"] == 3
+    warning = next(t.content for t in run.timeline.entries if t.kind == "logic_spin_warning")
+    assert "[CODE MODIFICATION SPIN WARNING]" in warning and "lines 3-3" in warning
+    assert "Do not keep making small edits at the same place!" in warning
+    assert "return sum(xs) / len(xs)" in (tmp_path / "stats.py").read_text()
+
+
+def test_code_spin_detector_switched_off_burns(tmp_path):
+    run = start("code-spin", tmp_path, detectors={"code_modify": False}, max_iterations=9)
+    result = run.run()
+    assert result.status == "failed" and result.iterations == 9
+    assert fired(run) == []
+
+
+def test_detectors_can_be_switched_off_by_name(tmp_path):
+    # without layer 1, the exact-repeat detectors still catch spin-demo's loop
+    run = start("spin-demo", tmp_path / "a", detectors={"same_action_type": False})
+    assert run.run().status == "done"
+    assert {d for _, d in fired(run)} == {"repeat_observation", "repeated_error"}
+    # with all three off, nothing does
+    off = {"same_action_type": False, "repeat_observation": False, "repeated_error": False}
+    run = start("spin-demo", tmp_path / "b", detectors=off, max_iterations=6)
+    assert run.run().status == "failed"
+    assert fired(run) == []
+
+
+def test_unknown_detector_name_is_a_clear_error(tmp_path):
+    with pytest.raises(ValueError, match="unknown detector"):
+        start("demo", tmp_path, detectors={"same_action": False})
