@@ -11,6 +11,7 @@ waiting for the next click.
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from ..records import ToolResult
@@ -33,6 +34,14 @@ def _done(output: str, heartbeat: bool, **data: Any) -> ToolResult:
         data["heartbeat"] = True
         output += "\n(heartbeat requested: continuing at once)"
     return ToolResult(output=output, data=data)
+
+
+def _excerpt(text: str, query: str, limit: int = 400) -> str:
+    """The lines of ``text`` that hold a word of ``query`` (the start of it when none does)."""
+    terms = {t for t in re.findall(r"\w+", query.lower()) if len(t) > 1}
+    scored = [(len(terms & set(re.findall(r"\w+", ln.lower()))), i, ln) for i, ln in enumerate(text.splitlines())]
+    lines = [ln for hits, _, ln in sorted(scored, key=lambda t: (-t[0], t[1])) if hits]
+    return (" | ".join(lines) if lines else text)[:limit]
 
 
 def store_of(run: Any) -> Any:
@@ -80,7 +89,7 @@ def memory_tools(tiers: Any, run: Any) -> list[Tool]:
         found = tiers.search_recall(query, run.timeline.entries)
         if not found:
             return _done(f"nothing in recall or the current conversation matches {query!r}", request_heartbeat)
-        lines = [f"[{e.kind} #{e.iteration}] {e.content[:400]}" for e in found]
+        lines = [f"[{e.kind} #{e.iteration}] {_excerpt(e.content, query)}" for e in found]
         return _done("\n".join(lines), request_heartbeat, matches=len(found))
 
     def archival_memory_insert(ctx, content: str, request_heartbeat: bool = False) -> ToolResult:
