@@ -1,0 +1,86 @@
+"""Memory in runs: the default store, triage after each iteration, the task search, the tools."""
+
+from memfit_jupyter import Agent
+from memfit_jupyter.memory import MemoryStore, open_store
+from memfit_jupyter.memory.triage import contextual_input, handle_memory, heuristic_entities
+
+TASK = "What is the total of the numbers in the numbers file?"
+
+
+def memory_events(run, op=None):
+    return [e for e in run.events if e.type == "memory" and (op is None or e["op"] == op)]
+
+
+def test_a_lesson_from_one_run_is_found_by_the_next(tmp_path):
+    first = Agent(model="memfit/memory-lesson", workdir=tmp_path).start(TASK)
+    assert first.run().status == "done"
+    assert (tmp_path / ".memfit" / "memory.sqlite3").exists()
+    triage = memory_events(first, "triage")
+    assert len(triage) == 3 and triage[0]["added"] and triage[0]["source"] == "model"
+    assert triage[1]["duplicates"] == 1  # the same lesson again: 2-of-3 dedup
+    for e in triage:
+        assert set(e.data) >= {"op", "query", "results", "added", "bytes"}
+    second = Agent(model="memfit/memory-lesson", workdir=tmp_path).start(TASK)
+    second.run()
+    (found,) = memory_events(second, "task_search")
+    assert found["query"] == TASK and found["bytes"] <= 4096
+    top = found["results"][0]
+    assert "numbers.txt" in top["content"]
+    assert set(top["breakdown"]) >= {"r", "c", "t", "a", "p", "o", "e", "keyword_bonus", "semantic", "final"}
+    # the model picked a tag for the task search (the "tags" purpose)
+    assert any(e.type == "model_call" and e["purpose"] == "tags" for e in second.events)
+    assert len(second.memory) == 1
+
+
+def test_memory_off_and_explicit_stores(tmp_path):
+    off = Agent(model="memfit/demo", workdir=tmp_path, memory=False).start("add up data.txt")
+    off.run()
+    assert off.memory is None and not memory_events(off)
+    assert not (tmp_path / ".memfit").exists()
+    assert "memory_search" not in off.tools
+    by_path = Agent(model="memfit/demo", workdir=tmp_path, memory="notes/mem").start("add up data.txt")
+    assert by_path.memory.path == tmp_path / "notes" / "mem"
+    store = MemoryStore(tmp_path / "own")
+    mine = Agent(model="memfit/demo", workdir=tmp_path, memory=store).start("add up data.txt")
+    assert mine.memory is store
+    store.close()
+
+
+def test_memory_tools(tmp_path):
+    run = Agent(model="memfit/demo", workdir=tmp_path).start("add up data.txt")
+    insert, search = run.tools["memory_insert"], run.tools["memory_search"]
+    ok = insert(run.tool_context, {"content": "data.txt holds one number per line", "tags": ["data"]})
+    assert ok.ok and ok.data["memory_id"]
+    again = insert(run.tool_context, {"content": "data.txt holds one number per line", "tags": ["data"]})
+    assert again.ok and again.data["duplicate"]
+    found = search(run.tool_context, {"query": "what is in data.txt", "bytes_limit": 200})
+    assert found.ok and "one number per line" in found.output
+    bad = search(run.tool_context, {"query": "x", "bytes_limit": 0})
+    assert not bad.ok
+    ops = [e["op"] for e in memory_events(run)]
+    assert ops == ["insert", "insert", "search"]
+    # reflections search the same store through run.memory with their byte limit
+    assert run.memory.search("data.txt numbers", bytes_limit=2048)[0].content.startswith("data.txt")
+
+
+def test_default_store_is_shared_in_the_process(tmp_path):
+    a = Agent(model="memfit/demo", workdir=tmp_path).start("x")
+    b = Agent(model="memfit/demo", workdir=tmp_path).start("y")
+    assert a.memory is b.memory is open_store(tmp_path / ".memfit")
+
+
+def test_contextual_input_is_the_seeds_format():
+    text = contextual_input(3, "run1", "[action #3] ...", "running", False, None)
+    assert text == "ReAct迭代 3/run1: [action #3] ...\n任务状态: running\n完成状态: false\n原因: <nil>"
+
+
+def test_heuristic_triage_without_a_model(tmp_path):
+    text = contextual_input(2, "r", "[observation #2] ERROR: no such file: config.yaml", "running", False,
+                            "no such file: config.yaml")
+    assert heuristic_entities("[observation #1] 42") == []
+    with MemoryStore(tmp_path / "m") as store:
+        outcome = handle_memory(store, text, llm=None)
+        assert outcome["source"] == "heuristic" and len(outcome["added"]) == 1
+        kept = store.get(outcome["added"][0])
+        assert "config.yaml" in kept.content and "failure" in kept.tags and kept.a_score == 0.7
+        assert handle_memory(store, text, llm=None)["duplicates"] == 1

@@ -1,0 +1,99 @@
+"""2-of-3 deduplication (seed 000 §3.6) at each threshold, in the store and in batches."""
+
+import math
+
+import numpy as np
+import pytest
+
+from memfit_jupyter.memory import DedupConfig, MemoryStore
+from memfit_jupyter.memory.dedup import Probe, compare, jaccard
+
+
+def unit(cos):
+    """A 2-d unit vector whose cosine with [1, 0] is ``cos``."""
+    return np.array([cos, math.sqrt(max(0.0, 1 - cos * cos))], dtype=np.float32)
+
+
+BASE = Probe(frozenset({"a", "b", "c", "d"}), unit(1.0), unit(1.0))
+
+
+def probe(tags=("a", "b", "c", "d"), q=1.0, c=1.0):
+    return Probe(frozenset(tags), None if q is None else unit(q), unit(c))
+
+
+def test_jaccard():
+    assert jaccard(frozenset("abcd"), frozenset("abcde")) == pytest.approx(0.8)
+    assert jaccard(frozenset(), frozenset()) is None
+    assert jaccard(frozenset("a"), frozenset()) == 0.0
+
+
+@pytest.mark.parametrize("tags,hit", [(("a", "b", "c", "d", "e"), True), (("a", "b", "c", "e"), False)])
+def test_tag_threshold(tags, hit):
+    # tags at 0.8 (4/5) or 0.6 (3/5), questions repeat, content does not: the tags decide
+    dup, sims = compare(probe(tags=tags, q=1.0, c=0.0), BASE, DedupConfig())
+    assert dup is hit
+
+
+@pytest.mark.parametrize("q,hit", [(0.85, True), (0.84, False)])
+def test_question_threshold(q, hit):
+    dup, sims = compare(probe(tags=("x",), q=q, c=0.95), BASE, DedupConfig())
+    assert sims["tags"] == 0.0
+    assert dup is hit
+
+
+@pytest.mark.parametrize("c,hit", [(0.9, True), (0.89, False)])
+def test_content_threshold(c, hit):
+    dup, _ = compare(probe(q=0.0, c=c), BASE, DedupConfig())
+    assert dup is hit
+
+
+def test_one_of_three_is_not_a_duplicate_and_three_is():
+    assert not compare(probe(tags=("x",), q=0.0, c=1.0), BASE, DedupConfig())[0]
+    assert compare(probe(), BASE, DedupConfig())[0]
+
+
+def test_empty_dimensions_are_left_out():
+    lone = Probe(frozenset(), None, unit(1.0))
+    assert compare(lone, Probe(frozenset(), None, unit(0.95)), DedupConfig())[0]
+    assert not compare(lone, Probe(frozenset(), None, unit(0.5)), DedupConfig())[0]
+
+
+def test_thresholds_are_configurable():
+    loose = DedupConfig(content_similarity_threshold=0.5, min_matches=1)
+    assert compare(probe(tags=("x",), q=0.0, c=0.6), BASE, loose)[0]
+    with pytest.raises(ValueError):
+        DedupConfig(tag_overlap_threshold=1.5)
+
+
+def test_store_add_returns_none_for_duplicate(tmp_path):
+    with MemoryStore(tmp_path / "m") as store:
+        first = store.add("restart the kernel after installing a package", tags=["jupyter", "install"],
+                          questions=["why does the import fail after pip install?"])
+        assert first is not None
+        # same tags and questions, reworded content: 2 of 3
+        again = store.add("after a pip install you must restart the kernel", tags=["install", "jupyter"],
+                          questions=["why does the import fail after pip install?"])
+        assert again is None
+        # same content but different tags and questions: 1 of 3
+        other = store.add("restart the kernel after installing a package", tags=["gpu"],
+                          questions=["how do I use cuda?"])
+        assert other is not None
+        assert len(store) == 2
+        off = MemoryStore(tmp_path / "n", dedup=False)
+        assert off.add("x y z") and off.add("x y z")
+        assert len(off) == 2
+        off.close()
+
+
+def test_batch_form_dedups_within_the_batch(tmp_path):
+    with MemoryStore(tmp_path / "m") as store:
+        store.add("the sqlite database is locked when two writers collide")
+        ids = store.add_many([
+            {"content": "the sqlite database is locked when two writers collide"},  # repeats the store
+            {"content": "polars reads parquet files lazily with scan_parquet"},
+            {"content": "polars reads parquet files lazily with scan_parquet"},  # repeats the batch
+            {"content": "matplotlib needs plt.show() outside notebooks"},
+        ])
+        assert ids[0] is None and ids[2] is None
+        assert ids[1] and ids[3]
+        assert len(store) == 3

@@ -1,0 +1,110 @@
+"""Ranking and keyword bonus against hand-computed cases (seed 000 §3.4-3.5)."""
+
+import pytest
+
+from memfit_jupyter.memory.entity import MemoryEntity
+from memfit_jupyter.memory.ranking import (
+    RankingConfig,
+    core_score,
+    keyword_bonus,
+    rank,
+    rrf,
+    seed_score,
+    select_by_bytes,
+)
+from memfit_jupyter.memory.text import keywords, stem
+
+
+def entity(id="m", content="", tags=(), questions=(), **scores):
+    base = {f"{k}_score": 0.0 for k in "corepat"}
+    base.update({f"{k}_score": v for k, v in scores.items()})
+    return MemoryEntity(id=id, content=content, tags=list(tags), potential_questions=list(questions), **base)
+
+
+def test_core_weights_are_the_seeds():
+    assert core_score(entity(r=1)) == pytest.approx(0.25)
+    assert core_score(entity(c=1)) == pytest.approx(0.20)
+    assert core_score(entity(t=1)) == pytest.approx(0.15)
+    assert core_score(entity(a=1)) == pytest.approx(0.15)
+    assert core_score(entity(p=1)) == pytest.approx(0.10)
+    assert core_score(entity(o=1)) == pytest.approx(0.10)
+    assert core_score(entity(e=1)) == pytest.approx(0.05)
+    # 0.25*.8 + .2*.5 + .15*.4 + .15*.9 + .1*.2 + .1*.6 + .05*.1
+    assert core_score(entity(r=.8, c=.5, t=.4, a=.9, p=.2, o=.6, e=.1)) == pytest.approx(0.58)
+
+
+def test_keywords_drop_stopwords_and_stem():
+    assert keywords("Why is the SQLite database locked?") == ["sqlite", "database", "lock"]
+    assert stem("failing") == stem("failed") == "fail"
+
+
+def test_keyword_bonus_hand_computed():
+    e = entity(content="the sqlite database was locked", tags=["sqlite"],
+               questions=["why is the database locked?"], r=1)
+    # content 3/3 * .10 + tags 1/3 * .08 + questions 2/3 * .05 + contains .05 + all .03
+    expected = 0.10 + 0.08 / 3 + 0.05 * 2 / 3 + 0.05 + 0.03
+    assert keyword_bonus(e, "sqlite database locked") == pytest.approx(expected)
+    assert seed_score(e, "sqlite database locked") == pytest.approx(0.25 + expected)
+
+
+def test_keyword_bonus_partial_match_has_no_all_bonus():
+    e = entity(content="sqlite locked")
+    # 1/2 of the keywords in content: .05, plus contains .05; not all
+    assert keyword_bonus(e, "sqlite timeout") == pytest.approx(0.10)
+    assert keyword_bonus(entity(content="nothing here"), "sqlite timeout") == 0.0
+    assert keyword_bonus(e, "the of and") == 0.0  # no keywords at all
+
+
+def test_keyword_bonus_is_capped_and_final_is_at_most_one():
+    e = entity(content="sqlite lock", tags=["sqlite", "lock"], questions=["sqlite lock"],
+               **{k: 1.0 for k in "corepat"})
+    # .10 + .08 + .05 + .05 + .03 = .31 -> capped at .3
+    assert keyword_bonus(e, "sqlite lock") == pytest.approx(0.3)
+    assert seed_score(e, "sqlite lock") == 1.0
+
+
+def test_rrf_scaled():
+    assert rrf([1, 1]) == pytest.approx(1.0)
+    assert rrf([2, None]) == pytest.approx((1 / 62) / (2 / 61))
+    assert rrf([None, None]) == 0.0
+
+
+def test_rank_hybrid_formula_and_order():
+    a = entity("a", content="sqlite lock timeout", r=0.4)
+    b = entity("b", content="polars csv", r=1.0)
+    cfg = RankingConfig(mode="hybrid", weight=0.5)
+    out = rank([a, b], "sqlite lock", semantic={"a": 0.8, "b": 0.1}, lexical={"a": 3.0}, config=cfg)
+    seed_a = 0.25 * 0.4 + keyword_bonus(a, "sqlite lock")
+    seed_b = 0.25
+    # a: first in both lists -> relevance 1; b: second semantically, no lexical match
+    assert out[0].id == "a"
+    assert out[0].breakdown["final"] == pytest.approx(0.5 * seed_a + 0.5 * 1.0, abs=1e-6)
+    assert out[1].breakdown["relevance"] == pytest.approx((1 / 62) / (2 / 61), abs=1e-6)
+    assert out[1].breakdown["final"] == pytest.approx(0.5 * seed_b + 0.5 * (1 / 62) / (2 / 61), abs=1e-6)
+    assert set(out[0].breakdown) >= {"r", "c", "t", "a", "p", "o", "e", "keyword_bonus", "semantic", "final"}
+
+
+def test_rank_seed_mode_ignores_similarity():
+    a = entity("a", content="x", r=0.4)
+    b = entity("b", content="y", r=1.0)
+    out = rank([a, b], "query", semantic={"a": 1.0, "b": 0.0}, lexical={}, config=RankingConfig(mode="seed"))
+    assert [m.id for m in out] == ["b", "a"]
+    assert out[0].score == pytest.approx(0.25)
+    semantic = rank([a, b], "query", semantic={"a": 1.0, "b": 0.0}, lexical={},
+                    config=RankingConfig(mode="semantic", weight=0.5))
+    assert semantic[0].id == "a" and semantic[0].score == pytest.approx(0.5 * 0.1 + 0.5)
+
+
+def test_bad_ranking_config():
+    with pytest.raises(ValueError, match="unknown ranking"):
+        RankingConfig(mode="magic")
+    with pytest.raises(ValueError, match="weight"):
+        RankingConfig(weight=2)
+
+
+def test_select_by_bytes_skips_what_does_not_fit():
+    items = rank([entity("a", content="x" * 60, r=1), entity("b", content="y" * 50, r=.5),
+                  entity("c", content="z" * 30)], "q", semantic={}, lexical={}, config=RankingConfig(mode="seed"))
+    assert [m.id for m in select_by_bytes(items, 100)] == ["a", "c"]
+    assert [m.id for m in select_by_bytes(items, 10)] == []
+    assert len(select_by_bytes(items, None)) == 3

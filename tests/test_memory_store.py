@@ -1,0 +1,203 @@
+"""The memory store: adding, searching, deleting, export/import, secrets, embedders, index files."""
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from memfit_jupyter.errors import StoreError
+from memfit_jupyter.memory import MemoryStore, StoreWarning
+from memfit_jupyter.memory.embedders import HashingEmbedder, get_embedder
+
+FACTS = [
+    ("pytest -x stops at the first failing test", ["pytest"], ["how do I stop pytest at the first failure?"]),
+    ("polars scan_csv reads large csv files lazily", ["polars", "csv"], ["how to read a big csv?"]),
+    ("the sqlite database is locked when two writers collide; set busy_timeout", ["sqlite"], []),
+    ("restart the jupyter kernel after pip install", ["jupyter"], ["why does import fail after install?"]),
+    ("matplotlib figures need plt.show() outside notebooks", ["matplotlib"], []),
+]
+
+
+@pytest.fixture
+def store(tmp_path):
+    s = MemoryStore(tmp_path / "mem")
+    for content, tags, qs in FACTS:
+        assert s.add(content, tags=tags, questions=qs)
+    yield s
+    s.close()
+
+
+def test_add_get_delete_len(store):
+    assert len(store) == 5
+    first = store.list(limit=1)[0]
+    assert first.content.startswith("matplotlib")  # newest first
+    got = store.get(first.id)
+    assert got.tags == ["matplotlib"] and got.r_score == 0.5
+    assert store.delete(first.id) is True
+    assert store.delete(first.id) is False
+    assert store.get(first.id) is None and len(store) == 4
+    assert all(m.id != first.id for m in store.search("matplotlib figures plt.show", k=5))
+
+
+def test_search_ranks_the_relevant_memory_first_with_breakdown(store):
+    results = store.search("how can I read a huge csv file", k=3)
+    assert results[0].content.startswith("polars scan_csv")
+    top = results[0]
+    assert 0 < top.score <= 1.0 and top.score == top.breakdown["final"]
+    for key in ("r", "c", "t", "a", "p", "o", "e", "keyword_bonus", "semantic", "final"):
+        assert key in top.breakdown
+    assert [r.score for r in results] == sorted((r.score for r in results), reverse=True)
+
+
+def test_search_byte_limit_and_tags(store):
+    results = store.search("pytest sqlite polars", k=10, bytes_limit=60)
+    assert results.content_bytes <= 60 and len(results) >= 1
+    only = store.search("file", tags=["sqlite"])
+    assert [m.tags for m in only] == [["sqlite"]]
+    assert store.search_by_tags(["csv", "polars"], match_all=True)[0].tags == ["polars", "csv"]
+    with pytest.raises(ValueError, match="empty"):
+        store.search("  ")
+
+
+def test_ranking_modes_are_selectable(tmp_path):
+    with MemoryStore(tmp_path / "m", ranking="seed") as s:
+        s.add("alpha beta", scores={"r": 1.0})
+        s.add("gamma delta", scores={"r": 0.0})
+        res = s.search("gamma")
+        # the seed's formula: core .25 + nothing beats core .0 + bonus .23 for the matching one
+        assert res[0].content == "alpha beta"
+        assert s.search("gamma", ranking="hybrid")[0].content == "gamma delta"
+
+
+def test_scores_are_validated(tmp_path):
+    with MemoryStore(tmp_path / "m") as s:
+        with pytest.raises(ValueError, match="unknown score"):
+            s.add("x", scores={"z": 1})
+        with pytest.raises(ValueError, match="non-empty"):
+            s.add("   ")
+        mid = s.add("y", scores={"r_score": 2.0, "e": -1})
+        assert s.get(mid).r_score == 1.0 and s.get(mid).e_score == 0.0
+
+
+def test_secrets_are_redacted_before_storing(tmp_path):
+    key = "sk-" + "A1b2C3d4E5f6G7h8I9j0K1l2"
+    with MemoryStore(tmp_path / "m") as s:
+        mid = s.add(f"the deploy failed with key {key}", tags=[f"token={key}"], questions=[f"is {key} valid?"])
+        e = s.get(mid)
+        assert key not in e.content and "[REDACTED]" in e.content
+        assert key not in json.dumps(e.to_dict())
+    raw = (tmp_path / "m" / "memory.sqlite3").read_bytes()
+    assert key.encode() not in raw
+
+
+def test_export_import_round_trip(store, tmp_path):
+    path = tmp_path / "export.jsonl"
+    assert store.export(path) == 5
+    with MemoryStore(tmp_path / "other") as other:
+        assert other.import_(path) == {"added": 5, "duplicates": 0}
+        assert sorted(m.content for m in other.list()) == sorted(m.content for m in store.list())
+        assert {m.id for m in other.list()} == {m.id for m in store.list()}
+        assert other.import_(path) == {"added": 0, "duplicates": 5}
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"content": "ok"}\nnot json\n')
+    with MemoryStore(tmp_path / "third") as third, pytest.raises(ValueError, match="bad.jsonl:2"):
+        third.import_(bad)
+
+
+def test_other_embedder_gives_clear_error_and_reindex_fixes(store, tmp_path):
+    path = store.path
+    store.close()
+    with pytest.raises(StoreError, match="reindex"):
+        MemoryStore(path, embedder="hashing-256")
+    with MemoryStore(path) as s:  # opens with the embedder it records
+        assert s.embedder.id == "hashing-384"
+        assert s.reindex("hashing-256") == 5
+    with MemoryStore(path, embedder="hashing-256") as s:
+        assert s.info()["dims"] == 256
+        assert s.search("big csv file")[0].content.startswith("polars")
+    with pytest.raises(StoreError, match="unknown embedder"):
+        get_embedder("word2vec")
+
+
+def test_truncated_index_is_rebuilt_with_a_warning(store):
+    path = store.path
+    store.close()
+    index = path / "index.usearch"
+    index.write_bytes(index.read_bytes()[: index.stat().st_size // 2])
+    with pytest.warns(StoreWarning, match="rebuilding"):
+        s = MemoryStore(path)
+    assert s.info()["indexed"] == 5
+    assert s.search("stop pytest at first failure")[0].content.startswith("pytest -x")
+    s.close()
+    with warnings_as_errors():
+        MemoryStore(path).close()  # the rebuilt index was saved: no warning now
+
+
+def test_missing_or_stale_index_is_rebuilt(store):
+    path = store.path
+    store.close()
+    meta = json.loads((path / "index.json").read_text())
+    (path / "index.json").write_text(json.dumps({**meta, "hw_key": 999}))
+    with pytest.warns(StoreWarning, match="stale"):
+        MemoryStore(path).close()
+    (path / "index.usearch").unlink()
+    with pytest.warns(StoreWarning, match="missing"):
+        s = MemoryStore(path)
+    assert len(s) == 5 and s.info()["indexed"] == 5
+    s.close()
+
+
+def test_two_store_objects_see_each_others_writes(tmp_path):
+    a = MemoryStore(tmp_path / "m")
+    b = MemoryStore(tmp_path / "m")
+    mid = a.add("gradient clipping stops exploding losses", tags=["training"])
+    assert b.search("exploding loss")[0].id == mid
+    assert b.delete(mid)
+    assert a.search("exploding loss") == []
+    a.close()
+    b.close()
+
+
+def test_store_path_that_is_a_file(tmp_path):
+    f = tmp_path / "file"
+    f.write_text("x")
+    with pytest.raises(StoreError, match="is a file"):
+        MemoryStore(f)
+
+
+def test_closed_store_says_so(tmp_path):
+    s = MemoryStore(tmp_path / "m")
+    s.close()
+    s.close()
+    with pytest.raises(StoreError, match="closed"):
+        s.search("x")
+
+
+def test_hashing_embedder_is_deterministic_and_unit():
+    e = HashingEmbedder(64)
+    v = e.embed(["Failed to open file", "failing to open files", ""])
+    assert v.shape == (3, 64)
+    assert abs(float((v[0] ** 2).sum()) - 1) < 1e-5 and float(abs(v[2]).sum()) == 0.0
+    assert float(v[0] @ v[1]) > 0.5
+    assert (HashingEmbedder(64).embed(["Failed to open file"]) == v[:1]).all()
+
+
+def test_importing_memory_does_not_import_usearch():
+    code = ("import sys, memfit_jupyter.memory, memfit_jupyter; "
+            "assert 'usearch' not in sys.modules, 'usearch imported'; "
+            "assert 'litellm' not in sys.modules; print('ok')")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert out.stdout.strip() == "ok", out.stderr
+
+
+class warnings_as_errors:
+    def __enter__(self):
+        import warnings
+
+        self._cm = warnings.catch_warnings()
+        self._cm.__enter__()
+        warnings.simplefilter("error")
+
+    def __exit__(self, *exc):
+        self._cm.__exit__(*exc)
