@@ -1,0 +1,121 @@
+"""A real OpenAI-compatible chat-completions server on 127.0.0.1 that answers from a script.
+
+Each model name has a queue of behaviours, consumed one per request (the last
+one repeats)::
+
+    server = FaultServer().start()
+    server.script("flaky", ["500", "429", "slow:2.0", "malformed", "ok"])
+    # litellm: model="openai/flaky", api_base=server.api_base, api_key="test"
+
+Behaviours: ``ok`` (or ``ok:<content>``), ``429``, ``500``, ``slow:<seconds>``
+(answers ok after that long: past a shorter client timeout it is a timeout),
+``malformed`` (HTTP 200 whose body is not JSON).  ``requests`` counts what
+each model received.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections import defaultdict
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+DEFAULT_CONTENT = json.dumps({"answer": "ok", "confidence": 0.9, "reasoning": ["scripted"]})
+
+
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+    block_on_close = False
+
+
+class FaultServer:
+    def __init__(self) -> None:
+        self._scripts: dict[str, list[str]] = {}
+        self.requests: dict[str, int] = defaultdict(int)
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._httpd: _Server | None = None
+
+    # --- control -------------------------------------------------------------------------
+    def start(self) -> FaultServer:
+        owner = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args):  # quiet
+                pass
+
+            def do_POST(self):
+                length = int(self.headers.get("Content-Length") or 0)
+                body = json.loads(self.rfile.read(length) or b"{}")
+                owner._answer(self, body)
+
+        self._httpd = _Server(("127.0.0.1", 0), Handler)
+        threading.Thread(target=self._httpd.serve_forever, daemon=True).start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._httpd is not None:
+            self._httpd.shutdown()
+            self._httpd.server_close()
+
+    @property
+    def api_base(self) -> str:
+        return f"http://127.0.0.1:{self._httpd.server_address[1]}/v1"
+
+    def script(self, model: str, behaviours: list[str]) -> None:
+        with self._lock:
+            self._scripts[model] = list(behaviours)
+            self.requests[model] = 0
+
+    # --- answering -----------------------------------------------------------------------
+    def _next(self, model: str) -> str:
+        with self._lock:
+            queue = self._scripts.get(model) or ["ok"]
+            n = self.requests[model]
+            self.requests[model] = n + 1
+            return queue[min(n, len(queue) - 1)]
+
+    def _answer(self, handler: BaseHTTPRequestHandler, body: dict) -> None:
+        model = str(body.get("model", ""))
+        behaviour = self._next(model)
+        kind, _, arg = behaviour.partition(":")
+        if kind == "slow":
+            # Sleep in small steps so that stop() is not held up by a sleeping reply.
+            deadline = time.monotonic() + float(arg)
+            while time.monotonic() < deadline and not self._stop.is_set():
+                time.sleep(0.01)
+            kind, arg = "ok", ""
+        try:
+            if kind == "429":
+                self._send(handler, 429, {"error": {"message": "rate limited", "type": "rate_limit_error"}})
+            elif kind == "500":
+                self._send(handler, 500, {"error": {"message": "internal error", "type": "server_error"}})
+            elif kind == "malformed":
+                raw = b'{"id": "x", "choices": [{"message": {"content": "unterminated'
+                handler.send_response(200)
+                handler.send_header("Content-Type", "application/json")
+                handler.send_header("Content-Length", str(len(raw)))
+                handler.end_headers()
+                handler.wfile.write(raw)
+            else:
+                content = arg or DEFAULT_CONTENT
+                self._send(handler, 200, {
+                    "id": "chatcmpl-test", "object": "chat.completion", "created": int(time.time()),
+                    "model": model,
+                    "choices": [{"index": 0, "finish_reason": "stop",
+                                 "message": {"role": "assistant", "content": content}}],
+                    "usage": {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15},
+                })
+        except (BrokenPipeError, ConnectionResetError):  # the client gave up (its timeout)
+            pass
+
+    @staticmethod
+    def _send(handler: BaseHTTPRequestHandler, status: int, payload: dict) -> None:
+        raw = json.dumps(payload).encode()
+        handler.send_response(status)
+        handler.send_header("Content-Type", "application/json")
+        handler.send_header("Content-Length", str(len(raw)))
+        handler.end_headers()
+        handler.wfile.write(raw)
