@@ -94,10 +94,14 @@ def check_model(model: str) -> None:
 
 
 class LiteLLMBackend:
+    def __init__(self, model_options: dict[str, dict[str, Any]] | None = None):
+        #: Per-model keyword arguments for litellm (e.g. api_base, api_key of a local server).
+        self.model_options = dict(model_options or {})
+
     def complete(self, model, messages, *, max_tokens, timeout, metadata):
         litellm = import_litellm()
-        kwargs: dict[str, Any] = {"model": model, "messages": messages, "num_retries": 0,
-                                  "max_retries": 0, "metadata": metadata}
+        kwargs: dict[str, Any] = {**self.model_options.get(model, {}), "model": model, "messages": messages,
+                                  "num_retries": 0, "max_retries": 0, "metadata": metadata}
         if max_tokens is not None:
             kwargs["max_tokens"] = max_tokens
         if timeout is not None:
