@@ -11,6 +11,8 @@ from memfit_jupyter.reflection import ReflectionExtension, SpinDetectionResult, 
 
 
 def start(scenario, tmp_path, **kw):
+    # No long-term memory unless a test asks: runs stay isolated and make no triage calls.
+    kw.setdefault("memory", False)
     return Agent(model=f"memfit/{scenario}", workdir=tmp_path, **kw).start(load_scenario(scenario).task)
 
 
@@ -27,7 +29,7 @@ def extension(run) -> ReflectionExtension:
 
 
 def test_spin_demo_breaks_out_with_reflection_on(tmp_path):
-    run = start("spin-demo", tmp_path)
+    run = start("spin-demo", tmp_path, memory=None)  # the defaults, long-term memory included
     result = run.run()
     assert result.status == "done", result.reason
     assert result.iterations == 6
