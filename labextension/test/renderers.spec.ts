@@ -12,12 +12,16 @@ import { renderMemory } from '../src/memory';
 import { MAX_EVENTS, MAX_RESULTS } from '../src/payload';
 import { renderRun } from '../src/run';
 import { MemfitRenderer } from '../src/widget';
-import { catalogueTrace } from './catalogue';
 
 const TRACE_DIR = process.env.MEMFIT_TRACE_DIR || path.join(__dirname, 'fixtures');
 
 function trace(name: string): any {
   return JSON.parse(fs.readFileSync(path.join(TRACE_DIR, `${name}.json`), 'utf8'));
+}
+
+/** One event of every catalogued type plus one unknown type (also used by the saved notebook). */
+function catalogueTrace(): any {
+  return JSON.parse(fs.readFileSync(path.join(__dirname, 'fixtures', 'catalogue.json'), 'utf8'));
 }
 
 function texts(root: HTMLElement, selector: string): string[] {
@@ -61,18 +65,46 @@ describe('run renderer on real engine traces', () => {
     expect(parseFloat(fill.style.width)).toBeCloseTo(expected, 3);
   });
 
-  it('shows a failed run and why it ended', () => {
+  it('shows a failed run and why it ended, with the breaker that opened', () => {
+    const t = trace('outage');
+    expect(t.status).toBe('failed');
+    const root = renderRun(t);
+    expect(root.querySelector('.memfit-header .memfit-badge-bad')!.textContent).toBe('failed');
+    expect(root.querySelector('.memfit-reason')!.textContent).toBe(t.reason);
+    const opened = t.events.filter((e: any) => e.type === 'breaker' && e.rejected !== true);
+    const lastState = opened[opened.length - 1].to_state;
+    const chip = root.querySelector('.memfit-breaker[data-tier="primary"]')!;
+    expect(chip.getAttribute('data-state')).toBe(lastState);
+    const rejected = t.events.filter((e: any) => e.type === 'breaker' && e.rejected === true).length;
+    expect(texts(root, '.memfit-event-breaker .memfit-event-title').filter(s => s.startsWith('Call turned away')).length).toBe(rejected);
+  });
+
+  it('badges every reflection and spin of a spinning run', () => {
     const t = trace('spin-demo');
     const root = renderRun(t);
-    expect(root.querySelector('.memfit-badge-bad')!.textContent).toBe('failed');
-    expect(root.querySelector('.memfit-reason')!.textContent).toBe(t.reason);
-    const iterations = root.querySelectorAll('.memfit-iteration');
-    expect(iterations.length).toBe(t.totals.iterations + 1);
-    // the iterations bar is full: the run used every iteration it had
-    const iterRow = Array.from(root.querySelectorAll('.memfit-budget-row')).find(r =>
-      r.textContent!.startsWith('iterations')
-    )!;
-    expect(iterRow.querySelector('.memfit-bar')!.getAttribute('data-level')).toBe('over');
+    const reflections = t.events.filter((e: any) => e.type === 'reflection');
+    const spins = t.events.filter((e: any) => e.type === 'spin' && e.is_spinning === true);
+    expect(reflections.length).toBeGreaterThan(0);
+    expect(spins.length).toBeGreaterThan(0);
+    expect(root.querySelectorAll('.memfit-iteration-title [class*="memfit-badge-level-"]').length).toBe(reflections.length);
+    expect(root.querySelectorAll('.memfit-event-spin.memfit-alert').length).toBe(spins.length);
+    expect(root.querySelector('.memfit-event-spin.memfit-alert')!.textContent).toContain(spins[0].reason);
+  });
+
+  it('shows the synthesis of disagreeing samples', () => {
+    const t = trace('disagree');
+    const syn = t.events.find((e: any) => e.type === 'synthesis');
+    const card = renderRun(t).querySelector('.memfit-event-synthesis')!;
+    expect(card.textContent).toContain(`Synthesis (${syn.strategy})`);
+    expect(card.querySelectorAll('.memfit-cluster').length).toBe(syn.clusters.length);
+  });
+
+  it('gauges the context window from the last context event', () => {
+    const t = trace('context-overflow');
+    const ctx = t.events.filter((e: any) => e.type === 'context');
+    const last = ctx[ctx.length - 1];
+    const gauge = renderRun(t).querySelector('.memfit-context .memfit-bar-fill') as HTMLElement;
+    expect(parseFloat(gauge.style.width)).toBeCloseTo(Math.min(1, last.ratio) * 100, 3);
   });
 
   it('shows malformed model replies and the failed observation they caused', () => {
