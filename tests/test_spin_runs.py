@@ -171,3 +171,13 @@ def test_detectors_can_be_switched_off_by_name(tmp_path):
 def test_unknown_detector_name_is_a_clear_error(tmp_path):
     with pytest.raises(ValueError, match="unknown detector"):
         start("demo", tmp_path, detectors={"same_action": False})
+
+
+def test_a_reflection_config_among_the_extensions_sets_the_numbers(tmp_path):
+    from memfit_jupyter.reflection import ReflectionConfig
+
+    config = ReflectionConfig(spin_threshold=4, detectors={"repeat_observation": False, "repeated_error": False})
+    run = start("spin-demo", tmp_path, extensions=[config])
+    assert run.run().status == "done"
+    assert {i for i, _ in fired(run)} == {4}
+    assert events(run, "spin")[0]["consecutive_count"] == 4
