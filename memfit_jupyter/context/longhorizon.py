@@ -93,7 +93,8 @@ def git_commit(workdir: Path, message: str) -> str:
     identity: list[str] = []
     if not git("config", "user.email").stdout.strip():  # a fresh machine: commit anyway
         identity = ["-c", "user.name=memfit", "-c", "user.email=memfit@localhost"]
-    git("add", "-A", ".")
+    # The memory store changes on every run and has its own durability: keep it out of checkpoints.
+    git("add", "-A", "--", ".", ":(exclude).memfit")
     proc = git(*identity, "commit", "--allow-empty", "-q", "-m", message)
     if proc.returncode != 0:
         raise RuntimeError((proc.stderr or proc.stdout).strip().splitlines()[-1:] or ["git commit failed"])
@@ -139,7 +140,8 @@ class LongHorizon:
         parts = []
         if self.features:
             passed = [str(f["id"]) for f in self.features if f.get("passes")]
-            parts.append(f"[RESUME] Plan {self.plan_path.name}: {len(passed)} of {len(self.features)} "
+            tag = "[RESUME]" if passed else "[PLAN]"
+            parts.append(f"{tag} Plan {self.plan_path.name}: {len(passed)} of {len(self.features)} "
                          f"feature(s) pass" + (f" ({', '.join(passed)}); do not redo them." if passed else "."))
         tail = self.progress_tail()
         if tail:
