@@ -1,0 +1,249 @@
+"""``%memfit_memory``: look at and edit the long-term memory store from a notebook.
+
+::
+
+    %memfit_memory                                   summary: path, count, embedder, dims
+    %memfit_memory search QUERY [-k N] [--bytes N] [--tags a,b] [--ranking R]
+    %memfit_memory add TEXT [--tags a,b] [--question Q ...]
+    %memfit_memory show ID | delete ID | list [--tag T] [--limit N]
+    %memfit_memory failures [KIND]                   the failure diary
+    %memfit_memory export PATH | import PATH | reindex [--embedder NAME]
+
+``search`` and ``list`` return a polars DataFrame and display the ranking panel.
+The store is ``--memory``'s path, else ``%config MemfitMagics.memory_path``,
+else ``.memfit/`` in the working directory.
+"""
+
+from __future__ import annotations
+
+import shlex
+from pathlib import Path
+from typing import Any
+
+from IPython.core.error import UsageError
+from IPython.core.magic_arguments import argument, magic_arguments
+
+SUBCOMMANDS = ("search", "add", "show", "delete", "list", "failures", "export", "import", "reindex")
+
+
+@magic_arguments()
+@argument("query", nargs="+", help="what to look for")
+@argument("-k", type=int, default=10, help="most results (default 10)")
+@argument("--bytes", type=int, default=None, help="byte limit of the selection (seed: 2048-10240)")
+@argument("--tags", default=None, help="only memories with one of these tags (comma-separated)")
+@argument("--ranking", default=None, choices=("hybrid", "semantic", "seed"), help="ranking formula")
+def _search(line): ...
+
+
+@magic_arguments()
+@argument("text", nargs="+", help="the memory's content")
+@argument("--tags", default="", help="comma-separated tags")
+@argument("--question", action="append", default=[], help="a question this memory answers (repeatable)")
+def _add(line): ...
+
+
+@magic_arguments()
+@argument("id", help="a memory id")
+def _id(line): ...
+
+
+@magic_arguments()
+@argument("--tag", default=None, help="only memories with this tag")
+@argument("--limit", type=int, default=50, help="most rows (default 50)")
+def _list(line): ...
+
+
+@magic_arguments()
+@argument("kind", nargs="?", default=None, help="the task kind")
+def _failures(line): ...
+
+
+@magic_arguments()
+@argument("path", help="a JSON Lines file")
+def _path(line): ...
+
+
+@magic_arguments()
+@argument("--embedder", default=None, help="hashing, hashing-<dim>, minilm or litellm:<model>")
+def _reindex(line): ...
+
+
+def _parse(func: Any, rest: str, sub: str) -> Any:
+    try:
+        # shlex, not IPython's arg_split: quotes group words and are removed, as in a shell
+        return func.parser.parse_args(shlex.split(rest))
+    except ValueError as exc:
+        raise UsageError(f"%memfit_memory {sub}: {exc}") from None
+    except UsageError as exc:
+        raise UsageError(f"%memfit_memory {sub}: {str(exc).strip().splitlines()[-1]}") from None
+    except SystemExit:  # argparse's exit on --help: help was printed
+        raise UsageError(f"%memfit_memory {sub}: see the usage above") from None
+
+
+def store_for(magics: Any) -> Any:
+    from ..errors import StoreError
+    from ..memory import DEFAULT_DIR, open_store
+
+    configured = getattr(magics, "memory_path", None)
+    path = Path(configured).expanduser() if configured else Path.cwd() / DEFAULT_DIR
+    try:
+        return open_store(path)
+    except (StoreError, ValueError) as exc:
+        raise UsageError(str(exc)) from None
+
+
+def _tags(value: str | None) -> list[str] | None:
+    if value is None:
+        return None
+    tags = [t.strip() for t in value.split(",") if t.strip()]
+    if not tags:
+        raise UsageError("--tags is empty: give tags separated by commas")
+    return tags
+
+
+def _show(payload: dict[str, Any], magics: Any) -> None:
+    from IPython.display import display
+
+    from .memory_widget import MemoryRanking, ranking_widget
+
+    shell = getattr(magics, "shell", None)
+    if getattr(shell, "kernel", None) is not None:
+        display(ranking_widget(payload))
+    else:
+        display(MemoryRanking(payload))
+
+
+def _summary(store: Any) -> None:
+    from IPython.display import display
+
+    info = store.info()
+    text = (f"memory store {info['path']}: {info['count']} memories, embedder {info['embedder']} "
+            f"({info['dims']} dims), {info['tags']} tags, ranking {info['ranking']}")
+    display({"text/plain": text, "text/html": f"<div style='font-family:sans-serif;font-size:12px'>{text}</div>"},
+            raw=True)
+
+
+def memfit_memory(magics: Any, line: str) -> Any:
+    """Dispatch one ``%memfit_memory`` line (see the module docstring)."""
+    line = (line or "").strip()
+    try:
+        words = shlex.split(line)
+    except ValueError as exc:
+        raise UsageError(f"%memfit_memory: {exc}") from None
+    if not words:
+        _summary(store_for(magics))
+        return None
+    sub, rest = words[0], line[len(line.split(None, 1)[0]):].strip()
+    if sub not in SUBCOMMANDS:
+        raise UsageError(f"unknown subcommand {sub!r} for %memfit_memory; valid: {', '.join(SUBCOMMANDS)}")
+    return globals()[f"handle_{sub}"](magics, rest)
+
+
+def handle_search(magics: Any, rest: str) -> Any:
+    from ..memory.frames import results_frame
+    from .memory_widget import ranking_payload
+
+    args = _parse(_search, rest, "search")
+    if args.k < 1:
+        raise UsageError(f"-k must be at least 1, got {args.k}")
+    if args.bytes is not None and args.bytes < 1:
+        raise UsageError(f"--bytes must be positive, got {args.bytes}")
+    query = " ".join(args.query)
+    results = store_for(magics).search(query, k=args.k, bytes_limit=args.bytes, tags=_tags(args.tags),
+                                       ranking=args.ranking)
+    _show(ranking_payload(results, query, args.bytes), magics)
+    return results_frame(results)
+
+
+def handle_add(magics: Any, rest: str) -> Any:
+    args = _parse(_add, rest, "add")
+    tags = _tags(args.tags) if args.tags else []
+    try:
+        new_id = store_for(magics).add(" ".join(args.text), tags=tags, questions=args.question)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+    print(f"stored as {new_id}" if new_id else "not stored: a duplicate of a memory already kept (2 of 3)")
+    return None
+
+
+def _entity_or_error(store: Any, mid: str) -> Any:
+    entity = store.get(mid)
+    if entity is None:
+        raise UsageError(f"no memory with id {mid!r}")
+    return entity
+
+
+def handle_show(magics: Any, rest: str) -> Any:
+    from IPython.display import display
+
+    from .memory_widget import MemoryRanking, ranking_payload
+
+    args = _parse(_id, rest, "show")
+    entity = _entity_or_error(store_for(magics), args.id)
+    display(MemoryRanking(ranking_payload([entity])))
+    return entity
+
+
+def handle_delete(magics: Any, rest: str) -> Any:
+    args = _parse(_id, rest, "delete")
+    store = store_for(magics)
+    _entity_or_error(store, args.id)
+    store.delete(args.id)
+    print(f"deleted {args.id}")
+
+
+def handle_list(magics: Any, rest: str) -> Any:
+    from ..memory.frames import entities_frame
+    from .memory_widget import ranking_payload
+
+    args = _parse(_list, rest, "list")
+    if args.limit < 1:
+        raise UsageError(f"--limit must be at least 1, got {args.limit}")
+    entities = store_for(magics).list(tag=args.tag, limit=args.limit)
+    _show(ranking_payload(entities), magics)
+    return entities_frame(entities)
+
+
+def handle_failures(magics: Any, rest: str) -> Any:
+    args = _parse(_failures, rest, "failures")
+    store = store_for(magics)
+    try:
+        from ..context.diary import failures
+    except ImportError:
+        from ..memory.frames import entities_frame
+
+        return entities_frame(store.failures(args.kind))
+    return failures(store, args.kind)
+
+
+def handle_export(magics: Any, rest: str) -> Any:
+    args = _parse(_path, rest, "export")
+    try:
+        n = store_for(magics).export(Path(args.path).expanduser())
+    except OSError as exc:
+        raise UsageError(f"cannot write {args.path}: {exc.strerror or exc}") from None
+    print(f"exported {n} memories to {args.path}")
+
+
+def handle_import(magics: Any, rest: str) -> Any:
+    args = _parse(_path, rest, "import")
+    path = Path(args.path).expanduser()
+    if not path.is_file():
+        raise UsageError(f"no such file: {args.path}")
+    try:
+        outcome = store_for(magics).import_(path)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+    print(f"imported {outcome['added']} memories ({outcome['duplicates']} duplicates skipped)")
+
+
+def handle_reindex(magics: Any, rest: str) -> Any:
+    from ..errors import StoreError
+
+    args = _parse(_reindex, rest, "reindex")
+    store = store_for(magics)
+    try:
+        n = store.reindex(args.embedder)
+    except StoreError as exc:
+        raise UsageError(str(exc)) from None
+    print(f"re-embedded {n} memories with {store.embedder.id}")

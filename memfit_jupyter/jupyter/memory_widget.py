@@ -1,0 +1,135 @@
+"""The memory ranking panel: one bar per C.O.R.E. P.A.C.T. dimension, the keyword bonus, the
+semantic term and the final score, sortable.
+
+Two forms from one payload:
+- ``MemoryRanking``: a display object whose bundle carries
+  ``application/vnd.memfit.memory+json`` (the payload), ``text/html`` (a
+  self-contained table: inline styles, header clicks sort it) and ``text/plain``;
+- ``ranking_widget``: an ipywidgets box (sort-by dropdown + the same table) whose
+  display bundle carries the same three types, so a saved notebook keeps it.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import uuid
+from typing import Any
+
+MIME = "application/vnd.memfit.memory+json"
+#: (key, label, colour) in the seed's weight order.
+BARS = (("r", "R relevance", "#4c78a8"), ("c", "C connectivity", "#f58518"), ("t", "T temporality", "#54a24b"),
+        ("a", "A actionability", "#e45756"), ("p", "P preference", "#72b7b2"), ("o", "O origin", "#b279a2"),
+        ("e", "E emotion", "#ff9da6"), ("keyword_bonus", "keyword bonus", "#9d755d"),
+        ("semantic", "semantic", "#bab0ac"), ("final", "final", "#222222"))
+SORT_KEYS = ("final", *(k for k, _, _ in BARS if k != "final"), "rank")
+
+
+def ranking_payload(items: Any, query: str = "", bytes_limit: int | None = None) -> dict[str, Any]:
+    """The JSON payload from search results (``ScoredMemory``) or plain entities."""
+    results = []
+    for i, m in enumerate(items):
+        if hasattr(m, "breakdown"):
+            breakdown = {k: float(v) for k, v in m.breakdown.items()}
+            entity = m.entity
+        else:
+            entity = m
+            breakdown = {k: float(v) for k, v in m.scores.items()}
+            breakdown.setdefault("final", 0.0)
+        results.append({"rank": i + 1, "id": entity.id, "content": entity.content, "tags": list(entity.tags),
+                        "score": breakdown.get("final", 0.0), "breakdown": breakdown})
+    return {"version": 1, "query": query, "bytes_limit": bytes_limit,
+            "bytes": sum(len(r["content"].encode()) for r in results),
+            "dimensions": [k for k, _, _ in BARS], "results": results}
+
+
+def ranking_text(payload: dict[str, Any]) -> str:
+    head = f"memory ranking for {payload['query']!r}" if payload.get("query") else "memories"
+    lines = [f"{head}: {len(payload['results'])} result(s), {payload.get('bytes', 0)} bytes"]
+    for r in payload["results"]:
+        b = r["breakdown"]
+        dims = " ".join(f"{k.upper()}={b.get(k, 0):.2f}" for k in "rctapoe")
+        lines.append(f"{r['rank']:>3}. {b.get('final', 0):.3f} [{r['id']}] {dims} kw={b.get('keyword_bonus', 0):.2f} "
+                     f"sem={b.get('semantic', 0):.2f} | {r['content'][:80]}")
+    return "\n".join(lines)
+
+
+def _sorted(results: list[dict[str, Any]], key: str) -> list[dict[str, Any]]:
+    if key == "rank":
+        return sorted(results, key=lambda r: r["rank"])
+    return sorted(results, key=lambda r: (-r["breakdown"].get(key, 0.0), r["rank"]))
+
+
+def ranking_html(payload: dict[str, Any], sort: str = "final") -> str:
+    """A self-contained table: a bar per dimension; clicking a header sorts by it (inline script)."""
+    table_id = "memfit-mem-" + uuid.uuid4().hex[:8]
+    head = "".join(
+        f'<th data-k="{k}" style="cursor:pointer;padding:2px 4px;font-weight:600" title="sort by {html.escape(label)}">'
+        f"{html.escape(label.split()[0] if k in 'rctapoe' else label)}</th>" for k, label, _ in BARS)
+    rows = []
+    for r in _sorted(payload["results"], sort):
+        b = r["breakdown"]
+        cells = []
+        for k, label, colour in BARS:
+            v = float(b.get(k, 0.0))
+            scale = v / 0.3 if k == "keyword_bonus" else v  # the bonus tops out at 0.3
+            width = max(0.0, min(1.0, scale)) * 60
+            cells.append(f'<td data-v="{v:.6f}" style="padding:2px 4px" title="{html.escape(label)} {v:.3f}">'
+                         f'<div style="display:flex;align-items:center;gap:3px"><div style="width:60px;height:8px;'
+                         f'background:#eee"><div style="width:{width:.1f}px;height:8px;background:{colour}"></div>'
+                         f'</div><span style="font-size:10px">{v:.2f}</span></div></td>')
+        tags = ", ".join(html.escape(t) for t in r["tags"])
+        rows.append(f'<tr data-rank="{r["rank"]}"><td style="padding:2px 4px">{r["rank"]}</td>'
+                    f'<td style="padding:2px 4px;max-width:420px"><code style="font-size:10px">{html.escape(r["id"])}'
+                    f'</code> {html.escape(r["content"][:300])}<div style="color:#777;font-size:10px">{tags}</div></td>'
+                    + "".join(cells) + "</tr>")
+    title = (f"Memory ranking for <b>{html.escape(payload['query'])}</b>" if payload.get("query")
+             else "Memories")
+    script = (f"<script>(function(){{var t=document.getElementById('{table_id}');if(!t)return;"
+              "t.querySelectorAll('th[data-k]').forEach(function(h,i){h.onclick=function(){"
+              "var b=t.tBodies[0],rs=Array.from(b.rows);rs.sort(function(x,y){"
+              "return parseFloat(y.cells[i+2].dataset.v)-parseFloat(x.cells[i+2].dataset.v)});"
+              "rs.forEach(function(r){b.appendChild(r)})}})})();</script>")
+    return (f'<div class="memfit-memory" style="font-family:sans-serif;font-size:12px">'
+            f'<div style="margin:2px 0">{title}: {len(payload["results"])} result(s), '
+            f'{payload.get("bytes", 0)} bytes{"" if payload.get("bytes_limit") is None else " of " + str(payload["bytes_limit"])}'
+            f' (sorted by {html.escape(sort)}; click a header to sort)</div>'
+            f'<table id="{table_id}" style="border-collapse:collapse"><thead><tr><th>#</th><th align=left>memory</th>'
+            f"{head}</tr></thead><tbody>{''.join(rows)}</tbody></table></div>{script}")
+
+
+def bundle(payload: dict[str, Any]) -> dict[str, Any]:
+    return {MIME: json.loads(json.dumps(payload)), "text/html": ranking_html(payload),
+            "text/plain": ranking_text(payload)}
+
+
+class MemoryRanking:
+    """A static display of a ranking (works in any frontend, and with no kernel)."""
+
+    def __init__(self, payload: dict[str, Any]):
+        self.payload = payload
+
+    def _repr_mimebundle_(self, include=None, exclude=None) -> dict[str, Any]:
+        return bundle(self.payload)
+
+    def __repr__(self) -> str:
+        return ranking_text(self.payload)
+
+
+def ranking_widget(payload: dict[str, Any]):
+    """The interactive panel: a sort-by dropdown over the table."""
+    import ipywidgets as w
+
+    class RankingBox(w.VBox):
+        def _repr_mimebundle_(self, **kwargs: Any) -> dict[str, Any]:
+            data = super()._repr_mimebundle_(**kwargs) or {}
+            return {**bundle(payload), **data, "text/plain": ranking_text(payload)}
+
+    table = w.HTML(ranking_html(payload))
+    sort = w.Dropdown(options=list(SORT_KEYS), value="final", description="sort by")
+
+    def resort(change: Any) -> None:
+        table.value = ranking_html(payload, sort=change["new"])
+
+    sort.observe(resort, names="value")
+    return RankingBox([sort, table])
