@@ -39,6 +39,8 @@ _EXPORTS = {
     "UnknownToolError": ".errors",
     "PathOutsideWorkdirError": ".errors",
     "StoreError": ".errors",
+    "MemoryStore": ".memory",
+    "MemoryEntity": ".memory",
 }
 
 __all__ = sorted([*_EXPORTS, "load_ipython_extension", "unload_ipython_extension", "__version__"])
@@ -55,6 +57,7 @@ if TYPE_CHECKING:  # pragma: no cover
     )
     from .events import Event
     from .llm.scenarios import scenarios
+    from .memory import MemoryEntity, MemoryStore
     from .records import (
         ActionRecord,
         BudgetMetrics,
