@@ -24,6 +24,15 @@ class Kernel:
         #: comm id -> widget state, from every comm_open seen on iopub.
         self.widgets: dict[str, dict] = {}
 
+    def track(self, msg):
+        """Keep ``widgets`` up to date from comm messages, as the browser's widget manager does."""
+        c = msg["content"]
+        if msg["msg_type"] == "comm_open":
+            self.widgets[c["comm_id"]] = dict(c["data"]["state"])
+        elif msg["msg_type"] == "comm_msg":
+            if c["data"].get("method") == "update" and c["comm_id"] in self.widgets:
+                self.widgets[c["comm_id"]].update(c["data"]["state"])
+
     def _drain(self, msg_id, timeout=60):
         """Collect iopub messages of one request until the kernel is idle again."""
         msgs = []
@@ -33,13 +42,7 @@ class Kernel:
                 msg = self.kc.get_iopub_msg(timeout=1)
             except Empty:
                 continue
-            if msg["msg_type"] == "comm_open":
-                c = msg["content"]
-                self.widgets[c["comm_id"]] = dict(c["data"]["state"])
-            elif msg["msg_type"] == "comm_msg":
-                c = msg["content"]
-                if c["data"].get("method") == "update" and c["comm_id"] in self.widgets:
-                    self.widgets[c["comm_id"]].update(c["data"]["state"])
+            self.track(msg)
             if msg["parent_header"].get("msg_id") != msg_id:
                 continue
             msgs.append(msg)
@@ -131,7 +134,8 @@ def test_approve_and_reject_buttons(kernel):
 
 def test_interrupt_cancels_a_running_loop(kernel):
     def cards():
-        return sum(s.get("_dom_classes") == ["memfit-card"] for s in kernel.widgets.values())
+        return sum(s.get("value", "").count('class="memfit-card"') for s in kernel.widgets.values()
+                   if s.get("_dom_classes") == ["memfit-cards"])
 
     before = cards()
     msg_id = kernel.kc.execute("%%memfit_task --model memfit/long-run --max-iterations 300 --name slow\n"
@@ -145,8 +149,7 @@ def test_interrupt_cancels_a_running_loop(kernel):
             msg = kernel.kc.get_iopub_msg(timeout=0.5)
         except Empty:
             continue
-        if msg["msg_type"] == "comm_open":
-            kernel.widgets[msg["content"]["comm_id"]] = dict(msg["content"]["data"]["state"])
+        kernel.track(msg)
     kernel.km.interrupt_kernel()
     kernel._drain(msg_id)
     assert kernel.value("slow.status") == "'cancelled'"

@@ -187,7 +187,7 @@ def card_html(card: Card) -> str:
         parts.append(f"<div>{badges}</div>")
     parts.extend(generic_html(e) for e in card.others)
     colour = "#e5e7eb" if card.ok is not False else "#fca5a5"
-    return f'<div style="{FONT}">{_box("".join(parts), colour)}</div>'
+    return f'<div class="memfit-card" style="{FONT}">{_box("".join(parts), colour)}</div>'
 
 
 # --- panels ---------------------------------------------------------------------------------

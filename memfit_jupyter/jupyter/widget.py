@@ -27,6 +27,7 @@ from .state import RunState
 log = logging.getLogger("memfit_jupyter")
 
 #: Events that re-render at once, whatever the throttle: the person must see them now.
+CARDS_PER_CHUNK = 10
 IMMEDIATE = frozenset({"run_start", "run_end", "approval", "spin", "degradation", "error"})
 
 
@@ -49,6 +50,8 @@ class RunWidget:
         self._cards: dict[int, Any] = {}
         self._order: deque[int] = deque()
         self._hidden = 0
+        self._card_layout: Any = None
+        self._card_style: Any = None
         self._confirming = False
         self.state = RunState(task=run.task, model=run.agent.model, tiers=dict(run.agent.tiers))
         self.limits = {"max_cost_usd": run.agent.guarantees.max_cost_usd,
@@ -156,10 +159,9 @@ class RunWidget:
         for name, render in renderers.items():
             if name in dirty:
                 self._set(self.panels[name], render())
-        cards = sorted(int(d.split(":", 1)[1]) for d in dirty if d.startswith("card:"))
-        for i in cards:
-            if i in s.cards:
-                self._render_card(i)
+        chunks = {(int(d.split(":", 1)[1]) - 1) // CARDS_PER_CHUNK for d in dirty if d.startswith("card:")}
+        for chunk in sorted(c for c in chunks if c >= 0):
+            self._render_chunk(chunk)
         if "synthesis" in dirty or "controls" in dirty or "header" in dirty:
             self.refresh_controls()
 
@@ -173,23 +175,31 @@ class RunWidget:
         if widget.layout.display != display:
             widget.layout.display = display
 
-    def _render_card(self, i: int) -> None:
+    def _render_chunk(self, chunk: int) -> None:
+        """Cards live in chunks of ``CARDS_PER_CHUNK`` per HTML widget: one widget per card would
+        cost three comm opens (widget, layout, style) per iteration."""
         import ipywidgets as W
 
-        value = H.card_html(self.state.cards[i])
-        widget = self._cards.get(i)
+        first = chunk * CARDS_PER_CHUNK + 1
+        cards = self.state.cards
+        value = "".join(H.card_html(cards[i]) for i in range(first, first + CARDS_PER_CHUNK) if i in cards)
+        widget = self._cards.get(chunk)
         if widget is not None:
             if widget.value != value:
                 widget.value = value
             return
-        if self._order and i < self._order[0]:
-            return  # an old card that has already scrolled out of the live view
-        self._cards[i] = W.HTML(value=value, _dom_classes=["memfit-card"])
-        self._order.append(i)
-        while len(self._order) > self.max_cards:
+        if self._order and chunk < self._order[0]:
+            return  # an old chunk that has already scrolled out of the live view
+        kwargs = {}
+        if self._card_layout is not None:  # shared by every chunk: fewer comm opens
+            kwargs = {"layout": self._card_layout, "style": self._card_style}
+        widget = self._cards[chunk] = W.HTML(value=value, _dom_classes=["memfit-cards"], **kwargs)
+        self._card_layout, self._card_style = widget.layout, widget.style
+        self._order.append(chunk)
+        while len(self._order) * CARDS_PER_CHUNK > self.max_cards and len(self._order) > 1:
             old = self._order.popleft()
             self._cards.pop(old).close()
-            self._hidden += 1
+            self._hidden += CARDS_PER_CHUNK
         self.timeline.children = tuple(self._cards[k] for k in self._order)
         if self._hidden:
             self._set(self.hidden_note, f'<div style="{H.FONT};color:#6b7280">{self._hidden} earlier '
