@@ -15,7 +15,7 @@ from memfit_jupyter.context.diary import failures, run_oracle, task_kind
 from memfit_jupyter.memory import MemoryStore
 
 TASK = "Write slugify(text) in slug.py so that tests_slug.py passes."
-ORACLE = f"{sys.executable} -m pytest -q -p no:cacheprovider tests_slug.py"
+ORACLE = f"PYTEST_DISABLE_PLUGIN_AUTOLOAD=1 {sys.executable} -m pytest -q -p no:cacheprovider tests_slug.py"
 LESSON_MARK = "collapse runs of whitespace"
 
 
