@@ -173,11 +173,16 @@ class Agent:
             max_duration_seconds=settings.pop("max_duration_seconds", 300.0),
             max_recursive_calls=settings.pop("max_recursive_calls", 20),
         )
+        # The prompt names the recorded working directory, so a replay elsewhere sends the same text.
+        prompt_workdir = trace.get("workdir")
         settings.update(overrides)
         settings.setdefault("memory", False)
         agent = cls(guarantees=g, **settings)
         calls = [e for e in trace["events"] if e["type"] == "model_call"]
-        return Run(agent, trace["task"], backend=ReplayBackend(calls), recording=trace)
+        run = Run(agent, trace["task"], backend=ReplayBackend(calls), recording=trace)
+        if prompt_workdir:
+            run.prompt_workdir = prompt_workdir
+        return run
 
 
 def _check_model_cheaply(model: str) -> None:
@@ -205,6 +210,8 @@ class Run:
         self.status = "pending"
         self.result: RunResult | None = None
         self.last_prompt: list[dict[str, str]] | None = None
+        #: The working directory as the prompt names it (a replay keeps the recorded one).
+        self.prompt_workdir = str(agent.workdir.resolve())
         self._subscribers: list[Callable[[Event], None]] = []
         self._recording = recording
         self._recorded_events = (recording or {}).get("events")
@@ -303,7 +310,7 @@ class Run:
         sections = []
         for hook in self._hooks["system_sections"]:
             sections.extend(hook(self) or ())
-        return action_system(self.tools.values(), str(self.agent.workdir.resolve()), sections)
+        return action_system(self.tools.values(), self.prompt_workdir, sections)
 
     def next_prompt(self) -> list[dict[str, str]]:
         """The messages the next action call will send (for step mode: see guidance before it goes)."""
@@ -563,6 +570,7 @@ class Run:
             "reason": self.result.reason if self.result else "",
             "started_at": self.started_at,
             "settings": self.agent.settings(),
+            "workdir": self.prompt_workdir,
             "limits": {"max_cost_usd": g.max_cost_usd, "max_duration_seconds": g.max_duration_seconds,
                        "max_recursive_calls": g.max_recursive_calls,
                        "max_iterations": self.agent.max_iterations},
