@@ -4,7 +4,7 @@
  * similarity.  Payload shape: see `payload.ts`.
  */
 
-import { badge, bar, clip, h, num } from './dom';
+import { badge, bar, clip, count, h, num } from './dom';
 import { checkMemory, MemoryRow } from './payload';
 import { problemBox, failureBox } from './problems';
 
@@ -106,7 +106,13 @@ export function renderMemory(data: unknown): HTMLElement {
         { class: 'memfit-header' },
         badge('memory', 'kind'),
         h('span', { class: 'memfit-title' }, value.query ? `“${clip(value.query, 300)}”` : 'memories'),
-        h('span', { class: 'memfit-muted' }, ` ${value.total} result${value.total === 1 ? '' : 's'}`)
+        h(
+          'span',
+          { class: 'memfit-muted' },
+          ` ${value.total} result${value.total === 1 ? '' : 's'}` +
+            (value.bytes !== null ? ` · ${count(value.bytes)} bytes` : '') +
+            (value.bytesLimit !== null ? ` (limit ${count(value.bytesLimit)})` : '')
+        )
       ),
       rankingTable(value.rows)
     );

@@ -13,6 +13,8 @@
  *   {version: 1, query,
  *    results [{id, content, tags [str], score,
  *              breakdown {r, c, t, a, p, o, e, keyword_bonus, semantic, final}}]}
+ * Optional: bytes, bytes_limit, and per row rank and further breakdown keys
+ * (core, lexical, relevance), which are shown only where named here.
  * r..e are the C.O.R.E. P.A.C.T. dimensions (0..1), keyword_bonus the bonus
  * from keyword matching, semantic the vector similarity, final the ranking
  * score (`score` repeats it).  The same result rows appear in `memory` events.
@@ -126,6 +128,9 @@ export interface MemoryRanking {
   query: string;
   rows: MemoryRow[];
   total: number;
+  /** Bytes of content in the ranking and the limit it was cut to, when the payload says. */
+  bytes: number | null;
+  bytesLimit: number | null;
 }
 
 /** Read memory result rows (from a ranking payload or a `memory` event). */
@@ -180,7 +185,13 @@ export function checkMemory(data: unknown): Checked<MemoryRanking> {
     problems.push(`${dropped} result(s) that are not objects were skipped.`);
   }
   return {
-    value: { query: typeof raw.query === 'string' ? raw.query : '', rows, total: results.length },
+    value: {
+      query: typeof raw.query === 'string' ? raw.query : '',
+      rows,
+      total: results.length,
+      bytes: num(raw.bytes),
+      bytesLimit: num(raw.bytes_limit)
+    },
     problems
   };
 }

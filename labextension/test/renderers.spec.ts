@@ -308,6 +308,8 @@ describe('memory ranking renderer', () => {
     const root = renderMemory(ranking());
     expect(root.querySelector('.memfit-problems')).toBeNull();
     expect(root.querySelector('.memfit-header')!.textContent).toContain('“csv parsing” 2 results');
+    const withBytes = renderMemory({ ...ranking(), bytes: 1234, bytes_limit: 2048 });
+    expect(withBytes.querySelector('.memfit-header')!.textContent).toContain('2 results · 1,234 bytes (limit 2,048)');
     const rows = root.querySelectorAll('.memfit-rank-row');
     expect(rows.length).toBe(2);
     const finals = Array.from(root.querySelectorAll('.memfit-final .memfit-bar-fill')).map(n => (n as HTMLElement).style.width);
