@@ -28,6 +28,14 @@ class ReliabilityExtension:
         self.sub_query = SubQueryTool()
         self.shell_timeout_s = getattr(run.tool_context, "shell_timeout_s", SHELL_TIMEOUT_S)
 
+    def on_start(self, run: Any) -> None:
+        # litellm takes seconds to import on the first call; import it now, before any call's
+        # timeout is capped to the time left, so that the import cannot push a run past its limit.
+        from ..llm.backend import LiteLLMBackend, import_litellm
+
+        if isinstance(run.backend, LiteLLMBackend):
+            import_litellm()
+
     def tools(self) -> list:
         return [self.sub_query.tool()]
 

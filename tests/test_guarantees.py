@@ -1,0 +1,173 @@
+"""Hard execution guarantees: property tests with a simulated backend, degradation, override, logging."""
+
+import json
+import logging
+
+import pytest
+from fault_server import FaultServer
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from memfit_jupyter import Agent, ExecutionGuarantees
+from memfit_jupyter.agent import Run
+from memfit_jupyter.errors import ModelCallError
+from memfit_jupyter.llm.backend import Completion, LiteLLMBackend, import_litellm
+from memfit_jupyter.llm.tokens import estimate_message_tokens
+from memfit_jupyter.reliability.guarantees import DURATION_TOLERANCE_S, OverrideRefused
+
+REPLIES = {
+    "reflection": {"summary": "noted"},
+    "spin": {"is_spinning": False},
+    "triage": {"entities": []},
+    "tags": {"tags": []},
+    "summary": {"summary": "earlier steps"},
+    "lesson": {"lesson": "check"},
+}
+
+
+class SimClock:
+    """Simulated seconds: the backend moves it by each call's latency."""
+
+    def __init__(self):
+        self.t = 0.0
+
+    def __call__(self):
+        return self.t
+
+
+class SimBackend:
+    """A Backend (llm/backend.py protocol) whose calls cost, take time and fail as a plan says.
+
+    Like a real provider it stops at ``max_tokens`` and gives up at ``timeout``; the time it
+    takes moves the simulated clock instead of sleeping.
+    """
+
+    def __init__(self, plan, clock, prices):
+        self.plan, self.clock, self._prices, self.n = plan, clock, prices, 0
+
+    def complete(self, model, messages, *, max_tokens, timeout, metadata):
+        latency, tokens, fault, action = self.plan[self.n % len(self.plan)]
+        self.n += 1
+        if timeout is not None and latency > timeout:
+            self.clock.t += timeout
+            raise ModelCallError("timeout", f"no reply within {timeout:.3f} s")
+        self.clock.t += latency
+        if fault:
+            raise ModelCallError(fault, f"simulated {fault}")
+        purpose = metadata.get("memfit_purpose", "action")
+        if purpose == "action":
+            reply = ({"thought": "t", "action_type": "delegate", "tool": "sub_query",
+                      "params": {"question": "what is it?", "samples": action}} if action
+                     else {"thought": "t", "action_type": "compute", "tool": "python", "params": {"code": "1 + 1"}})
+        elif purpose == "sample":
+            reply = {"answer": f"answer {tokens % 3}", "confidence": 0.7, "reasoning": ["because"]}
+        else:
+            reply = REPLIES.get(purpose, {})
+        if max_tokens is not None:
+            tokens = min(tokens, max_tokens)
+        prompt = estimate_message_tokens(messages)
+        p_in, p_out = self._prices
+        return Completion(json.dumps(reply), prompt, tokens, prompt * p_in + tokens * p_out)
+
+    def prices(self, model):
+        return self._prices
+
+    def context_window(self, model):
+        return None
+
+    def forget(self, run_key):
+        pass
+
+
+call = st.tuples(
+    st.floats(0.0, 3.0),                                   # latency, simulated seconds
+    st.integers(1, 4000),                                  # completion tokens the model would write
+    st.sampled_from([None] * 6 + ["rate_limit", "server_error", "timeout"]),
+    st.sampled_from([0, 0, 1, 3]),                         # action: python, or sub_query with K samples
+)
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(plan=st.lists(call, min_size=1, max_size=30),
+       max_cost=st.floats(0.0005, 0.05), max_duration=st.floats(0.5, 20.0), max_recursive=st.integers(0, 6),
+       price_out=st.floats(1e-7, 5e-5))
+def test_no_run_ends_over_its_limits(tmp_path_factory, plan, max_cost, max_duration, max_recursive, price_out):
+    clock = SimClock()
+    g = ExecutionGuarantees(max_cost_usd=max_cost, max_duration_seconds=max_duration,
+                            max_recursive_calls=max_recursive)
+    agent = Agent(model="sim/model", guarantees=g, max_iterations=15, memory=False,
+                  workdir=tmp_path_factory.mktemp("w"))
+    run = Run(agent, "keep working", backend=SimBackend(plan, clock, (price_out / 4, price_out)))
+    run.budget.clock, run.budget.started = clock, clock()
+    result = run.run()
+    spent = run.budget.spent
+    assert spent.cost_usd <= max_cost + 1e-12
+    assert run.budget.recursive_calls <= max_recursive
+    assert run.budget.elapsed() <= max_duration + 1e-9  # simulated time: no tolerance needed
+    assert result.status in ("degraded", "failed", "spin_exit", "done")
+    if result.status == "degraded":
+        assert result.plan is not None and result.plan.cost_usd == pytest.approx(spent.cost_usd)
+
+
+def test_time_limit_holds_against_a_slow_real_server(tmp_path):
+    import_litellm()  # seconds of import would count against the 2 s budget
+    server = FaultServer().start()
+    try:
+        server.script("slow", ["slow:30"])  # a reply that would come far too late
+        opts = {"openai/slow": {"api_base": server.api_base, "api_key": "k"}}
+        agent = Agent(model="openai/slow", guarantees=ExecutionGuarantees(max_duration_seconds=2.0),
+                      memory=False, workdir=tmp_path, tools=["finish"])
+        run = Run(agent, "anything", backend=LiteLLMBackend(opts))
+        result = run.run()
+    finally:
+        server.stop()
+    assert result.status == "degraded" and "time limit" in result.reason
+    assert result.duration_s <= 2.0 + DURATION_TOLERANCE_S
+    calls = [e for e in run.trace()["events"] if e["type"] == "model_call"]
+    assert calls and all(c["timeout_s"] <= 2.0 for c in calls)
+
+
+def test_budget_burn_degrades_with_a_plan_and_override_needs_confirmation(tmp_path, caplog):
+    agent = Agent(model="memfit/budget-burn", workdir=tmp_path, memory=False)
+    run = agent.start("Summarise each of the four chapters in book/, then give an overall summary.")
+    with caplog.at_level(logging.WARNING, logger="memfit_jupyter"):
+        result = run.run()
+    assert result.status == "degraded"
+    assert result.cost_usd <= 1.0
+    plan = result.plan
+    assert "cost limit" in plan.reason and plan.partial_result.startswith("Chapter ")
+    assert any("override" in r for r in plan.recommendations)
+    assert plan.calls == result.calls and plan.cost_usd == pytest.approx(result.cost_usd)
+    violations = [e for e in run.trace()["events"] if e["type"] == "guarantee" and e["violated"]]
+    assert violations and violations[0]["limit"] == "max_cost_usd" and violations[0]["cost_usd"] <= 1.0
+    assert any("guarantee violated" in r.message and "max_cost_usd" in r.getMessage() for r in caplog.records)
+    assert [e["type"] for e in run.trace()["events"]][-2:] == ["degradation", "run_end"]
+
+    with pytest.raises(OverrideRefused, match="confirm=True"):
+        run.override(max_cost_usd=3.0)
+    assert run.status == "degraded" and run.done
+    with pytest.raises(ValueError, match="not above"):
+        run.override(confirm=True, max_cost_usd=0.5)
+    with pytest.raises(ValueError, match="unknown limit"):
+        run.override(confirm=True, max_tokens=5)
+
+    run.override(confirm=True, max_cost_usd=3.0)
+    overrides = [e for e in run.trace()["events"] if e["type"] == "guarantee" and e.get("override")]
+    assert overrides[0]["confirmed"] is True and overrides[0]["limits"]["max_cost_usd"] == 3.0
+    result = run.run()
+    assert result.status == "done" and 1.0 < result.cost_usd <= 3.0
+    with pytest.raises(OverrideRefused, match="'done'"):
+        run.override(confirm=True, max_cost_usd=5.0)
+
+
+def test_recursive_limit_cuts_a_fan_out_and_the_run_degrades(tmp_path):
+    agent = Agent(model="memfit/disagree", samples=6, workdir=tmp_path, memory=False,
+                  guarantees=ExecutionGuarantees(max_recursive_calls=4))
+    run = agent.start("In which year was the Peace of Westphalia signed?")
+    result = run.run()
+    assert result.status == "degraded" and "recursive" in result.reason
+    assert run.budget.recursive_calls == 4
+    assert any("max_recursive_calls" in r for r in result.plan.recommendations)
+    synthesis = [e for e in run.trace()["events"] if e["type"] == "synthesis"]
+    assert len(synthesis[0]["samples"]) == 4  # the samples that did run are kept and combined
+    assert result.plan.partial_result  # the partial synthesis is the best answer so far
