@@ -28,7 +28,7 @@ PROBE = (
     "t = time.perf_counter()\n"
     "get_ipython().run_line_magic('load_ext', {ext!r})\n"
     "dt = time.perf_counter() - t\n"
-    "print('MEMFIT_BENCH', dt, 'litellm' in sys.modules)"
+    "print('MEMFIT_BENCH', dt, 'litellm' in sys.modules, sys.prefix)"
 )
 
 
@@ -50,9 +50,13 @@ def venv_python() -> Path | None:
 def measure(python: Path, ext: str) -> tuple[float, bool]:
     """Seconds for one %load_ext in a fresh kernel started with ``python``; litellm imported?"""
     from jupyter_client import KernelManager
+    from jupyter_client.kernelspec import KernelSpec
 
     with tempfile.TemporaryDirectory() as cwd:
-        km = KernelManager(kernel_cmd=[str(python), "-m", "ipykernel_launcher", "-f", "{connection_file}"])
+        km = KernelManager()
+        # the kernel runs on the benchmark's virtualenv, whatever the installed kernelspecs say
+        km._kernel_spec = KernelSpec(argv=[str(python), "-m", "ipykernel_launcher", "-f", "{connection_file}"],
+                                     display_name="memfit-bench", language="python")
         km.start_kernel(cwd=cwd)
         kc = km.client()
         kc.start_channels()
@@ -64,7 +68,8 @@ def measure(python: Path, ext: str) -> tuple[float, bool]:
             if reply["content"]["status"] != "ok":
                 raise RuntimeError(f"%load_ext {ext} failed: {reply['content'].get('evalue')}")
             line = next(ln for ln in "".join(out).splitlines() if ln.startswith("MEMFIT_BENCH"))
-            _, seconds, litellm = line.split()
+            _, seconds, litellm, prefix = line.split()
+            assert prefix == str(VENV) or python == Path(sys.executable), prefix
             return float(seconds), litellm == "True"
         finally:
             kc.stop_channels()
