@@ -196,3 +196,16 @@ def test_importing_the_context_package_stays_light():
             "print(bad); sys.exit(1 if bad else 0)")
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def test_an_overflowing_run_replays_byte_for_byte(tmp_path):
+    import json
+
+    run = Agent(model="memfit/context-overflow", workdir=tmp_path / "a", memory=False).start(TASK)
+    run.run()
+    recorded = json.loads(json.dumps(run.trace()))
+    replayed = Agent.replay(recorded, workdir=tmp_path / "somewhere-else")
+    replayed.run()
+    assert json.dumps(replayed.trace()["events"]) == json.dumps(recorded["events"])
+    assert replayed.context.tiers.summaries == run.context.tiers.summaries
+    assert replayed.context.tiers.blocks["task_notes"].value == run.context.tiers.blocks["task_notes"].value

@@ -123,7 +123,12 @@ def test_escalates_after_the_last_trial_with_a_python_check(tmp_path):
     assert len(calls) == 2  # the oracle judged every finish; nothing else did
     assert all("sk-abcdefghij" not in t["oracle_output"] for t in trials)
     assert all(t["lesson"] for t in trials)
-    assert run.trace()["status"] == "escalated"
+    trace = json.loads(json.dumps(run.trace()))
+    assert trace["status"] == "escalated"
+    # A replay gets the verdicts from the recording: the check is not called again.
+    replayed = Agent.replay(trace, workdir=tmp_path / "elsewhere")
+    assert replayed.run().status == "escalated" and len(calls) == 2
+    assert json.dumps(replayed.trace()["events"]) == json.dumps(trace["events"])
 
 
 def test_the_oracle_can_answer_in_several_shapes(tmp_path):

@@ -124,10 +124,10 @@ def parse_lesson(content: str) -> dict[str, str]:
 class FailureDiary:
     """The trial loop of one run."""
 
-    def __init__(self, agent: Any):
+    def __init__(self, agent: Any, oracle: Any = None):
         if agent.max_trials < 1:
             raise ValueError("max_trials must be at least 1")
-        self.oracle = agent.oracle
+        self.oracle = agent.oracle if oracle is None else oracle
         self.max_trials = int(agent.max_trials)
         self.kind = task_kind(agent)
         self.trial = 1

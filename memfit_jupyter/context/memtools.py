@@ -68,7 +68,8 @@ def memory_tools(tiers: Any, run: Any) -> list[Tool]:
                 f"block {label!r} would hold {len(new)} characters; its limit is {block.limit}: "
                 "shorten it with core_memory_replace first"))
         block.value = redact(new)
-        return _done(f"appended to {label} ({len(block.value)}/{block.limit} characters)", request_heartbeat)
+        return _done(f"appended to {label} ({len(block.value)}/{block.limit} characters)", request_heartbeat,
+                     block=label, block_value=block.value)
 
     def core_memory_replace(ctx, label: str, old_content: str, new_content: str,
                             request_heartbeat: bool = False) -> ToolResult:
@@ -83,7 +84,7 @@ def memory_tools(tiers: Any, run: Any) -> list[Tool]:
                 f"block {label!r} would hold {len(new)} characters; its limit is {block.limit}"))
         block.value = redact(new)
         return _done(f"replaced text in {label} ({len(block.value)}/{block.limit} characters)",
-                     request_heartbeat)
+                     request_heartbeat, block=label, block_value=block.value)
 
     def conversation_search(ctx, query: str, request_heartbeat: bool = False) -> ToolResult:
         found = tiers.search_recall(query, run.timeline.entries)

@@ -254,4 +254,4 @@ def _system_text(run: Any) -> str:
         return run.last_prompt[0]["content"]
     from ..llm.prompts import action_system
 
-    return action_system(run.tools.values(), str(run.agent.workdir))
+    return action_system(run.tools.values(), run.prompt_workdir)
