@@ -57,7 +57,7 @@ def test_plan_goes_by_priority_marks_progress_and_checkpoints(tmp_path):
     assert {"greet.py", "features.json", "progress.md"} <= set(committed)
     assert not any(p.startswith(".memfit") for p in _git(tmp_path, "ls-files").split())
     # each feature starts with a fresh queue; the old one is in recall
-    assert any(e.type == "note" and e["text"].startswith("[NEXT FEATURE] greet passes") for e in run.events)
+    assert any(e.type == "note" and e["text"].startswith("[NEXT FEATURE] greet passes (committed as ") for e in run.events)
     assert any("greet.py" in e.content for e in run.context.tiers.recall)
     assert not any("greet.py" in e.content for e in run.timeline.entries)
 
@@ -167,3 +167,20 @@ def test_progress_alone_records_the_finished_task(tmp_path):
         "What is the total of the numbers in data.txt?")
     assert run.run().status == "done"
     assert (tmp_path / "progress.md").read_text().startswith("done: What is the total")
+
+
+def test_the_magic_takes_plan_progress_and_context_window(tmp_path, monkeypatch):
+    from IPython.core.error import UsageError
+    from IPython.core.interactiveshell import InteractiveShell
+
+    monkeypatch.chdir(tmp_path)
+    shell = InteractiveShell()
+    shell.run_cell("%load_ext memfit_jupyter")
+    shell.run_cell("%%memfit_task --model memfit/plan-demo --plan features.json --progress done.md "
+                   "--context-window 4000 --no-memory --quiet --name run\n" + TASK)
+    run = shell.user_ns["run"]
+    assert run.status == "done"
+    assert {e["window"] for e in run.events if e.type == "context"} == {4000}
+    assert len((tmp_path / "done.md").read_text().splitlines()) == 3
+    bad = shell.run_cell("%%memfit_task --model memfit/demo --context-window 0\nx")
+    assert isinstance(bad.error_in_exec, UsageError) and "--context-window" in str(bad.error_in_exec)

@@ -106,7 +106,8 @@ class ContextExtension:
         if verdict is not None and self.diary is not None:
             self._after_oracle(run, record, verdict)
         if record.data.get("feature_done") is not None and not record.data.get("final"):
-            self._reset_note = (f"[NEXT FEATURE] {record.data['feature_done']} passes and is checkpointed. "
+            saved = f"committed as {record.data['commit']}" if record.data.get("commit") else "recorded"
+            self._reset_note = (f"[NEXT FEATURE] {record.data['feature_done']} passes ({saved}). "
                                 f"Now working on: {record.data.get('next')}.")
 
     def on_finish(self, run: Any, result: Any) -> None:
