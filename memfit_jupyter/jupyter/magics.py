@@ -82,6 +82,9 @@ class MemfitMagics(MemfitSettings, Magics):
     @argument("--no-memory", action="store_true", help="run without long-term memory")
     @argument("--oracle", metavar="CMD", help="shell command that checks the result (exit 0 = pass)")
     @argument("--max-trials", type=int, metavar="N", help="trials with the oracle (default 3)")
+    @argument("--plan", metavar="FILE", help="plan file (features.json): one feature at a time, resumable")
+    @argument("--progress", metavar="FILE", help="progress file for --plan (default progress.md)")
+    @argument("--context-window", type=int, metavar="N", help="context window in tokens (default: the model's)")
     @argument("--step", action="store_true", help="start paused: Step runs one iteration")
     @argument("--name", metavar="VAR", help="bind the Run to this variable")
     @argument("--quiet", action="store_true", help="show only the final summary")
@@ -119,7 +122,7 @@ class MemfitMagics(MemfitSettings, Magics):
         """``Agent`` keyword arguments from the parsed options and the settings, with the notes
         a person should see (where the model came from, options not available yet)."""
         notes: list[str] = []
-        for name in ("max_iterations", "max_calls", "samples", "max_trials", "spin_threshold"):
+        for name in ("max_iterations", "max_calls", "samples", "max_trials", "spin_threshold", "context_window"):
             _positive(name.replace("_", "-"), getattr(args, name), minimum=0 if name == "max_calls" else 1)
         _positive("max-cost", args.max_cost, 0, strict=True)
         _positive("max-duration", args.max_duration, 0, strict=True)
@@ -162,7 +165,7 @@ class MemfitMagics(MemfitSettings, Magics):
             "namespace": self.shell.user_ns,
             "workdir": os.getcwd(),
         }
-        for key in ("spin_threshold", "samples", "oracle", "max_trials"):
+        for key in ("spin_threshold", "samples", "oracle", "max_trials", "plan", "progress", "context_window"):
             if getattr(args, key) is not None:
                 kwargs[key] = getattr(args, key)
         if args.tools:
