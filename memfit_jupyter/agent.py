@@ -37,7 +37,7 @@ from .records import ActionRecord, GracefulDegradationPlan, ReflectionLevel, Run
 from .reliability.guarantees import BudgetTracker, ExecutionGuarantees
 from .secrets import redact_obj
 from .timeline import Timeline
-from .tools import Tool, ToolContext, select_tools
+from .tools import EXTENSION_TOOL_NAMES, Tool, ToolContext, select_tools
 
 log = logging.getLogger("memfit_jupyter")
 
@@ -123,7 +123,7 @@ class Agent:
         self.namespace = namespace if namespace is not None else {}
         self.extensions = list(extensions)
         # Fail now, not at the first step, on a tool name that does not exist.
-        select_tools(self.tool_names, self.extra_tools)
+        select_tools(self.tool_names, self.extra_tools, also_known=EXTENSION_TOOL_NAMES)
 
     @property
     def tiers(self) -> dict[str, str]:
@@ -558,7 +558,7 @@ class Run:
     def trace(self) -> dict[str, Any]:
         """The run as a JSON-serialisable dict: the ``application/vnd.memfit.run+json`` payload."""
         spent = self.budget.spent
-        g = self.agent.guarantees
+        g = self.budget.guarantees  # the run's own: an override may have raised them
         return {
             "version": TRACE_VERSION,
             "run_id": self.id,

@@ -217,10 +217,21 @@ BUILTIN_TOOLS: dict[str, Tool] = {
 }
 
 
-def select_tools(names: Iterable[str] | None, extra: Iterable[Tool] = ()) -> dict[str, Tool]:
+#: Tools that feature extensions add to a run (memory, context tiers, recursive calls).  They
+#: exist only once a run has its extensions, so ``Agent(tools=...)`` checks names against this.
+EXTENSION_TOOL_NAMES = (
+    "memory_search", "memory_insert", "sub_query",
+    "archival_memory_insert", "archival_memory_search", "conversation_search",
+    "core_memory_append", "core_memory_replace",
+)
+
+
+def select_tools(names: Iterable[str] | None, extra: Iterable[Tool] = (),
+                 also_known: Iterable[str] = ()) -> dict[str, Tool]:
     """The tool set for a run: all built-ins (plus extras), or only ``names``.
 
-    ``finish`` is always included: without it a run cannot end well.
+    ``finish`` is always included: without it a run cannot end well.  Names in
+    ``also_known`` are accepted without being in the set (checked before a run exists).
     """
     available = dict(BUILTIN_TOOLS)
     for tool in extra:
@@ -228,11 +239,12 @@ def select_tools(names: Iterable[str] | None, extra: Iterable[Tool] = ()) -> dic
     if names is None:
         return available
     wanted = [n.strip() for n in names if n and n.strip()]
-    unknown = [n for n in wanted if n not in available]
+    known = set(available) | set(also_known)
+    unknown = [n for n in wanted if n not in known]
     if unknown:
         raise UnknownToolError(
-            f"unknown tool(s) {', '.join(unknown)}; available: {', '.join(sorted(available))}"
+            f"unknown tool(s) {', '.join(unknown)}; available: {', '.join(sorted(known))}"
         )
-    chosen = {n: available[n] for n in wanted}
+    chosen = {n: available[n] for n in wanted if n in available}
     chosen.setdefault("finish", available["finish"])
     return chosen

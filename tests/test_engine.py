@@ -217,3 +217,9 @@ def test_all_is_complete_and_every_name_loads():
         assert getattr(memfit_jupyter, name) is not None
     public = {n for n in memfit_jupyter._EXPORTS}
     assert public <= set(memfit_jupyter.__all__)
+
+
+def test_tools_may_name_a_tool_that_an_extension_brings(tmp_path):
+    agent = Agent(model="memfit/demo", workdir=tmp_path, memory=False, tools="read_file,python,sub_query")
+    run = agent.start("task")
+    assert set(run.tools) == {"read_file", "python", "sub_query", "finish"}
