@@ -79,8 +79,13 @@ def test_the_warning_is_given_once_until_a_flush(tmp_path):
 
 
 def test_configurable_watermarks(tmp_path):
-    run, tiers = _started(tmp_path, )
-    tiers.config = ContextConfig(warning_ratio=0.5, flush_ratio=0.9)
+    agent = Agent(model="memfit/context-overflow", workdir=tmp_path, context_window=100_000)
+    agent.context_config = ContextConfig(warning_ratio=0.5, flush_ratio=0.9)
+    run = agent.start(TASK)
+    for _ in range(3):
+        run.step()
+    tiers = run.context.tiers
+    assert tiers.config.warning_ratio == 0.5
     used = tiers.used_tokens(run)
     tiers.window = math.ceil(used / 0.6)
     run.step()
