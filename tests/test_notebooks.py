@@ -1,0 +1,101 @@
+"""The demo notebooks, executed headless in a real kernel (nbclient), as CI runs them.
+
+Each notebook runs once per test session from a temporary copy of notebooks/
+(the committed notebooks are not modified), and the tests read the outputs of
+its cells: the saved run bundles and their statuses, the tables, the plot,
+not only that the cells ran.  ``python notebooks/execute.py`` refreshes the
+committed copies the same way.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import shutil
+from pathlib import Path
+
+import nbformat
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+NOTEBOOKS = ROOT / "notebooks"
+RUN_MIME = "application/vnd.memfit.run+json"
+MEMORY_MIME = "application/vnd.memfit.memory+json"
+WIDGET_MIME = "application/vnd.jupyter.widget-view+json"
+
+_spec = importlib.util.spec_from_file_location("notebooks_execute", NOTEBOOKS / "execute.py")
+execute = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(execute)
+
+
+@pytest.fixture(scope="session")
+def copy_of_notebooks(tmp_path_factory):
+    """notebooks/ copied to a temporary folder: the kernels run there, the originals stay as they are."""
+    target = tmp_path_factory.mktemp("notebooks") / "notebooks"
+    shutil.copytree(NOTEBOOKS, target, ignore=shutil.ignore_patterns(".work", ".ipynb_checkpoints"))
+    return target
+
+
+_executed: dict[str, nbformat.NotebookNode] = {}
+
+
+def executed(name: str, folder: Path) -> nbformat.NotebookNode:
+    if name not in _executed:
+        path = folder / f"{name}.ipynb"
+        _executed[name] = execute.execute(path, workdir=folder, timeout=120)
+    return _executed[name]
+
+
+def cell(nb, starts: str):
+    """The code cell whose source starts with ``starts`` (exactly one)."""
+    found = [c for c in nb.cells if c.cell_type == "code" and c.source.startswith(starts)]
+    assert len(found) == 1, (starts, len(found))
+    return found[0]
+
+
+def text_of(c) -> str:
+    parts = []
+    for o in c.outputs:
+        if o.output_type == "stream":
+            parts.append(o.text)
+        elif o.output_type == "error":
+            parts.append(f"{o.ename}: {o.evalue}")
+        elif "text/plain" in o.get("data", {}):
+            parts.append(o.data["text/plain"])
+    return "\n".join(parts)
+
+
+def runs_in(c) -> list[dict]:
+    """The run traces a cell saved (application/vnd.memfit.run+json), in output order."""
+    return [o.data[RUN_MIME] for o in c.outputs if RUN_MIME in o.get("data", {})]
+
+
+def no_errors(nb) -> None:
+    errors = [(c.source[:60], o.ename) for c in nb.cells if c.cell_type == "code"
+              for o in c.outputs if o.output_type == "error"]
+    assert not errors, errors
+
+
+def test_every_committed_notebook_is_saved_with_outputs():
+    for path in sorted(NOTEBOOKS.glob("*.ipynb")):
+        nb = nbformat.read(path, as_version=4)
+        code = [c for c in nb.cells if c.cell_type == "code"]
+        assert code, path.name
+        assert sum(bool(c.outputs) for c in code) >= len(code) // 2, path.name
+        assert not any(o.output_type == "error" for c in code for o in c.outputs), path.name
+
+
+def test_quickstart(copy_of_notebooks):
+    nb = executed("quickstart", copy_of_notebooks)
+    no_errors(nb)
+    demo = cell(nb, "%%memfit_task --model memfit/demo")
+    assert any(WIDGET_MIME in o.get("data", {}) for o in demo.outputs)
+    (trace,) = runs_in(demo)
+    assert trace["status"] == "done" and "42" in trace["answer"]
+    assert [e["tool"] for e in trace["events"] if e["type"] == "action"] == ["read_file", "python", "finish"]
+    # The --step run was moved by run.step() and run() in later cells: its saved output followed.
+    (stepped,) = runs_in(cell(nb, "%%memfit_task --model memfit/spin-demo --step"))
+    assert stepped["status"] == "done" and stepped["totals"]["iterations"] == 6
+    assert "same_action_type (layer 1)" in text_of(cell(nb, "for _ in range(2):"))
+    frame = cell(nb, "import json\nimport polars")
+    assert "model_call" in text_of(frame) and "text/html" in frame.outputs[-1].data
+    assert "same events as the recording: True" in text_of(cell(nb, "from memfit_jupyter import Agent"))
