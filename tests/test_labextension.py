@@ -92,7 +92,7 @@ def test_saved_runs_fixture_follows_the_payload_contract():
 
     nb = nbformat.read(FIXTURE, as_version=4)
     nbformat.validate(nb)
-    assert "kernelspec" not in nb.metadata, "opening the fixture must not start a kernel"
+    assert not {"kernelspec", "language_info"} & set(nb.metadata), "opening the fixture must not start a kernel"
     runs = _outputs(nb, RUN_MIME)
     assert len(runs) == 8
     for trace in runs[:6]:

@@ -137,7 +137,8 @@ const reflection: Card = e => {
   const impactLines: string[] = [];
   if (impact) {
     for (const [key, value] of Object.entries(impact)) {
-      const items = Array.isArray(value) ? strings(value) : value ? [str(value)] : [];
+      const empty = value === null || value === undefined || value === '' || (obj(value) !== null && Object.keys(obj(value) ?? {}).length === 0);
+      const items = Array.isArray(value) ? strings(value) : empty ? [] : [str(value)];
       if (items.length) {
         impactLines.push(`${key.replace(/_/g, ' ')}: ${items.join('; ')}`);
       }

@@ -133,6 +133,7 @@ describe('run renderer on every catalogued event type', () => {
     expect(refl).toContain('trigger: execution failure');
     expect(refl).toContain('list data/ before reading');
     expect(refl).toContain('negative effects: wasted a call');
+    expect(refl).not.toContain('resource usage'); // empty in this trace
     const spin = root.querySelector('.memfit-event-spin')!;
     expect(spin.classList.contains('memfit-alert')).toBe(true);
     expect(spin.textContent).toContain('Spin detected');

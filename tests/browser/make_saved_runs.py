@@ -98,8 +98,9 @@ def build() -> object:
     cell = nbformat.v4.new_code_cell("# a damaged payload")
     cell.outputs = [_output(*_trace_bundle({"version": 1, "task": "half a run"}))]
     cells.append(cell)
-    # No kernelspec on purpose: the notebook is for reading, and opening it starts no kernel.
-    return nbformat.v4.new_notebook(cells=cells, metadata={"language_info": {"name": "python"}})
+    # No kernelspec nor language on purpose: the notebook is for reading, and JupyterLab
+    # asks before it starts a kernel for it.
+    return nbformat.v4.new_notebook(cells=cells, metadata={})
 
 
 def main() -> int:

@@ -1,0 +1,250 @@
+"""JupyterLab in headless Chromium: saved memfit outputs render with no kernel, then a
+live ``%%memfit_task`` cell shows the live widget and its saved bundle.
+
+Real parts only: a JupyterLab server on 127.0.0.1 (random port, known token), Debian's
+chromium driven by Playwright, the built labextension, a real kernel for the live part.
+Screenshots go to test-artifacts/browser/ (git-ignored).  Needs what
+tests/browser/setup.sh installs; the test runs that script itself when chromium or
+playwright is missing, and skips only when they cannot be installed.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+FIXTURE = ROOT / "tests" / "fixtures" / "saved_runs.ipynb"
+BUILT = ROOT / "memfit_jupyter" / "labextension"
+ARTIFACTS = ROOT / "test-artifacts" / "browser"
+CHROMIUM = "/usr/bin/chromium"
+RUN_MIME = "application/vnd.memfit.run+json"
+TOKEN = "memfit-browser-test"
+CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking"]
+#: Generous upper bounds for a loaded 2-core machine; a healthy run takes a fraction.
+START_TIMEOUT_S = 120
+RENDER_TIMEOUT_MS = 90_000
+LIVE_TIMEOUT_MS = 180_000
+
+
+def _have_browser() -> str | None:
+    """None when chromium and playwright are usable, else why not."""
+    if not Path(CHROMIUM).exists():
+        return f"{CHROMIUM} is missing"
+    try:
+        import playwright.sync_api  # noqa: F401
+    except ImportError:
+        return "the playwright package is missing"
+    return None
+
+
+@pytest.fixture(scope="module")
+def browser():
+    missing = _have_browser()
+    if missing:
+        setup = subprocess.run(["bash", str(ROOT / "tests" / "browser" / "setup.sh")],
+                               capture_output=True, text=True, timeout=900)
+        if _have_browser():
+            pytest.skip(f"{missing} and tests/browser/setup.sh could not install it: "
+                        f"{(setup.stdout + setup.stderr).strip()[-500:]}")
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as pw:
+        b = pw.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
+        yield b
+        b.close()
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _get(url: str) -> object:
+    with urllib.request.urlopen(url, timeout=10) as r:
+        return json.loads(r.read())
+
+
+def _live_notebook() -> dict:
+    import nbformat
+
+    cells = [nbformat.v4.new_code_cell("%load_ext memfit_jupyter"),
+             nbformat.v4.new_code_cell("%%memfit_task --model memfit/demo\n"
+                                       "what is the total of the numbers in data.txt?")]
+    nb = nbformat.v4.new_notebook(cells=cells, metadata={
+        "kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"}})
+    return nb
+
+
+@pytest.fixture(scope="module")
+def lab(tmp_path_factory):
+    """A JupyterLab server serving a temporary folder with the fixture notebooks."""
+    import nbformat
+
+    if not (BUILT / "package.json").exists():
+        pytest.fail("the labextension is not built: run `pip install -e .`")
+    base = tmp_path_factory.mktemp("lab")
+    root = base / "root"
+    root.mkdir()
+    shutil.copy(FIXTURE, root / "saved_runs.ipynb")  # the server may save; never the fixture
+    nbformat.write(nbformat.from_dict(_live_notebook()), root / "live.ipynb")
+    # The extension as built now comes first on the path, ahead of an installed copy that
+    # an editable install may have left behind.
+    data = base / "data"
+    (data / "labextensions").mkdir(parents=True)
+    (data / "labextensions" / "memfit-jupyter").symlink_to(BUILT, target_is_directory=True)
+    settings = base / "settings"
+    (settings / "@jupyterlab" / "notebook-extension").mkdir(parents=True)
+    # Render every cell (no windowing), so all outputs are in the page to read.
+    (settings / "@jupyterlab" / "notebook-extension" / "tracker.jupyterlab-settings").write_text(
+        json.dumps({"windowingMode": "none", "autoStartDefaultKernel": False}))
+    (settings / "@jupyterlab" / "apputils-extension").mkdir(parents=True)
+    (settings / "@jupyterlab" / "apputils-extension" / "notification.jupyterlab-settings").write_text(
+        json.dumps({"fetchNews": "false", "checkForUpdates": False}))
+    port = _free_port()
+    env = {**os.environ, "JUPYTER_PATH": os.pathsep.join([str(data), os.environ.get("JUPYTER_PATH", "")]),
+           "JUPYTERLAB_SETTINGS_DIR": str(settings), "JUPYTERLAB_WORKSPACES_DIR": str(base / "ws"),
+           "JUPYTER_RUNTIME_DIR": str(base / "runtime")}
+    log = open(base / "lab.log", "w")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "jupyter", "lab", "--no-browser", "--allow-root", "--ip=127.0.0.1",
+         f"--port={port}",
+         "--ServerApp.port_retries=0", f"--IdentityProvider.token={TOKEN}",
+         f"--ServerApp.root_dir={root}", "--LabApp.expose_app_in_browser=True",
+         "--LabApp.news_url=None", "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate"],
+        cwd=root, env=env, stdout=log, stderr=subprocess.STDOUT)
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + START_TIMEOUT_S
+    while True:
+        try:
+            _get(f"{url}/api/status?token={TOKEN}")
+            break
+        except OSError:
+            if proc.poll() is not None or time.monotonic() > deadline:
+                proc.kill()
+                pytest.fail(f"JupyterLab did not start: {(base / 'lab.log').read_text()[-3000:]}")
+            time.sleep(0.3)
+    try:
+        yield {"url": url, "root": root, "log": base / "lab.log"}
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+        log.close()
+
+
+def _open(page, lab, name: str) -> None:
+    # a workspace of its own per page: nothing restored from an earlier page
+    page.goto(f"{lab['url']}/lab/workspaces/{name.split('.')[0]}/tree/{name}?reset&token={TOKEN}")
+    page.wait_for_selector(".jp-Notebook", timeout=RENDER_TIMEOUT_MS)
+
+
+def _no_kernel_dialog(page) -> None:
+    """A notebook with no kernelspec asks which kernel to start: answer "No Kernel"."""
+    try:
+        dialog = page.wait_for_selector(".jp-Dialog", timeout=15_000)
+    except Exception:
+        return
+    button = dialog.query_selector("button:has-text('No Kernel')")
+    if button is not None:
+        button.click()
+    page.wait_for_selector(".jp-Dialog", state="detached", timeout=15_000)
+
+
+def _saved(name: str) -> list[dict]:
+    nb = json.loads(FIXTURE.read_text())
+    return [o["data"][name] for c in nb["cells"] for o in c.get("outputs", []) if name in o.get("data", {})]
+
+
+def test_saved_runs_render_with_no_kernel(browser, lab):
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    page = browser.new_page(viewport={"width": 1400, "height": 1000})
+    errors: list[str] = []
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    _open(page, lab, "saved_runs.ipynb")
+    _no_kernel_dialog(page)
+    runs = _saved(RUN_MIME)
+    page.wait_for_function(f"document.querySelectorAll('.jp-MemfitRenderer .memfit-run').length >= {len(runs)}",
+                           timeout=RENDER_TIMEOUT_MS)
+    page.wait_for_selector(".jp-MemfitRenderer .memfit-memory", timeout=RENDER_TIMEOUT_MS)
+    page.screenshot(path=str(ARTIFACTS / "saved_runs.png"))
+    assert _get(f"{lab['url']}/api/kernels?token={TOKEN}") == [], "a kernel is running"
+
+    panels = page.locator(".jp-MemfitRenderer .memfit-run")
+    # Ranked above text/html: no memfit output fell back to its HTML.
+    assert page.locator(".jp-MemfitRenderer").count() == len(runs) + 1
+    assert page.get_by_text("open in JupyterLab to see it").count() == 0
+
+    demo = panels.nth(0)
+    header = demo.locator(".memfit-header").inner_text()
+    assert runs[0]["status"] in header and runs[0]["task"] in header and runs[0]["answer"] in header
+    assert demo.locator(".memfit-iteration").count() == runs[0]["totals"]["iterations"] + 1
+    assert demo.locator(".memfit-event-action .memfit-tool").all_inner_texts() == [
+        e["tool"] for e in runs[0]["events"] if e["type"] == "action"]
+    demo.screenshot(path=str(ARTIFACTS / "demo_run.png"))
+
+    spins = [e for e in runs[1]["events"] if e["type"] == "spin" and e["is_spinning"]]
+    assert panels.nth(1).locator(".memfit-event-spin.memfit-alert").count() == len(spins) > 0
+    outage = panels.nth(2)
+    states = [e["to_state"] for e in runs[2]["events"] if e["type"] == "breaker" and e.get("rejected") is not True]
+    assert outage.locator('.memfit-breaker[data-tier="primary"]').get_attribute("data-state") == states[-1]
+    outage.screenshot(path=str(ARTIFACTS / "outage_run.png"))
+    synth = [e for e in runs[3]["events"] if e["type"] == "synthesis"][0]
+    assert f"Synthesis ({synth['strategy']})" in panels.nth(3).locator(".memfit-event-synthesis").first.inner_text()
+    assert "tokens" in panels.nth(4).locator(".memfit-context").inner_text()
+
+    catalogue = panels.nth(5)
+    text = catalogue.inner_text()
+    for expected in ("Degradation plan", "Spin detected", "L4 critical", "chosen", "Trial 1 of 3",
+                     "future_event", "Breaker primary: CLOSED → OPEN"):
+        assert expected in text, expected
+    catalogue.screenshot(path=str(ARTIFACTS / "catalogue_run.png"))
+    assert "version 99" in panels.nth(6).locator(".memfit-problems").inner_text()
+    assert "missing fields: run_id, status, totals, events" in panels.nth(7).locator(".memfit-problems").inner_text()
+
+    [ranking] = _saved("application/vnd.memfit.memory+json")
+    memory = page.locator(".jp-MemfitRenderer .memfit-memory")
+    assert memory.locator(".memfit-rank-row").count() == len(ranking["results"])
+    assert memory.locator(".memfit-memory-content").first.inner_text() == ranking["results"][0]["content"]
+    memory.screenshot(path=str(ARTIFACTS / "memory_ranking.png"))
+    assert not errors, errors
+    page.close()
+
+
+def test_live_cell_shows_the_live_widget(browser, lab):
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    page = browser.new_page(viewport={"width": 1400, "height": 1000})
+    _open(page, lab, "live.ipynb")
+    # the kernel named in the notebook starts; wait until it is idle, then run every cell
+    page.wait_for_function("() => { const app = window.jupyterapp; const w = app && app.shell.currentWidget;"
+                           " const k = w && w.sessionContext && w.sessionContext.session &&"
+                           " w.sessionContext.session.kernel; return k && k.status === 'idle'; }",
+                           timeout=LIVE_TIMEOUT_MS)
+    page.evaluate("window.jupyterapp.commands.execute('notebook:run-all-cells')")
+    try:
+        page.wait_for_function("() => { const n = document.querySelector('.jp-Notebook .memfit-run-widget');"
+                               " return n && /\\bdone\\b/.test(n.innerText); }", timeout=LIVE_TIMEOUT_MS)
+    finally:
+        page.screenshot(path=str(ARTIFACTS / "live_cell.png"))
+    errors = page.locator(".jp-Notebook .jp-OutputArea-output[data-mime-type='application/vnd.jupyter.stderr']")
+    widget = page.locator(".jp-Notebook .memfit-run-widget").first
+    assert "42" in widget.inner_text(), widget.inner_text()
+    widget.screenshot(path=str(ARTIFACTS / "live_widget.png"))
+    # the saved bundle below the widget is drawn by the extension too
+    saved = page.locator(".jp-Notebook .jp-MemfitRenderer .memfit-run").first
+    saved.wait_for(timeout=RENDER_TIMEOUT_MS)
+    assert "done" in saved.locator(".memfit-header").inner_text()
+    assert errors.count() == 0 or "Traceback" not in errors.first.inner_text()
+    page.close()
