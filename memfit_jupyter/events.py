@@ -44,6 +44,14 @@ trial           trial, max_trials, passed, oracle_output, lesson (failure diary)
 error           message, traceback (an exception the loop caught and survived)
 run_end         status, answer, reason
 ==============  =====================================================================
+
+Memory rankings travel as ``application/vnd.memfit.memory+json``::
+
+    {version: 1, query, bytes?, bytes_limit?,
+     results: [{id, content, tags: [str], score,
+                breakdown: {r, c, t, a, p, o, e, keyword_bonus, semantic, final}}]}
+
+``score`` equals ``breakdown.final``.
 """
 
 from __future__ import annotations
