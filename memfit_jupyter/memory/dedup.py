@@ -115,7 +115,14 @@ def non_repeated(probes: list[Probe], existing: list[list[Probe]], config: Dedup
     kept: list[int] = []
     kept_set: set[int] = set()
     for i, p in enumerate(probes):
-        others = list(existing[i]) + [probes[j] for j in sorted(near[i] & kept_set)]
+        stored = existing[i]
+        if stored:
+            # Without a content hit only a tag hit can make two: skip the rest unexamined.
+            sims = np.stack([o.vec for o in stored]) @ p.vec
+            stored = [o for o, c in zip(stored, sims.tolist(), strict=True)
+                      if c >= config.content_similarity_threshold - 1e-6 or (p.tags & o.tags)
+                      or config.min_matches == 1]
+        others = stored + [probes[j] for j in sorted(near[i] & kept_set)]
         if not any(compare(p, o, config)[0] for o in others):
             kept.append(i)
             kept_set.add(i)

@@ -98,10 +98,27 @@ def _clean_list(values: Any, what: str) -> list[str]:
     for v in values or ():
         if not isinstance(v, str):
             raise ValueError(f"{what} must be strings, got {v!r}")
-        v = redact(v.strip())
+        v = v.strip()
         if v and v not in out:
             out.append(v.lower() if what == "tags" else v)
     return out
+
+
+_SEP = "\n\x1e\n"
+
+
+def _redact_all(entities: list[MemoryEntity]) -> None:
+    """Redact every string of a batch in one pass (redaction scans the environment per call)."""
+    parts = [s for e in entities for s in (e.content, *e.tags, *e.potential_questions)]
+    if any("\x1e" in s for s in parts):
+        clean = [redact(s) for s in parts]
+    else:
+        clean = redact(_SEP.join(parts)).split(_SEP)
+    it = iter(clean)
+    for e in entities:
+        e.content = next(it)
+        e.tags = [next(it) for _ in e.tags]
+        e.potential_questions = [next(it) for _ in e.potential_questions]
 
 
 class MemoryStore:
@@ -336,6 +353,7 @@ class MemoryStore:
         entities = [self._prepare(item) for item in items]
         if not entities:
             return []
+        _redact_all(entities)
         if vectors is None:
             vecs = self.embedder.embed([e.content for e in entities])
         else:
@@ -371,7 +389,7 @@ class MemoryStore:
         content = item.get("content")
         if not isinstance(content, str) or not content.strip():
             raise ValueError("a memory needs non-empty text content")
-        content = redact(content.strip())
+        content = content.strip()
         if len(content.encode()) > MAX_CONTENT_BYTES:
             raise ValueError(f"a memory holds at most {MAX_CONTENT_BYTES} bytes; this one has "
                              f"{len(content.encode())}: split it")
@@ -402,8 +420,8 @@ class MemoryStore:
         size = len(self._index)
         if size:
             k = min(self.dedup.candidates, size)
-            found = self._index.search(np.stack([p.vec for p in probes]), k, threads=0,
-                                       exact=size < self.exact_below)
+            # the graph even for small stores: a near-duplicate is always among the closest it finds
+            found = self._index.search(np.stack([p.vec for p in probes]), k, threads=0)
             # one query gives Matches (its hits only), several give BatchMatches (padded rows)
             rows = ([np.asarray(found.keys)] if n == 1 else
                     [found.keys[i][: int(found.counts[i])] for i in range(n)])
