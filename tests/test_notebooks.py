@@ -99,3 +99,51 @@ def test_quickstart(copy_of_notebooks):
     frame = cell(nb, "import json\nimport polars")
     assert "model_call" in text_of(frame) and "text/html" in frame.outputs[-1].data
     assert "same events as the recording: True" in text_of(cell(nb, "from memfit_jupyter import Agent"))
+
+
+#: scenario -> (status with the mechanism on, status with it off), as the catalogue shows them.
+FAILURE_MODES = {
+    "spin-demo": ("done", "failed"), "logic-spin": ("done", "failed"), "code-spin": ("done", "failed"),
+    "budget-burn": ("degraded", "done"), "outage": ("done", "failed"),
+    "context-overflow": ("done", "done"), "disagree": ("done", "done"), "diary": ("done", "done"),
+    "unknown-tool": ("done", "done"), "bad-output": ("done", "failed"),
+}
+
+
+def test_failure_modes(copy_of_notebooks):
+    nb = executed("failure_modes", copy_of_notebooks)
+    no_errors(nb)
+    by_model: dict[str, list[dict]] = {}
+    for c in nb.cells:
+        if c.cell_type == "code":
+            for trace in runs_in(c):
+                by_model.setdefault(trace["model"].removeprefix("memfit/"), []).append(trace)
+    assert set(by_model) == set(FAILURE_MODES)
+    for scenario, expected in FAILURE_MODES.items():
+        on, off = by_model[scenario]
+        assert (on["status"], off["status"]) == expected, scenario
+    spin_on, spin_off = by_model["spin-demo"]
+    assert any(e["type"] == "spin" for e in spin_on["events"])
+    assert not any(e["type"] == "spin" for e in spin_off["events"])
+    # The budget guard stops under the limit; without it the run spends more than $1.
+    budget_on, budget_off = by_model["budget-burn"]
+    assert budget_on["totals"]["cost_usd"] <= 1.0 < budget_off["totals"]["cost_usd"]
+    outage_on, _ = by_model["outage"]
+    states = [e.get("to_state") for e in outage_on["events"] if e["type"] == "breaker"]
+    assert "OPEN" in states
+    # Tiered context keeps each prompt inside the 1800-token window; without watermarks it overflows.
+    peaks = [max(e["prompt_tokens"] for e in t["events"] if e["type"] == "model_call")
+             for t in by_model["context-overflow"]]
+    assert peaks[0] <= 1800 < peaks[1]
+    weighted, consensus = by_model["disagree"]
+    assert "1648" in weighted["answer"] and "1648" not in consensus["answer"]
+    diary = text_of(cell(nb, "ORACLE = "))
+    assert "pytest afterwards" in diary and "passes" in diary and "fails" in diary
+    # The summary table and the chart, built from the traces.
+    summary = cell(nb, "summary = pl.DataFrame")
+    html = summary.outputs[-1].data["text/html"]
+    assert all(s in html for s in FAILURE_MODES) and html.count("<tr>") >= 20
+    (svg,) = [o.data["image/svg+xml"] for o in cell(nb, "from html import escape").outputs
+              if "image/svg+xml" in o.get("data", {})]
+    assert svg.startswith("<svg") and all(s in svg for s in FAILURE_MODES)
+    assert svg.count("<rect") >= 2 * 2 * len(FAILURE_MODES)  # on and off, two panels
