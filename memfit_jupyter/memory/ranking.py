@@ -65,9 +65,9 @@ def match_score(query_keywords: list[str], text: str) -> float:
     return sum(1 for k in query_keywords if k in have) / len(query_keywords)
 
 
-def keyword_bonus(entity: MemoryEntity, query: str) -> float:
-    """Seed 000 §3.5: the keyword bonus, capped at 0.3."""
-    kws = keywords(query)
+def keyword_bonus(entity: MemoryEntity, query: str, kws: list[str] | None = None) -> float:
+    """Seed 000 §3.5: the keyword bonus, capped at 0.3 (``kws``: the query's keywords, if known)."""
+    kws = keywords(query) if kws is None else kws
     if not kws:
         return 0.0
     content_match = match_score(kws, entity.content)
@@ -108,10 +108,11 @@ def rank(entities: list[MemoryEntity], query: str, *, semantic: dict[str, float]
     lex_order = sorted((e for e in entities if lexical.get(e.id, 0.0) > 0), key=lambda e: (-lexical[e.id], e.id))
     lex_rank = {e.id: i + 1 for i, e in enumerate(lex_order)}
     top_lex = max(lexical.values(), default=0.0) or 1.0
+    kws = keywords(query)
     out = []
     for e in entities:
         core = core_score(e, config.weights)
-        bonus = keyword_bonus(e, query)
+        bonus = keyword_bonus(e, query, kws)
         seed = min(1.0, core + bonus)
         cos = max(0.0, min(1.0, semantic.get(e.id, 0.0)))
         lex = max(0.0, lexical.get(e.id, 0.0)) / top_lex

@@ -8,6 +8,7 @@ meet, and Chinese text matches without a segmenter.
 from __future__ import annotations
 
 import re
+from functools import lru_cache
 
 _WORD = re.compile(r"[a-z0-9_]+|[\u3400-\u9fff\uf900-\ufaff]+")
 _CJK = re.compile(r"[\u3400-\u9fff\uf900-\ufaff]")
@@ -21,6 +22,7 @@ STOPWORDS = frozenset(
 _SUFFIXES = ("ing", "edly", "ed", "ies", "es", "s", "ly")
 
 
+@lru_cache(maxsize=65_536)  # vocabularies are small and texts repeat words: memoise
 def stem(word: str) -> str:
     """A crude stemmer: strip one common English suffix from words longer than four letters."""
     if len(word) <= 4 or not word.isascii():
