@@ -147,3 +147,23 @@ def test_failure_modes(copy_of_notebooks):
               if "image/svg+xml" in o.get("data", {})]
     assert svg.startswith("<svg") and all(s in svg for s in FAILURE_MODES)
     assert svg.count("<rect") >= 2 * 2 * len(FAILURE_MODES)  # on and off, two panels
+
+
+def test_memory(copy_of_notebooks):
+    nb = executed("memory", copy_of_notebooks)
+    no_errors(nb)
+    assert "a duplicate of a memory already kept" in text_of(cell(nb, "%memfit_memory add The quarterly report lives in reports/q3_summary.txt, not in"))
+    assert "duplicate      -> None" in text_of(cell(nb, "from memfit_jupyter import MemoryStore"))
+    search = cell(nb, "ranking = %memfit_memory search")
+    (payload,) = [o.data[MEMORY_MIME] for o in search.outputs if MEMORY_MIME in o.get("data", {})]
+    assert "q3_summary" in str(payload)
+    frame = search.outputs[-1].data["text/html"]
+    assert all(col in frame for col in ("keyword_bonus", "relevance", "final"))
+    assert "relevance x0.6" in cell(nb, "import polars as pl").outputs[-1].data["text/html"]
+    first, second = runs_in(cell(nb, "%%memfit_task --model memfit/memory-lesson --quiet --name first")), \
+        runs_in(cell(nb, "%%memfit_task --model memfit/memory-lesson --quiet --name second"))
+    assert first[0]["status"] == second[0]["status"] == "done"
+    learned = [e for e in first[0]["events"] if e["type"] == "memory" and e["op"] == "triage" and e["added"]]
+    assert learned
+    restart = text_of(cell(nb, "from jupyter_client.manager import start_new_kernel"))
+    assert "memories in the store: 7" in restart and "best match: The numbers file of this project is numbers.txt" in restart
