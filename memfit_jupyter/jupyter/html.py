@@ -157,6 +157,14 @@ def generic_html(e: dict[str, Any]) -> str:
     return _box(f"<b>{_e(e.get('type', 'event'))}</b><table>{rows}</table>", "#9ca3af", "#f9fafb")
 
 
+def spin_label(spin: dict) -> str:
+    """"spin L1" for a layer, "spin: repeated_error" for a named detector."""
+    layer = spin.get("layer", "?")
+    if layer == "detector":
+        return f"spin: {spin.get('detector') or 'detector'}"
+    return f"spin L{layer}"
+
+
 def card_html(card: Card) -> str:
     """One iteration: action, params, observation excerpt, duration, tokens, cost and badges."""
     if card.ok is None:
@@ -182,7 +190,7 @@ def card_html(card: Card) -> str:
     parts.append(_observation(card))
     if card.reflections or card.spins:
         badges = "".join(reflection_badge(r) for r in card.reflections)
-        badges += "".join(pill(f"spin L{s.get('layer', '?')}", "#a21caf", str(s.get("reason", "")))
+        badges += "".join(pill(spin_label(s), "#a21caf", str(s.get("reason", "")))
                           for s in card.spins if s.get("is_spinning", True))
         parts.append(f"<div>{badges}</div>")
     parts.extend(generic_html(e) for e in card.others)

@@ -157,7 +157,12 @@ class RunState:
 
     def _on_spin(self, e, it):
         if e.get("is_spinning", True):
-            self.spin = e
+            # Several detectors may fire on one iteration: the banner keeps the model's analysis
+            # (layer 2, with next actions) over a heuristic's one-line finding.
+            current = self.spin
+            if not (current and current.get("iteration") == it and current.get("next_actions")
+                    and not e.get("next_actions")):
+                self.spin = e
         if it > 0:
             self.card(it).spins.append(e)
         return {"spin", f"card:{it}"}
