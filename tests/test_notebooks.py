@@ -167,3 +167,34 @@ def test_memory(copy_of_notebooks):
     assert learned
     restart = text_of(cell(nb, "from jupyter_client.manager import start_new_kernel"))
     assert "memories in the store: 7" in restart and "best match: The numbers file of this project is numbers.txt" in restart
+
+
+def test_synthesis(copy_of_notebooks):
+    nb = executed("synthesis", copy_of_notebooks)
+    no_errors(nb)
+    syntheses = {}
+    for strategy in ("weighted", "consensus", "diverse"):
+        (trace,) = runs_in(cell(nb, f"%%memfit_task --model memfit/disagree --strategy {strategy}"))
+        assert trace["status"] == "done"
+        (syntheses[strategy],) = [e for e in trace["events"] if e["type"] == "synthesis"]
+    assert "1648" in syntheses["weighted"]["answer"] and not syntheses["weighted"]["low_confidence"]
+    assert syntheses["consensus"]["answer"] is None and syntheses["consensus"]["low_confidence"]
+    assert len(syntheses["diverse"]["alternatives"]) == 3
+    assert "the same samples in all three runs: True" in text_of(cell(nb, "import polars as pl"))
+    assert "flagged: ['consensus']" in text_of(cell(nb, "flagged = "))
+
+
+def test_guarantees(copy_of_notebooks):
+    nb = executed("guarantees", copy_of_notebooks)
+    no_errors(nb)
+    (burn,) = runs_in(cell(nb, "%%memfit_task --model memfit/budget-burn"))
+    # The saved output followed the override: the run went on to the end under the new limit.
+    assert burn["status"] == "done" and 1.0 < burn["totals"]["cost_usd"] <= 3.0
+    types = [e["type"] for e in burn["events"]]
+    assert "degradation" in types and types.index("degradation") < len(types) - 2
+    assert "refused: overriding a guarantee needs explicit confirmation" in text_of(cell(nb, "from memfit_jupyter.reliability"))
+    (outage,) = runs_in(cell(nb, "from memfit_jupyter import Agent"))
+    assert outage["status"] == "done"
+    changes = [f"{e['from_state']}->{e['to_state']}" for e in outage["events"] if e["type"] == "breaker" and e.get("to_state")]
+    assert changes[0] == "CLOSED->OPEN" and changes[-1] == "HALF_OPEN->CLOSED"
+    assert "OPEN -> HALF_OPEN" in cell(nb, "t0 = outage").outputs[-1].data["text/html"]
