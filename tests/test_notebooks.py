@@ -197,4 +197,4 @@ def test_guarantees(copy_of_notebooks):
     assert outage["status"] == "done"
     changes = [f"{e['from_state']}->{e['to_state']}" for e in outage["events"] if e["type"] == "breaker" and e.get("to_state")]
     assert changes[0] == "CLOSED->OPEN" and changes[-1] == "HALF_OPEN->CLOSED"
-    assert "OPEN -> HALF_OPEN" in cell(nb, "t0 = outage").outputs[-1].data["text/html"]
+    assert "OPEN -&gt; HALF_OPEN" in cell(nb, "t0 = outage").outputs[-1].data["text/html"]
