@@ -168,6 +168,10 @@ class MemfitMagics(MemfitSettings, Magics):
         for key in ("spin_threshold", "samples", "oracle", "max_trials", "plan", "progress", "context_window"):
             if getattr(args, key) is not None:
                 kwargs[key] = getattr(args, key)
+        # magic_arguments splits non-POSIX and keeps the quotes of --oracle "cmd with spaces".
+        oracle = kwargs.get("oracle")
+        if isinstance(oracle, str) and len(oracle) >= 2 and oracle[0] == oracle[-1] and oracle[0] in "\"'":
+            kwargs["oracle"] = oracle[1:-1]
         if args.tools:
             kwargs["tools"] = [t.strip() for t in args.tools.split(",") if t.strip()]
         if args.approve:
