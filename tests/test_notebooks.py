@@ -198,3 +198,19 @@ def test_guarantees(copy_of_notebooks):
     changes = [f"{e['from_state']}->{e['to_state']}" for e in outage["events"] if e["type"] == "breaker" and e.get("to_state")]
     assert changes[0] == "CLOSED->OPEN" and changes[-1] == "HALF_OPEN->CLOSED"
     assert "OPEN -&gt; HALF_OPEN" in cell(nb, "t0 = outage").outputs[-1].data["text/html"]
+
+
+def test_long_horizon(copy_of_notebooks):
+    nb = executed("long_horizon", copy_of_notebooks)
+    no_errors(nb)
+    (first,) = runs_in(cell(nb, "%%memfit_task --model memfit/plan-demo --plan features.json --progress progress.md --no-memory --step"))
+    assert first["status"] == "running" and first["totals"]["iterations"] == 4  # dropped in the middle
+    resumed = text_of(cell(nb, "written = "))
+    assert "files written by the resumed run: ['farewell.py', 'README.txt']" in resumed
+    assert "{'readme': True, 'greet': True, 'farewell': True}" in resumed
+    (diary,) = runs_in(cell(nb, "%%memfit_task --model memfit/diary --oracle \"$ORACLE\" --max-trials 3"))
+    trials = [e for e in diary["events"] if e["type"] == "trial"]
+    assert diary["status"] == "done" and [t["passed"] for t in trials] == [False, True]
+    assert "1 failed" in trials[0]["oracle_output"] and trials[0]["lesson"]
+    assert "pytest" in cell(nb, "%config MemfitMagics.memory_path").outputs[-1].data["text/html"]
+    assert text_of(cell(nb, "print(one_try.status")).startswith("escalated")
