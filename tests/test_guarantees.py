@@ -2,6 +2,8 @@
 
 import json
 import logging
+import signal
+import threading
 
 import pytest
 from fault_server import FaultServer
@@ -13,6 +15,7 @@ from memfit_jupyter.agent import Run
 from memfit_jupyter.errors import ModelCallError
 from memfit_jupyter.llm.backend import Completion, LiteLLMBackend, import_litellm
 from memfit_jupyter.llm.tokens import estimate_message_tokens
+from memfit_jupyter.reliability.deadline import DeadlineExceeded
 from memfit_jupyter.reliability.guarantees import DURATION_TOLERANCE_S, OverrideRefused
 
 REPLIES = {
@@ -38,8 +41,10 @@ class SimClock:
 class SimBackend:
     """A Backend (llm/backend.py protocol) whose calls cost, take time and fail as a plan says.
 
-    Like a real provider it stops at ``max_tokens`` and gives up at ``timeout``; the time it
-    takes moves the simulated clock instead of sleeping.
+    Like a real provider it stops at ``max_tokens`` and gives up at ``timeout``, except for the
+    ``late`` fault: a reply that comes after the timeout anyway (an HTTP client's timeout applies
+    per phase), which only the budget's deadline cuts off.  The time it takes moves the simulated
+    clock instead of sleeping.
     """
 
     def __init__(self, plan, clock, prices):
@@ -48,7 +53,9 @@ class SimBackend:
     def complete(self, model, messages, *, max_tokens, timeout, metadata):
         latency, tokens, fault, action = self.plan[self.n % len(self.plan)]
         self.n += 1
-        if timeout is not None and latency > timeout:
+        if fault == "late":
+            latency, fault = latency + (timeout or 0.0), None  # past its timeout, then a reply
+        elif timeout is not None and latency > timeout:
             self.clock.t += timeout
             raise ModelCallError("timeout", f"no reply within {timeout:.3f} s")
         self.clock.t += latency
@@ -82,9 +89,27 @@ class SimBackend:
 call = st.tuples(
     st.floats(0.0, 3.0),                                   # latency, simulated seconds
     st.integers(1, 4000),                                  # completion tokens the model would write
-    st.sampled_from([None] * 6 + ["rate_limit", "server_error", "timeout"]),
+    st.sampled_from([None] * 6 + ["rate_limit", "server_error", "timeout", "late", "bad_request"]),
     st.sampled_from([0, 0, 1, 3]),                         # action: python, or sub_query with K samples
 )
+
+
+def sim_deadline(clock):
+    """The budget's deadline on the simulated clock: a call that ran past it is cut off there."""
+
+    def runner(fn, seconds):
+        start = clock.t
+        try:
+            value = fn()
+        finally:
+            late = clock.t - start > seconds
+            if late:
+                clock.t = start + seconds
+        if late:
+            raise DeadlineExceeded(seconds)
+        return value
+
+    return runner
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -99,6 +124,7 @@ def test_no_run_ends_over_its_limits(tmp_path_factory, plan, max_cost, max_durat
                   workdir=tmp_path_factory.mktemp("w"))
     run = Run(agent, "keep working", backend=SimBackend(plan, clock, (price_out / 4, price_out)))
     run.budget.clock, run.budget.started = clock, clock()
+    run.budget.runner = sim_deadline(clock)
     result = run.run()
     spent = run.budget.spent
     assert spent.cost_usd <= max_cost + 1e-12
@@ -107,24 +133,85 @@ def test_no_run_ends_over_its_limits(tmp_path_factory, plan, max_cost, max_durat
     assert result.status in ("degraded", "failed", "spin_exit", "done")
     if result.status == "degraded":
         assert result.plan is not None and result.plan.cost_usd == pytest.approx(spent.cost_usd)
+    calls = [e for e in run.trace()["events"] if e["type"] == "model_call"]
+    assert sum(c["cost_usd"] for c in calls) == pytest.approx(spent.cost_usd)
+    for c in calls:  # a call cut off at its deadline is charged the worst case of its capped request
+        if "abandoned" in (c["error"] or ""):
+            assert c["cost_usd"] >= c["max_tokens"] * price_out
+
+
+class SleepyBackend(SimBackend):
+    """A provider that really takes its time and ignores the timeout it is given."""
+
+    def __init__(self, plan, prices, stop):
+        super().__init__(plan, SimClock(), prices)
+        self.stop = stop
+
+    def complete(self, model, messages, *, max_tokens, timeout, metadata):
+        latency = self.plan[self.n % len(self.plan)][0]
+        self.stop.wait(latency)  # real seconds, whatever the timeout says
+        return super().complete(model, messages, max_tokens=max_tokens, timeout=None, metadata=metadata)
+
+
+@settings(max_examples=6, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(latencies=st.lists(st.floats(0.0, 0.6), min_size=1, max_size=6), max_duration=st.floats(0.1, 0.4))
+def test_wall_clock_deadline_is_hard(tmp_path_factory, latencies, max_duration):
+    """Real time, real threads: no run ends over max_duration_seconds by more than the tolerance."""
+    stop = threading.Event()
+    plan = [(latency, 50, None, 0) for latency in latencies]
+    agent = Agent(model="sim/model", guarantees=ExecutionGuarantees(max_duration_seconds=max_duration),
+                  max_iterations=10, memory=False, workdir=tmp_path_factory.mktemp("w"))
+    run = Run(agent, "keep working", backend=SleepyBackend(plan, (1e-6, 4e-6), stop))
+    try:
+        result = run.run()
+    finally:
+        stop.set()  # let the abandoned calls' threads end
+    assert result.duration_s <= max_duration + DURATION_TOLERANCE_S
+    assert run.budget.spent.cost_usd <= agent.guarantees.max_cost_usd
+    if any(latency > max_duration for latency in latencies[:1]):
+        first = next(e for e in run.trace()["events"] if e["type"] == "model_call")
+        assert first["error_kind"] == "timeout" and "abandoned" in first["error"] and first["cost_usd"] > 0
 
 
 def test_time_limit_holds_against_a_slow_real_server(tmp_path):
-    import_litellm()  # seconds of import would count against the 2 s budget
+    import_litellm()  # seconds of import would count against the budget
     server = FaultServer().start()
     try:
         server.script("slow", ["slow:30"])  # a reply that would come far too late
         opts = {"openai/slow": {"api_base": server.api_base, "api_key": "k"}}
-        agent = Agent(model="openai/slow", guarantees=ExecutionGuarantees(max_duration_seconds=2.0),
+        agent = Agent(model="openai/slow", guarantees=ExecutionGuarantees(max_duration_seconds=1.0),
                       memory=False, workdir=tmp_path, tools=["finish"])
         run = Run(agent, "anything", backend=LiteLLMBackend(opts))
         result = run.run()
     finally:
         server.stop()
     assert result.status == "degraded" and "time limit" in result.reason
-    assert result.duration_s <= 2.0 + DURATION_TOLERANCE_S
+    assert result.duration_s <= 1.0 + DURATION_TOLERANCE_S
     calls = [e for e in run.trace()["events"] if e["type"] == "model_call"]
-    assert calls and all(c["timeout_s"] <= 2.0 for c in calls)
+    assert calls and all(c["timeout_s"] <= 1.0 for c in calls)
+    assert calls[-1]["error_kind"] == "timeout"
+
+
+def test_interrupt_cancels_a_call_that_never_answers(tmp_path):
+    """Interrupt Kernel (SIGINT) breaks the wait for a hung call at once; the run is cancelled."""
+    import_litellm()
+    server = FaultServer().start()
+    main = threading.main_thread().ident
+    timer = threading.Timer(0.5, lambda: signal.pthread_kill(main, signal.SIGINT))
+    try:
+        server.script("hang", ["slow:30"])
+        opts = {"openai/hang": {"api_base": server.api_base, "api_key": "k"}}
+        agent = Agent(model="openai/hang", memory=False, workdir=tmp_path, tools=["finish"])
+        run = Run(agent, "anything", backend=LiteLLMBackend(opts))
+        timer.start()
+        result = run.run()
+    finally:
+        timer.cancel()
+        server.stop()
+    assert result.status == "cancelled" and result.duration_s < 10  # the server would answer after 30 s
+    call = [e for e in run.trace()["events"] if e["type"] == "model_call"][-1]
+    assert call["ok"] is False and call["error_kind"] == "cancelled"
+    assert agent.breakers.metrics()["primary"]["total_failures"] == 0  # not the provider's fault
 
 
 def test_budget_burn_degrades_with_a_plan_and_override_needs_confirmation(tmp_path, caplog):

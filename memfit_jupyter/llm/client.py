@@ -7,7 +7,7 @@ does not fit, the model is asked again with the validation error, at most
 ``max_format_retries`` times; then the call is recorded as failed.  Each
 attempt is a ``model_call`` event carrying the reply, so a run can be
 replayed.  Before each attempt the run's budget caps the output tokens and
-the timeout.
+the timeout, and the budget's deadline cuts the call off at that timeout.
 """
 
 from __future__ import annotations
@@ -148,19 +148,31 @@ class LLMClient:
                 prompt_tokens, self.backend.prices(model), max_tokens, timeout)
         started = time.perf_counter()
         metadata = {"memfit_purpose": purpose, "memfit_run": self.run_key}
+
+        def send():
+            return self.backend.complete(model, messages, max_tokens=max_tokens, timeout=timeout, metadata=metadata)
+
         try:
-            completion = self.backend.complete(model, messages, max_tokens=max_tokens, timeout=timeout,
-                                               metadata=metadata)
-        except ModelCallError as exc:
+            # With a budget, the call is cut off at its timeout by the wall clock (reliability/deadline.py).
+            completion = send() if self.budget is None else self.budget.run_call(send, timeout)
+        except (ModelCallError, KeyboardInterrupt) as exc:
             latency = time.perf_counter() - started
+            interrupted = isinstance(exc, KeyboardInterrupt)
+            kind = "cancelled" if interrupted else exc.kind
+            error = "interrupted by the person: the call was abandoned" if interrupted else str(exc)
+            charged = 0.0
             if self.budget is not None:
-                self.budget.record_call(0.0, 0, 0, latency)
-            if self.breakers is not None:
-                self.breakers.record(tier, ok=False, error=str(exc))
+                if interrupted or getattr(exc, "abandoned", False):
+                    # The abandoned call may still be billed: charge the most it can cost, which the
+                    # cap above made affordable, so the cost limit holds whatever the provider does.
+                    charged = self.budget.worst_case_cost(prompt_tokens, self.backend.prices(model), max_tokens)
+                self.budget.record_call(charged, 0, 0, latency)
+            if self.breakers is not None and not interrupted:
+                self.breakers.record(tier, ok=False, error=error, kind=kind)
             self.emit("model_call", iteration=iteration, purpose=purpose, model=model, tier=tier, attempt=attempt,
-                      ok=False, prompt_tokens=0, completion_tokens=0, cost_usd=0.0, latency_s=latency,
-                      max_tokens=max_tokens, timeout_s=round(timeout, 3), reply=None, error=str(exc),
-                      error_kind=exc.kind)
+                      ok=False, prompt_tokens=0, completion_tokens=0, cost_usd=charged, latency_s=latency,
+                      max_tokens=max_tokens, timeout_s=round(timeout, 3), reply=None, error=error,
+                      error_kind=kind)
             raise
         latency = time.perf_counter() - started
         if self.budget is not None:

@@ -11,6 +11,17 @@ The open period starts at ``recovery_timeout`` and doubles after each failed
 probe, up to ``max_open_period`` (default ten times ``recovery_timeout``);
 it falls back to ``recovery_timeout`` once the tier closes again.
 
+Which failures count.  The client reports each failed attempt with its kind
+(``ModelCallError.kind``).  Faults of the provider count toward opening and
+fail a probe: ``rate_limit``, ``timeout``, ``server_error`` (5xx, connection
+errors, malformed replies), ``auth`` (the tier cannot serve us until someone
+fixes its key, and another tier may) and ``other`` (an unknown kind counts,
+to be safe).  ``bad_request`` does not: a 400 is the provider answering that
+our own request (prompt too long, bad parameter) is wrong; it neither adds to
+nor resets the consecutive failures, and a probe that gets one closes the
+circuit, since the provider has shown that it answers.  Such failures are
+counted apart, as ``not_counted``.
+
 Exactly one probe goes through: admission (``route``) and the outcome
 (``record``) each take the set's lock, and while a probe is in flight every
 other call to that tier is turned away at once and answered by another tier.
@@ -41,6 +52,13 @@ from ..errors import ModelCallError
 log = logging.getLogger("memfit_jupyter")
 
 TIERS = ("primary", "fast", "fallback")
+#: Failure kinds that are not the provider's fault: they never open a circuit (module docstring).
+NOT_COUNTED_KINDS = frozenset({"bad_request"})
+
+
+def counts_as_failure(kind: str | None) -> bool:
+    """Whether a failed attempt of ``kind`` counts toward opening the circuit (see the module docstring)."""
+    return kind not in NOT_COUNTED_KINDS
 
 
 class CircuitState(enum.StrEnum):
@@ -91,6 +109,8 @@ class CircuitBreaker:
         self.state = CircuitState.CLOSED
         self.failures = 0  # consecutive failures while CLOSED (total failures in total_failures)
         self.total_failures = 0
+        self.not_counted = 0  # failures of a kind that is not the provider's fault (bad_request)
+        self.failure_kinds: dict[str, int] = {}
         self.successes = 0
         self.rejected = 0
         self.probes = 0
@@ -229,37 +249,47 @@ class BreakerSet:
                 return other
         return None
 
-    def record(self, tier: str, ok: bool, error: str = "", *, emit: Callable[..., Any] | None = None) -> None:
-        """The outcome of an attempt that ``route`` sent to ``tier``."""
+    def record(self, tier: str, ok: bool, error: str = "", *, kind: str | None = None,
+               emit: Callable[..., Any] | None = None) -> None:
+        """The outcome of an attempt that ``route`` sent to ``tier``; a failure's ``kind`` says if it counts."""
         pending: list[dict[str, Any]] = []
         with self._lock:
             b = self.breakers.get(tier)
             if b is None:
                 return
             now = self.clock()
-            if ok:
-                b.successes += 1
+            if not ok:
+                label = kind or "other"
+                b.failure_kinds[label] = b.failure_kinds.get(label, 0) + 1
+                b.last_error = (f"{kind}: " if kind else "") + error[:300]
+            if ok or not counts_as_failure(kind):
+                if ok:
+                    b.successes += 1
+                else:
+                    b.not_counted += 1
                 if b.state is CircuitState.HALF_OPEN:
                     b.probe_started = None
                     b.failures = 0
                     b.open_period = b.recovery_timeout
-                    pending.append(self._move(b, CircuitState.CLOSED, "the probe call succeeded", now))
-                elif b.state is CircuitState.CLOSED:
+                    reason = ("the probe call succeeded" if ok else
+                              f"the probe call got an answer ({kind}: {error[:120]}): the provider is up")
+                    pending.append(self._move(b, CircuitState.CLOSED, reason, now))
+                elif b.state is CircuitState.CLOSED and ok:
                     b.failures = 0
             else:
                 b.total_failures += 1
-                b.last_error = error[:300]
+                what = f"{kind}: {error[:120]}" if kind else error[:120]
                 if b.state is CircuitState.HALF_OPEN:
                     b.probe_started = None
                     b.open_period = min(b.open_period * 2, b.max_open_period)
                     pending.append(self._move(b, CircuitState.OPEN,
-                                              f"the probe call failed ({error[:120]}); open for "
+                                              f"the probe call failed ({what}); open for "
                                               f"{b.open_period:g} s", now))
                 elif b.state is CircuitState.CLOSED:
                     b.failures += 1
                     if b.failures >= b.failure_threshold:
                         pending.append(self._move(b, CircuitState.OPEN,
-                                                  f"{b.failures} failures in a row (last: {error[:120]})", now))
+                                                  f"{b.failures} failures in a row (last: {what})", now))
                 # A failure reported while OPEN came from a call admitted before the circuit opened.
         self._emit(pending, emit)
 
@@ -274,7 +304,8 @@ class BreakerSet:
             now = self.clock()
             return {
                 t: {"model": b.model, "state": b.state.value, "failures": b.failures,
-                    "total_failures": b.total_failures, "successes": b.successes, "rejected": b.rejected,
+                    "total_failures": b.total_failures, "not_counted": b.not_counted,
+                    "failure_kinds": dict(b.failure_kinds), "successes": b.successes, "rejected": b.rejected,
                     "probes": b.probes, "opened_at": self._wall(b.opened_at),
                     "next_probe_at": self._wall(b.next_probe_at),
                     "next_probe_in_s": (None if b.next_probe_at is None
@@ -304,8 +335,8 @@ class RunBreakers:
     def route(self, tier: str, *, purpose: str = "", iteration: int = 0) -> str:
         return self.shared.route(tier, purpose=purpose, iteration=iteration, emit=self._emit_at(iteration))
 
-    def record(self, tier: str, ok: bool, error: str = "") -> None:
-        self.shared.record(tier, ok, error, emit=self.emit)
+    def record(self, tier: str, ok: bool, error: str = "", *, kind: str | None = None) -> None:
+        self.shared.record(tier, ok, error, kind=kind, emit=self.emit)
 
     def _emit_at(self, iteration: int) -> Callable[..., Any]:
         return lambda type, **fields: self.emit(type, iteration=iteration or None, **fields)

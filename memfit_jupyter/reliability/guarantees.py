@@ -4,13 +4,16 @@ Limits are hard: before every model call its output tokens and its timeout
 are capped to what the remaining budget allows (the prompt's estimated tokens,
 with a margin for tokenizers that count more than the estimate, times the
 input price, plus the capped output), so a run cannot end over its cost
-limit.  Time: every model call's timeout is capped to the time left, and
-every model call, tool call and recursive call is refused with less than
+limit.  Time: every model call's timeout is capped to the time left, and the
+call is cut off at that deadline by the wall clock (``deadline.py``: the HTTP
+client's own timeout applies per phase and lets a call run seconds over);
+an abandoned call is charged the worst-case cost of its capped request, which
+the cost cap has already made affordable, so the cost limit stays hard too.
+Every model call, tool call and recursive call is refused with less than
 ``MIN_CALL_SECONDS`` left, so a run ends over ``max_duration_seconds`` by at
-most ``DURATION_TOLERANCE_S`` (the loop's own bookkeeping and the HTTP
-client's timeout granularity), unless one tool call itself overruns: shell
-commands get a timeout no longer than the time left, Python code cannot be
-cut short.
+most ``DURATION_TOLERANCE_S`` (the loop's own bookkeeping after the last
+deadline), unless one tool call itself overruns: shell commands get a timeout
+no longer than the time left, Python code cannot be cut short.
 
 On exhaustion the run ends "degraded" with a ``GracefulDegradationPlan``;
 ``override(run, confirm=True, max_cost_usd=...)`` (``run.override``) raises a
@@ -28,6 +31,7 @@ from typing import Any
 
 from ..errors import LimitsExceeded, MemfitError
 from ..records import BudgetMetrics
+from .deadline import call_with_deadline
 
 log = logging.getLogger("memfit_jupyter")
 
@@ -35,11 +39,11 @@ log = logging.getLogger("memfit_jupyter")
 MIN_OUTPUT_TOKENS = 16
 #: A call gets no less time than this; less than that left means the budget is spent.
 MIN_CALL_SECONDS = 0.05
-#: How far past max_duration_seconds a run may end (see the module docstring).  Most of it is
-#: the HTTP client's: httpx applies a timeout to each phase (connect, write, read), not to the
-#: whole request, and litellm does a lot of work per call; measured on a loaded 2-core machine,
-#: a call capped to 1.7 s against a server that never answers returned after about 2.7 s.
-DURATION_TOLERANCE_S = 1.5
+#: How far past max_duration_seconds a run may end (see the module docstring): the wake-up of the
+#: waiting thread after a model call's deadline and the loop's bookkeeping (events, the degradation
+#: plan) on a loaded 2-core machine.  Before model calls had a wall-clock deadline this was 1.5 s:
+#: a call capped to 1.7 s against a server that never answered returned after about 2.7 s.
+DURATION_TOLERANCE_S = 0.25
 #: Prompt tokens are estimated at four characters a token; real tokenizers may count more.
 PROMPT_TOKEN_MARGIN = 1.2
 
@@ -64,9 +68,12 @@ class BudgetTracker:
     """Spends a run's budget and refuses what would overrun it."""
 
     def __init__(self, guarantees: ExecutionGuarantees, clock: Callable[[], float] = time.monotonic,
-                 on_violation: Callable[[str, dict], None] | None = None):
+                 on_violation: Callable[[str, dict], None] | None = None,
+                 runner: Callable[[Callable[[], Any], float], Any] = call_with_deadline):
         self.guarantees = guarantees
         self.clock = clock
+        #: ``runner(fn, seconds)`` runs a model call under a hard deadline (the clock's seconds).
+        self.runner = runner
         self.started = clock()
         self.spent = BudgetMetrics()
         self.recursive_calls = 0
@@ -127,6 +134,18 @@ class BudgetTracker:
             self._violate("max_cost_usd", f"cost limit of ${self.guarantees.max_cost_usd:g} reached",
                           operation="model call")
         return max_tokens, timeout
+
+    def worst_case_cost(self, prompt_tokens: int, prices: tuple[float, float], max_tokens: int | None) -> float:
+        """The most a model call capped by ``cap_model_call`` can cost: what an abandoned call is charged."""
+        price_in, price_out = prices
+        return prompt_tokens * PROMPT_TOKEN_MARGIN * price_in + (max_tokens or 0) * price_out
+
+    def run_call(self, fn: Callable[[], Any], timeout: float) -> Any:
+        """``fn()`` cut off at ``timeout`` or at the end of the time budget, whichever comes first.
+
+        Raises ``deadline.DeadlineExceeded`` when cut off.
+        """
+        return self.runner(fn, max(0.0, min(timeout, self.remaining_time())))
 
     def record_call(self, cost_usd: float, prompt_tokens: int, completion_tokens: int, latency_s: float) -> None:
         self.spent.add(BudgetMetrics(cost_usd, prompt_tokens, completion_tokens, 1, latency_s))

@@ -4,8 +4,10 @@
 
 Baseline: ``LLMClient.call`` on the scripted ``memfit/demo`` model through litellm, with no
 budget and no breakers.  Checked: the same call with a BudgetTracker (cap before, record
-after) and a BreakerSet (route before, record after).  Also the checks alone, without the call.
-Both measured in this run, interleaved, best of several rounds.
+after, the call itself on a worker thread under the wall-clock deadline) and a BreakerSet
+(route before, record after); and the same without the deadline's thread (the call inline).
+Also the checks alone and the deadline's thread hand-off alone, without the call.  All
+measured in this run, interleaved, best of several rounds.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ import time
 from memfit_jupyter.llm.backend import LiteLLMBackend
 from memfit_jupyter.llm.client import LLMClient
 from memfit_jupyter.reliability.breakers import BreakerSet
+from memfit_jupyter.reliability.deadline import call_with_deadline
 from memfit_jupyter.reliability.guarantees import BudgetTracker, ExecutionGuarantees
 
 MESSAGES = [{"role": "system", "content": "Answer."}, {"role": "user", "content": "Which file?"}]
@@ -40,12 +43,15 @@ def main() -> None:
     plain = LLMClient(TIERS, backend, lambda *a, **k: None, run_key="bench-a")
     checked = LLMClient(TIERS, backend, lambda *a, **k: None, run_key="bench-b",
                         budget=BudgetTracker(g), breakers=BreakerSet(TIERS))
-    per_call(plain, 20), per_call(checked, 20)  # warm up: litellm import, caches
-    base, with_checks = [], []
+    inline = LLMClient(TIERS, backend, lambda *a, **k: None, run_key="bench-c",
+                       budget=BudgetTracker(g, runner=lambda fn, seconds: fn()), breakers=BreakerSet(TIERS))
+    per_call(plain, 20), per_call(checked, 20), per_call(inline, 20)  # warm up: litellm import, caches
+    base, with_checks, no_thread = [], [], []
     for _ in range(rounds):
         base.append(per_call(plain, n))
         with_checks.append(per_call(checked, n))
-    b, c = min(base), min(with_checks)
+        no_thread.append(per_call(inline, n))
+    b, c, i = min(base), min(with_checks), min(no_thread)
     budget, breakers = BudgetTracker(g), BreakerSet(TIERS)
     t = time.perf_counter()
     for _ in range(n * 10):
@@ -54,9 +60,15 @@ def main() -> None:
         budget.record_call(1e-5, 20, 10, 0.001)
         breakers.record(tier, ok=True)
     checks = (time.perf_counter() - t) / (n * 10)
-    print(f"scripted call, no checks:        {b * 1e3:.3f} ms")
-    print(f"scripted call, budget + breaker: {c * 1e3:.3f} ms   ratio {c / b:.3f}")
-    print(f"the checks alone:                {checks * 1e6:.1f} us per call = {checks / b:.4f} of a scripted call")
+    t = time.perf_counter()
+    for _ in range(n * 10):
+        call_with_deadline(lambda: None, 60.0)
+    handoff = (time.perf_counter() - t) / (n * 10)
+    print(f"scripted call, no checks:                   {b * 1e3:.3f} ms")
+    print(f"scripted call, budget + breaker + deadline: {c * 1e3:.3f} ms   ratio {c / b:.3f}")
+    print(f"same, call inline (no deadline):            {i * 1e3:.3f} ms   ratio {i / b:.3f}")
+    print(f"the deadline's thread hand-off:             {handoff * 1e6:.1f} us per call = {handoff / b:.4f} of a scripted call")
+    print(f"the checks alone:                           {checks * 1e6:.1f} us per call = {checks / b:.4f} of a scripted call")
 
 
 if __name__ == "__main__":

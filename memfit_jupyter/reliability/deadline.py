@@ -1,0 +1,108 @@
+"""A hard wall-clock deadline around one blocking model call.
+
+HTTP clients apply their timeout to each phase of a request (connect, write,
+read), not to the whole of it, and litellm does work of its own around the
+request, so a call given a 1.7 s timeout may return seconds later.  To make
+the time limit hard, the call runs on a worker thread and the caller waits
+for it no longer than the deadline; past it, the call is abandoned (its
+thread finishes or fails on its own, and its result is dropped) and the
+caller gets ``DeadlineExceeded``.
+
+Only the model call itself runs on the worker: the loop, its events and the
+widget stay on the caller's thread.  The caller's wait is an ``Event.wait``,
+which a KeyboardInterrupt (Interrupt Kernel) breaks at once.
+
+Workers are daemon threads kept in a small idle pool, because starting a
+thread per call costs about a tenth of a scripted call; a daemon thread also
+never holds up the kernel's exit when a provider never answers.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import queue
+import threading
+from collections.abc import Callable
+from typing import Any
+
+from ..errors import ModelCallError
+
+#: Idle workers kept for the next calls; more than this many finishing at once simply exit.
+MAX_IDLE_WORKERS = 8
+
+_idle: queue.SimpleQueue[_Worker] = queue.SimpleQueue()
+_idle_lock = threading.Lock()
+_idle_count = 0
+
+
+class DeadlineExceeded(ModelCallError):
+    """The call did not return before its deadline and was abandoned (kind ``timeout``)."""
+
+    #: The call may still be running (and be billed): the caller charges its worst case.
+    abandoned = True
+
+    def __init__(self, seconds: float):
+        super().__init__("timeout", f"no reply within {seconds:.3f} s: the call was abandoned at its deadline")
+        self.seconds = seconds
+
+
+class _Job:
+    __slots__ = ("fn", "context", "done", "value", "error")
+
+    def __init__(self, fn: Callable[[], Any]):
+        self.fn = fn
+        self.context = contextvars.copy_context()  # the caller's context variables, as if it ran inline
+        self.done = threading.Event()
+        self.value: Any = None
+        self.error: BaseException | None = None
+
+
+class _Worker(threading.Thread):
+    def __init__(self) -> None:
+        super().__init__(daemon=True, name="memfit-model-call")
+        self.jobs: queue.SimpleQueue[_Job] = queue.SimpleQueue()
+
+    def run(self) -> None:
+        global _idle_count
+        while True:
+            job = self.jobs.get()
+            try:
+                job.value = job.context.run(job.fn)
+            except BaseException as exc:  # handed to the caller, who re-raises it
+                job.error = exc
+            job.fn = job.context = None
+            # Back to the pool before waking the caller, so its next call finds this worker idle.
+            with _idle_lock:
+                keep = _idle_count < MAX_IDLE_WORKERS
+                if keep:
+                    _idle_count += 1
+                    _idle.put(self)
+            job.done.set()
+            if not keep:
+                return
+
+
+def _worker() -> _Worker:
+    global _idle_count
+    with _idle_lock:
+        if _idle_count:
+            _idle_count -= 1
+            return _idle.get_nowait()
+    worker = _Worker()
+    worker.start()
+    return worker
+
+
+def call_with_deadline(fn: Callable[[], Any], seconds: float) -> Any:
+    """``fn()``'s result (or its exception), or ``DeadlineExceeded`` once ``seconds`` have passed.
+
+    >>> call_with_deadline(lambda: 6 * 7, 1.0)
+    42
+    """
+    job = _Job(fn)
+    _worker().jobs.put(job)
+    if not job.done.wait(max(0.0, seconds)):
+        raise DeadlineExceeded(seconds)
+    if job.error is not None:
+        raise job.error
+    return job.value
