@@ -214,3 +214,13 @@ def test_long_horizon(copy_of_notebooks):
     assert "1 failed" in trials[0]["oracle_output"] and trials[0]["lesson"]
     assert "pytest" in cell(nb, "%config MemfitMagics.memory_path").outputs[-1].data["text/html"]
     assert text_of(cell(nb, "print(one_try.status")).startswith("escalated")
+
+
+def test_real_models_replays_the_shipped_recording(copy_of_notebooks):
+    nb = executed("real_models", copy_of_notebooks)
+    no_errors(nb)
+    assert "In CI this notebook" in nb.cells[0].source and "recorded_run.json" in nb.cells[0].source
+    assert "recorded from: memfit/demo" in text_of(cell(nb, "import json, os, tempfile"))
+    (replayed,) = runs_in(cell(nb, "from memfit_jupyter import Agent"))
+    assert replayed["status"] == "done" and "42" in replayed["answer"]
+    assert "same events: True" in text_of(cell(nb, "recorded = "))
