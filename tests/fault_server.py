@@ -7,7 +7,7 @@ one repeats)::
     server.script("flaky", ["500", "429", "slow:2.0", "malformed", "ok"])
     # litellm: model="openai/flaky", api_base=server.api_base, api_key="test"
 
-Behaviours: ``ok`` (or ``ok:<content>``), ``429``, ``500``, ``slow:<seconds>``
+Behaviours: ``ok`` (or ``ok:<content>``), ``400`` (bad request), ``401`` (bad key), ``429``, ``500``, ``slow:<seconds>``
 (answers ok after that long: past a shorter client timeout it is a timeout),
 ``malformed`` (HTTP 200 whose body is not JSON).  ``requests`` counts what
 each model received.
@@ -88,7 +88,12 @@ class FaultServer:
                 time.sleep(0.01)
             kind, arg = "ok", ""
         try:
-            if kind == "429":
+            if kind == "400":
+                self._send(handler, 400, {"error": {"message": "bad request: context too long",
+                                                    "type": "invalid_request_error"}})
+            elif kind == "401":
+                self._send(handler, 401, {"error": {"message": "invalid api key", "type": "authentication_error"}})
+            elif kind == "429":
                 self._send(handler, 429, {"error": {"message": "rate limited", "type": "rate_limit_error"}})
             elif kind == "500":
                 self._send(handler, 500, {"error": {"message": "internal error", "type": "server_error"}})

@@ -141,6 +141,47 @@ def test_no_tier_left_says_which_are_open_and_when(server):
     assert server.requests["p"] == 2
 
 
+def test_failure_kinds_decide_what_counts(server):
+    """Provider faults count toward opening; a 400 (our own request is wrong) does not."""
+    client, breakers, clock, events = make(server, ["500", "400", "400", "429", "401", "ok"])
+    kinds = [client.call("sample", SAMPLE).error_kind for _ in range(3)]
+    assert kinds == ["server_error", "bad_request", "bad_request"]
+    m = breakers.metrics()["primary"]
+    assert m["state"] == "CLOSED" and m["failures"] == 1 and m["not_counted"] == 2
+    assert m["failure_kinds"] == {"server_error": 1, "bad_request": 2}
+    assert m["last_error"].startswith("bad_request: ")
+    assert client.call("sample", SAMPLE).error_kind == "rate_limit"
+    assert client.call("sample", SAMPLE).error_kind == "auth"  # a dead key: the tier cannot serve
+    m = breakers.metrics()["primary"]
+    assert m["state"] == "OPEN" and m["failures"] == 3 and m["total_failures"] == 3
+    assert "auth: " in m["transitions"][-1]["reason"]
+
+    # A probe answered with a 400 shows the provider is up: the circuit closes.
+    server.script("p", ["400", "ok"])
+    clock.advance(RECOVERY)
+    assert client.call("sample", SAMPLE).error_kind == "bad_request"
+    assert transitions(breakers)[-2:] == [("OPEN", "HALF_OPEN"), ("HALF_OPEN", "CLOSED")]
+    assert client.call("sample", SAMPLE).ok
+    failed = [e for e in events if e["type"] == "model_call" and not e["ok"]]
+    assert [e["error_kind"] for e in failed] == ["server_error", "bad_request", "bad_request", "rate_limit",
+                                                  "auth", "bad_request"]
+
+
+def test_a_run_keeps_calling_through_its_own_bad_requests(server, tmp_path):
+    finish = json.dumps({"thought": "done", "action_type": "answer", "tool": "finish",
+                         "params": {"answer": "fine"}})
+    server.script("p", ["400", "400", f"ok:{finish}"])
+    opts = {"openai/p": {"api_base": server.api_base, "api_key": "test-key"}}
+    agent = Agent(model="openai/p", failure_threshold=2, workdir=tmp_path, memory=False, tools=["finish"])
+    run = Run(agent, "say something", backend=LiteLLMBackend(opts))
+    result = run.run()
+    # two failures with threshold 2 would open the only tier; two 400s leave it closed, the third call answers
+    assert result.status == "done" and result.answer == "fine" and server.requests["p"] == 3
+    assert agent.breakers.metrics()["primary"]["state"] == "CLOSED"
+    assert agent.breakers.metrics()["primary"]["not_counted"] == 2
+    assert not any(e["type"] == "breaker" for e in run.trace()["events"])
+
+
 def test_breaker_settings_are_checked():
     with pytest.raises(ValueError, match="failure_threshold"):
         BreakerSet({"primary": "memfit/demo"}, failure_threshold=0)
