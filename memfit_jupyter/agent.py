@@ -151,6 +151,7 @@ class Agent:
             "tools": self.tool_names, "max_trials": self.max_trials,
             "context_window": self.context_window,
             "failure_threshold": self.failure_threshold, "recovery_timeout": self.recovery_timeout,
+            "memory": self.memory is not False,
         }
 
     def start(self, task: str) -> Run:
@@ -175,8 +176,15 @@ class Agent:
         )
         # The prompt names the recorded working directory, so a replay elsewhere sends the same text.
         prompt_workdir = trace.get("workdir")
+        # A run recorded with memory replays against an empty scratch store, so that its memory
+        # calls happen again (their replies come from the recording) without touching a real store.
+        if settings.pop("memory", False) and "memory" not in overrides:
+            import tempfile
+
+            settings["memory"] = tempfile.mkdtemp(prefix="memfit-replay-")
+        else:
+            settings["memory"] = False
         settings.update(overrides)
-        settings.setdefault("memory", False)
         agent = cls(guarantees=g, **settings)
         calls = [e for e in trace["events"] if e["type"] == "model_call"]
         run = Run(agent, trace["task"], backend=ReplayBackend(calls), recording=trace)

@@ -223,3 +223,14 @@ def test_tools_may_name_a_tool_that_an_extension_brings(tmp_path):
     agent = Agent(model="memfit/demo", workdir=tmp_path, memory=False, tools="read_file,python,sub_query")
     run = agent.start("task")
     assert set(run.tools) == {"read_file", "python", "sub_query", "finish"}
+
+
+def test_replay_of_a_run_with_memory_gives_the_same_events(tmp_path):
+    run = Agent(model="memfit/demo", workdir=tmp_path / "rec").start("task")  # memory on: the default
+    run.run()
+    recorded = json.loads(json.dumps(run.trace()))
+    assert any(e["purpose"] == "triage" for e in recorded["events"] if e["type"] == "model_call")
+    replayed = Agent.replay(recorded, workdir=tmp_path / "elsewhere")
+    replayed.run()
+    assert json.dumps(replayed.trace()["events"]) == json.dumps(recorded["events"])
+    assert not (tmp_path / "elsewhere" / ".memfit").exists()

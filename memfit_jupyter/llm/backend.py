@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import os
+from collections import defaultdict, deque
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -161,20 +162,23 @@ class LiteLLMBackend:
 
 
 class ReplayBackend:
-    """Answers each call with the next recorded reply: a run replays offline, byte for byte."""
+    """Answers each call with the next recorded reply of the same purpose, so a run replays
+    offline, byte for byte, and a reply never goes to a call of another kind."""
 
     def __init__(self, model_calls: Iterable[dict[str, Any]], prices: dict[str, tuple[float, float]] | None = None,
                  windows: dict[str, int] | None = None):
-        self._calls = list(model_calls)
-        self._next = 0
+        self._queues: dict[str, deque[dict[str, Any]]] = defaultdict(deque)
+        for call in model_calls:
+            self._queues[call.get("purpose", "action")].append(call)
         self._prices = prices or {}
         self._windows = windows or {}
 
     def complete(self, model, messages, *, max_tokens, timeout, metadata):
-        if self._next >= len(self._calls):
-            raise ModelCallError("other", "the recording has no more model replies")
-        call = self._calls[self._next]
-        self._next += 1
+        purpose = metadata.get("memfit_purpose", "action")
+        queue = self._queues.get(purpose)
+        if not queue:
+            raise ModelCallError("other", f"the recording has no more {purpose} replies")
+        call = queue.popleft()
         if call.get("error_kind"):
             raise ModelCallError(call["error_kind"], call.get("error") or "recorded failure")
         return Completion(
