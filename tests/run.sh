@@ -3,13 +3,12 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+# Debian's Chromium for the browser tests (no browser download), and Node.js for the
+# JupyterLab extension, which `pip install` builds.
+bash tests/browser/setup.sh
+
 python -m pip install --quiet --upgrade pip
 python -m pip install --quiet -e '.[test]'
-
-# The browser tests need Debian's Chromium and the Playwright driver (no browser download).
-if [ -f tests/browser/setup.sh ]; then
-  bash tests/browser/setup.sh
-fi
 
 export LITELLM_LOCAL_MODEL_COST_MAP=True
 python -m ruff check memfit_jupyter tests
