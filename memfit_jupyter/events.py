@@ -41,6 +41,8 @@ context         used_tokens, window, ratio, watermark (ok | warning | flush),
 degradation     reason, partial_result, explanation, recommendations [str],
                 cost_usd, duration_s, calls, iterations, tried [str]
 trial           trial, max_trials, passed, oracle_output, lesson (failure diary)
+escalation      choice (more_trials | open_diary | stop), extra_trials, max_trials (the
+                person's answer to an escalated run)
 error           message, traceback (an exception the loop caught and survived)
 run_end         status, answer, reason
 ==============  =====================================================================

@@ -1,12 +1,17 @@
-"""Step, Approve and interrupt through a running kernel, as the browser drives them.
+"""Step, Approve, Override, choices, escalation and interrupt through a running kernel, as the browser
+drives them.
 
 One kernel for the module (jupyter_client).  Button clicks are sent as the
 browser sends them: a ``comm_msg`` to the button's comm with
-``{"method": "custom", "content": {"event": "click"}}``.
+``{"method": "custom", "content": {"event": "click"}}``; a typed value is a ``comm_msg`` with
+``{"method": "update", "state": {...}}``.
 """
 
 from __future__ import annotations
 
+import ast
+import shlex
+import sys
 import time
 from queue import Empty
 
@@ -68,12 +73,27 @@ class Kernel:
         self.kc.shell_channel.send(msg)
         return self._drain(msg["header"]["msg_id"])
 
-    def button(self, description):
-        """The comm id of the newest visible button with this label."""
+    def set_value(self, comm_id, value):
+        """Type a value into a widget, as the browser's widget manager sends it."""
+        msg = self.kc.session.msg("comm_msg", {"comm_id": comm_id, "data": {
+            "method": "update", "state": {"value": value}, "buffer_paths": []}})
+        self.kc.shell_channel.send(msg)
+        self.widgets[comm_id]["value"] = value
+        return self._drain(msg["header"]["msg_id"])
+
+    def button(self, description, prefix=False):
+        """The comm id of the newest button with this label (or a label that starts with it)."""
         found = [cid for cid, s in self.widgets.items()
-                 if s.get("_model_name") == "ButtonModel" and s.get("description") == description]
+                 if s.get("_model_name") == "ButtonModel"
+                 and (s.get("description", "").startswith(description) if prefix
+                      else s.get("description") == description)]
         assert found, f"no {description!r} button"
         return found[-1]
+
+    def visible(self, comm_id):
+        """Whether the widget's layout shows it (the browser reads the same layout model)."""
+        layout = self.widgets[self.widgets[comm_id]["layout"].removeprefix("IPY_MODEL_")]
+        return layout.get("display") != "none"
 
     def close(self):
         self.kc.stop_channels()
@@ -157,3 +177,102 @@ def test_interrupt_cancels_a_running_loop(kernel):
     assert kernel.value("slow.iteration < 300") == "True"
     headers = [s["value"] for s in kernel.widgets.values() if s.get("_dom_classes") == ["memfit-header"]]
     assert "cancelled" in headers[-1] and "interrupted" in headers[-1]
+
+
+def test_override_button_asks_for_confirmation_then_the_run_goes_on(kernel):
+    kernel.execute("%%memfit_task --model memfit/budget-burn --name burnt\n"
+                   "Summarise each of the four chapters in book/, then give an overall summary.")
+    assert kernel.value("burnt.status") == "'degraded'"
+    override = kernel.button("Override limits…")
+    assert kernel.visible(override)
+    kernel.click(override)  # only asks: nothing changes until the person confirms
+    assert kernel.value("burnt.status") == "'degraded'"
+    assert kernel.value("[e.data.get('override') for e in burnt.events if e.type == 'guarantee']").count("True") == 0
+    confirm = kernel.button("Confirm override")
+    assert kernel.visible(confirm) and not kernel.visible(override)
+    amount = [cid for cid, s in kernel.widgets.items()
+              if s.get("_model_name") == "FloatTextModel" and s.get("description") == "max $"][-1]
+    kernel.set_value(amount, 3.0)
+    kernel.click(confirm)
+    assert kernel.value("burnt.status") == "'done'"
+    assert kernel.value("[(e['confirmed'], e['limits']['max_cost_usd']) for e in burnt.trace()['events'] "
+                        "if e['type'] == 'guarantee' and e.get('override')]") == "[(True, 3.0)]"
+    assert kernel.value("1.0 < burnt.result.cost_usd <= 3.0") == "True"
+
+
+def test_diverse_choice_buttons_record_the_choice(kernel):
+    kernel.execute("%%memfit_task --model memfit/disagree --strategy diverse --samples 6 --name split\n"
+                   "In which year was the Peace of Westphalia signed?")
+    alternatives = kernel.value("[a['answer'] for a in [e for e in split.events if e.type == 'synthesis']"
+                                "[-1].data['alternatives']]")
+    assert alternatives.startswith("[") and alternatives.count(",") >= 1
+    kernel.click(kernel.button("1: ", prefix=True))
+    choice = kernel.value("[e.data.get('choice') for e in split.events if e.type == 'synthesis'][-1]")
+    assert choice.startswith("{'index': 1, 'answer': ")
+    assert kernel.value("split.trace()['events'][-1]['choice']['index']") == "1"
+    # the choice is made: the buttons are gone
+    boxes = [s for s in kernel.widgets.values() if s.get("_dom_classes") == ["memfit-choices"]]
+    layout = kernel.widgets[boxes[-1]["layout"].removeprefix("IPY_MODEL_")]
+    assert layout.get("display") == "none"
+
+
+def test_escalation_asks_the_person_and_more_trials_go_on(kernel, tmp_path):
+    oracle = f"PYTEST_DISABLE_PLUGIN_AUTOLOAD=1 {sys.executable} -m pytest -q -p no:cacheprovider tests_slug.py"
+    kernel.execute(f"import os; os.chdir({str(tmp_path)!r})")
+    kernel.execute(f"%%memfit_task --model memfit/diary --oracle {shlex.quote(oracle)} --max-trials 1 "
+                   "--no-memory --name diaried\nWrite slugify(text) in slug.py so that tests_slug.py passes.")
+    assert kernel.value("diaried.status") == "'escalated'"
+    more, diary, stop = (kernel.button(d) for d in ("Try 2 more trials", "Open the diary", "Stop"))
+    assert all(kernel.visible(b) for b in (more, diary, stop))
+    kernel.click(diary)
+    lessons = [s["value"] for s in kernel.widgets.values() if s.get("_dom_classes") == ["memfit-diary"]]
+    assert "Lessons from this run" in lessons[-1]
+    kernel.click(more)
+    assert kernel.value("diaried.status") == "'done'"
+    assert kernel.value("[(e.data['trial'], e.data['max_trials'], e.data['passed']) "
+                        "for e in diaried.events if e.type == 'trial']") == "[(1, 1, False), (2, 3, True)]"
+    assert kernel.value("[e['choice'] for e in diaried.trace()['events'] if e['type'] == 'escalation']") == \
+        "['open_diary', 'more_trials']"
+    assert not kernel.visible(more)
+
+
+def test_stop_leaves_the_run_escalated_and_is_recorded(kernel):
+    kernel.execute("%%memfit_task --model memfit/demo --oracle false --max-trials 1 --no-memory --name halted\n"
+                   "What is the total of the numbers in data.txt?")
+    assert kernel.value("halted.status") == "'escalated'"
+    stop = kernel.button("Stop")
+    kernel.click(stop)
+    assert kernel.value("halted.status") == "'escalated'"
+    assert kernel.value("[e['choice'] for e in halted.trace()['events'] if e['type'] == 'escalation']") == "['stop']"
+    assert not kernel.visible(stop) and not kernel.visible(kernel.button("Try 2 more trials"))
+
+
+def test_a_step_that_asks_for_a_heartbeat_takes_the_next_step_too(kernel):
+    kernel.execute("%%memfit_task --step --model memfit/context-overflow --no-memory --name paged\n"
+                   "Read the nine regional ledgers (north.txt, south.txt, east.txt, west.txt, central.txt, "
+                   "harbor.txt, mountain.txt, river.txt, valley.txt) and report the grand total.")
+    step = kernel.button("Step")
+    moves = []
+    for _ in range(12):
+        kernel.click(step)
+        moves.append(ast.literal_eval(kernel.value("[r.tool for r in paged.records]")))
+        if "core_memory_append" in moves[-1]:
+            break
+    steps = [b[len(a):] for a, b in zip([[]] + moves[:-1], moves, strict=True)]
+    assert steps[-1][0] == "core_memory_append" and len(steps[-1]) == 2  # the heartbeat's step came with it
+    assert all(len(s) == 1 for s in steps[:-1])  # any other click: exactly one iteration
+
+
+def test_memfit_shows_the_breaker_states_of_the_last_run(kernel):
+    kernel.execute("%%memfit_task --model memfit/outage --fallback-model memfit/demo --quiet --name out\n"
+                   "What is the total of the numbers in data.txt?")
+    assert kernel.value("out.status") == "'done'"
+    _, msgs = kernel.execute("%memfit tiers")
+    shown = [m["content"]["data"] for m in msgs if m["msg_type"] == "display_data"][-1]
+    text = shown["text/plain"]
+    section = text.split("circuit breakers (last run's agent):", 1)[1].splitlines()
+    chips = {line.split(":", 1)[0].strip(): line.split(":", 1)[1] for line in section[1:3]}
+    assert chips["primary"].strip().startswith("OPEN (memfit/outage)")
+    assert "turned away" in chips["primary"] and "next probe in" in chips["primary"]
+    assert chips["fallback"].strip().startswith("CLOSED (memfit/demo)")
+    assert "OPEN" in shown["text/html"]

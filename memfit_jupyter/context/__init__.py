@@ -164,6 +164,25 @@ class ContextExtension:
         self._reset_note = (f"[TRIAL {diary.trial}/{diary.max_trials}] The previous attempt failed the oracle. "
                             f"Lesson: {lesson}")
 
+    def more_trials(self, run: Any, extra: int) -> int:
+        """Give an escalated run ``extra`` more trials and reopen it (``step()``/``run()`` go on).
+
+        The choice is a ``escalation`` event; returns the new ``max_trials``.
+        """
+        if self.diary is None or run.status != "escalated":
+            raise RuntimeError("only a run that the failure diary escalated can get more trials")
+        if isinstance(extra, bool) or not isinstance(extra, int) or extra < 1:
+            raise ValueError(f"extra trials must be a positive integer, got {extra!r}")
+        diary = self.diary
+        diary.max_trials += extra
+        diary.trial += 1
+        run.emit("escalation", choice="more_trials", extra_trials=extra, max_trials=diary.max_trials)
+        lesson = diary.lessons[-1] if diary.lessons else "none yet"
+        self._reset_note = (f"[TRIAL {diary.trial}/{diary.max_trials}] The person allowed {extra} more trial(s) "
+                            f"after the oracle kept failing. Lesson: {lesson}")
+        run.result, run.status = None, "running"  # step() goes on from where the run stopped
+        return diary.max_trials
+
     def _fresh_queue(self, run: Any, note: str) -> None:
         """A new trial or feature: the old queue goes to recall; the task and a note remain."""
         entries = run.timeline.entries

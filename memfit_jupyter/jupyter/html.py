@@ -318,12 +318,34 @@ def trials_html(trials: list[dict[str, Any]]) -> str:
         return ""
     rows = []
     for t in trials:
+        if t.get("type") == "escalation":
+            rows.append(f"<div><b>The person chose:</b> {_e(ESCALATION_CHOICES.get(t.get('choice'), t.get('choice')))}"
+                        + (f" (max_trials now {_e(t.get('max_trials'))})" if t.get("choice") == "more_trials" else "")
+                        + "</div>")
+            continue
         mark = pill("passed", "#15803d") if t.get("passed") else pill("failed", "#b91c1c")
         lesson = f"<div><b>Lesson:</b> {_e(t['lesson'])}</div>" if t.get("lesson") else ""
         out = (f"<details><summary>oracle output</summary><pre style='{MONO};white-space:pre-wrap'>"
                f"{_e(_clip(str(t.get('oracle_output') or ''), 1500))}</pre></details>") if t.get("oracle_output") else ""
         rows.append(f"<div>Trial {t.get('trial', '?')}/{t.get('max_trials', '?')} {mark}{lesson}{out}</div>")
     return f'<div style="{FONT}">{_box("<b>Failure diary</b>" + "".join(rows), "#c2410c", "#fff7ed")}</div>'
+
+
+ESCALATION_CHOICES = {"more_trials": "more trials", "open_diary": "open the diary", "stop": "stop"}
+
+
+def diary_html(lessons: list[str], past: list[str]) -> str:
+    """The lessons of an escalated run (and those from past failures), for the person deciding."""
+    parts = []
+    if lessons:
+        parts.append("<b>Lessons from this run's trials</b><ol>" + "".join(f"<li>{_e(x)}</li>" for x in lessons)
+                     + "</ol>")
+    if past:
+        parts.append("<b>Lessons from past failures on similar tasks</b><ul>"
+                     + "".join(f"<li>{_e(x)}</li>" for x in past) + "</ul>")
+    if not parts:
+        parts.append("The diary has no lessons for this task yet.")
+    return f'<div style="{FONT}">{_box("".join(parts), "#c2410c", "#fff7ed")}</div>'
 
 
 def errors_html(errors: list[dict[str, Any]]) -> str:

@@ -16,7 +16,7 @@ from typing import Any
 KNOWN_TYPES = frozenset({
     "run_start", "model_call", "format_error", "action", "observation", "approval", "note",
     "reflection", "spin", "guarantee", "breaker", "synthesis", "memory", "context",
-    "degradation", "trial", "error", "run_end",
+    "degradation", "trial", "escalation", "error", "run_end",
 })
 
 
@@ -203,6 +203,11 @@ class RunState:
     def _on_trial(self, e, it):
         self.trials.append(e)
         return {"trials"}
+
+    def _on_escalation(self, e, it):
+        # The person's answer to an escalated run goes in the failure-diary panel, after the trials.
+        self.trials.append(e)
+        return {"trials", "controls"}
 
     def _on_error(self, e, it):
         self.errors.append(e)

@@ -31,6 +31,19 @@ def breaker_metrics(magics: Any) -> dict[str, Any]:
     return {}
 
 
+def breaker_line(m: Any) -> str:
+    """One tier's breaker in one line: model, state, counters, next probe, last error."""
+    if not isinstance(m, dict):
+        return str(m)
+    parts = [f"{m.get('failures', 0)} failure(s) in a row", f"{m.get('successes', 0)} ok",
+             f"{m.get('rejected', 0)} turned away"]
+    if m.get("next_probe_in_s") is not None:
+        parts.append(f"next probe in {m['next_probe_in_s']:.1f} s")
+    if m.get("last_error"):
+        parts.append(f"last error: {str(m['last_error'])[:100]}")
+    return f"{m.get('state', '?')} ({m.get('model', '')}): " + ", ".join(parts)
+
+
 def _defaults(magics: Any) -> dict[str, Any]:
     return {name: getattr(magics, name) for name in sorted(MemfitSettings.class_trait_names(config=True))}
 
@@ -51,8 +64,9 @@ def sections(magics: Any, which: str) -> list[tuple[str, dict[str, Any]]]:
     out = []
     if which in ("status", "tiers"):
         out.append(("model tiers", _tiers(magics)))
-        metrics = breaker_metrics(magics)
-        out.append(("circuit breakers", metrics or {"(none)": "no run yet, or breakers not available yet"}))
+        metrics = {tier: breaker_line(m) for tier, m in breaker_metrics(magics).items()}
+        out.append(("circuit breakers (last run's agent)",
+                    metrics or {"(none)": "no run yet, or breakers not available yet"}))
     if which in ("status", "defaults"):
         out.append(("defaults (%config MemfitMagics.<name> = ...)", _defaults(magics)))
         out.append(("environment", {"MEMFIT_MODEL": os.environ.get("MEMFIT_MODEL", "(unset)"),

@@ -9,7 +9,10 @@ is synchronous on the kernel's main thread anyway.
 
 Browser clicks reach the kernel only once the running cell has ended, so the
 Step, Continue, Approve and Override buttons run iterations inside their own
-callbacks.
+callbacks.  A Step whose action asked for a heartbeat (``request_heartbeat``)
+takes the next step at once too.  When the failure diary escalates a run, the
+widget asks the person what to do: more trials (the run goes on), the diary's
+lessons, or stop; the answer is an ``escalation`` event.
 """
 
 from __future__ import annotations
@@ -28,14 +31,18 @@ log = logging.getLogger("memfit_jupyter")
 
 #: Events that re-render at once, whatever the throttle: the person must see them now.
 CARDS_PER_CHUNK = 10
-IMMEDIATE = frozenset({"run_start", "run_end", "approval", "spin", "degradation", "error"})
+IMMEDIATE = frozenset({"run_start", "run_end", "approval", "spin", "degradation", "error", "escalation"})
+#: A Step click follows at most this many heartbeats in a row (a model that always asks for one).
+MAX_HEARTBEAT_STEPS = 10
+#: Trials that "Try N more trials" adds to an escalated run.
+EXTRA_TRIALS = 2
 
 
 class RunWidget:
     """The live view of one ``Run``. ``root`` is the ipywidgets box to display."""
 
     def __init__(self, run: Any, *, step: bool = False, throttle_ms: int = 100, max_cards: int = 100,
-                 on_settle: Callable[[], None] | None = None):
+                 on_settle: Callable[[], None] | None = None, extra_trials: int = EXTRA_TRIALS):
         import ipywidgets as W
 
         self.run = run
@@ -53,6 +60,7 @@ class RunWidget:
         self._card_layout: Any = None
         self._card_style: Any = None
         self._confirming = False
+        self.extra_trials = max(1, int(extra_trials))
         self.state = RunState(task=run.task, model=run.agent.model, tiers=dict(run.agent.tiers))
         self.limits = {"max_cost_usd": run.agent.guarantees.max_cost_usd,
                        "max_duration_seconds": run.agent.guarantees.max_duration_seconds,
@@ -66,7 +74,7 @@ class RunWidget:
         self.gauges = W.HTML(_dom_classes=["memfit-gauges"])
         self.panels = {name: html(name) for name in (
             "notes", "breakers", "spin", "context", "degradation", "synthesis", "memory", "trials",
-            "errors", "others")}
+            "errors", "others", "escalation", "diary")}
         self.hidden_note = html("hidden")
         self.timeline = W.VBox(_dom_classes=["memfit-timeline"])
 
@@ -88,10 +96,15 @@ class RunWidget:
         self.confirm_button = button("Confirm override", "danger", self.on_confirm_override)
         self.cancel_button = button("Cancel", "", self.on_cancel_override)
         self.approval_text = html("approval")
+        self.more_trials_button = button(f"Try {self.extra_trials} more trials", "warning", self.on_more_trials,
+                                         "raise max_trials and go on with the lessons learned so far")
+        self.diary_button = button("Open the diary", "info", self.on_open_diary, "show the lessons")
+        self.stop_button = button("Stop", "", self.on_stop, "leave the run escalated")
         self.choices = W.HBox(layout=W.Layout(display="none"), _dom_classes=["memfit-choices"])
         self.controls = W.HBox([self.step_button, self.continue_button, self.abort_button,
                                 self.approve_button, self.reject_button, self.override_button,
-                                self.override_cost, self.confirm_button, self.cancel_button],
+                                self.override_cost, self.confirm_button, self.cancel_button,
+                                self.more_trials_button, self.diary_button, self.stop_button],
                                _dom_classes=["memfit-controls"])
         self.prompt_html = W.HTML()
         self.prompt = W.Accordion(children=[self.prompt_html], selected_index=None,
@@ -100,7 +113,7 @@ class RunWidget:
         p = self.panels
         self.root = W.VBox(
             [self.header, self.gauges, p["notes"], p["breakers"], p["context"], p["spin"], p["degradation"],
-             self.approval_text, self.controls, self.choices, self.prompt, self.hidden_note, self.timeline,
+             self.approval_text, p["escalation"], self.controls, p["diary"], self.choices, self.prompt, self.hidden_note, self.timeline,
              p["synthesis"], p["memory"], p["trials"], p["others"], p["errors"]],
             _dom_classes=["memfit-run-widget"],
             layout=W.Layout(border="1px solid #e5e7eb", padding="6px"))
@@ -230,6 +243,13 @@ class RunWidget:
         show(self.override_button, can_override and not self._confirming)
         for w in (self.override_cost, self.confirm_button, self.cancel_button):
             show(w, can_override and self._confirming)
+        asking = self.escalation_open() and not self._busy
+        show(self.more_trials_button, asking and self._can_add_trials())
+        show(self.diary_button, asking)
+        show(self.stop_button, asking)
+        self._set(self.panels["escalation"], H.notes_html([
+            "The oracle still fails after the last trial. What now? More trials go on with the lessons "
+            "learned so far; the diary shows them; Stop leaves the run escalated."]) if asking else "")
         self._refresh_choices()
         show_prompt = self.step_mode and live and waiting is None
         show(self.prompt, show_prompt)
@@ -298,8 +318,15 @@ class RunWidget:
             self.on_settle()
 
     def on_step(self) -> None:
-        if not self.run.done:
-            self.run.step()
+        if self.run.done:
+            return
+        record = self.run.step()
+        # The action asked to go on at once (request_heartbeat): the same click takes that step too.
+        beats = 0
+        while (record is not None and record.data.get("heartbeat") and not self.run.done
+               and beats < MAX_HEARTBEAT_STEPS):
+            beats += 1
+            record = self.run.step()
 
     def on_continue(self) -> None:
         if self.run.waiting_for_approval is not None:
@@ -334,6 +361,44 @@ class RunWidget:
 
     def on_choose(self, index: int) -> None:
         self.run.choose(index)
+
+    # --- escalation (failure diary) -------------------------------------------------------
+    def escalation_open(self) -> bool:
+        """The run ended escalated and the person has not said yet whether to go on or stop."""
+        run = self.run
+        if not run.done or run.status != "escalated":
+            return False
+        for e in reversed(run.events):
+            if e.type == "run_end":
+                return True
+            if e.type == "escalation" and e.get("choice") in ("more_trials", "stop"):
+                return False
+        return True
+
+    def _diary(self) -> Any:
+        return getattr(getattr(self.run, "context", None), "diary", None)
+
+    def _can_add_trials(self) -> bool:
+        return self._diary() is not None and callable(getattr(self.run.context, "more_trials", None))
+
+    def on_more_trials(self) -> None:
+        self._set(self.panels["diary"], "")
+        self.run.context.more_trials(self.run, self.extra_trials)
+        if not self.step_mode:
+            self.run.run()
+
+    def on_open_diary(self) -> None:
+        diary = self._diary()
+        lessons = list(getattr(diary, "lessons", []) or [])
+        past = list(getattr(diary, "past", []) or [])
+        self.run.emit("escalation", choice="open_diary", extra_trials=0,
+                      max_trials=getattr(diary, "max_trials", None))
+        self._set(self.panels["diary"], H.diary_html(lessons, past))
+
+    def on_stop(self) -> None:
+        self._set(self.panels["diary"], "")
+        diary = self._diary()
+        self.run.emit("escalation", choice="stop", extra_trials=0, max_trials=getattr(diary, "max_trials", None))
 
     def close(self) -> None:
         self._unsubscribe()
