@@ -80,30 +80,41 @@ def compare(new: Probe, old: Probe, config: DedupConfig) -> tuple[bool, dict[str
     return hits >= needed, {"tags": tag_sim, "questions": q_sim, "content": c_sim}
 
 
-def _batch_neighbours(probes: list[Probe], config: DedupConfig) -> list[set[int]]:
-    """For each probe, the earlier probes of the batch that could repeat it: content or
-    questions at their threshold, or a shared tag (vectorised, so a large batch stays fast)."""
+def batch_repeats(probes: list[Probe], config: DedupConfig) -> np.ndarray:
+    """``compare`` for every pair of a batch at once: a boolean (n, n) matrix whose ``[i, j]``
+    says that probe i repeats the earlier probe j (strictly lower triangular)."""
     n = len(probes)
-    near: list[set[int]] = [set() for _ in range(n)]
     if n < 2:
-        return near
+        return np.zeros((n, n), dtype=bool)
+    eps = 1e-6  # as in compare: float32 dot products of identical unit vectors land under 1.0
     vecs = np.stack([p.vec for p in probes])
-    rows, cols = np.nonzero(np.tril(vecs @ vecs.T >= config.content_similarity_threshold - 1e-6, -1))
-    with_q = [i for i, p in enumerate(probes) if p.qvec is not None]
-    pairs = list(zip(rows.tolist(), cols.tolist(), strict=True))
-    if len(with_q) > 1:
-        q = np.stack([probes[i].qvec for i in with_q])
-        qr, qc = np.nonzero(np.tril(q @ q.T >= config.question_similarity_threshold - 1e-6, -1))
-        pairs += [(with_q[a], with_q[b]) for a, b in zip(qr.tolist(), qc.tolist(), strict=True)]
-    by_tag: dict[str, list[int]] = {}
+    hits = (vecs @ vecs.T >= config.content_similarity_threshold - eps).astype(np.int8)
+    available = np.ones((n, n), dtype=np.int8)
+    has_q = np.array([p.qvec is not None for p in probes])
+    if has_q.any():
+        qdim = next(p.qvec for p in probes if p.qvec is not None).shape[0]
+        q = np.stack([p.qvec if p.qvec is not None else np.zeros(qdim, dtype=np.float32) for p in probes])
+        q_avail = has_q[:, None] | has_q[None, :]  # one side without questions compares as 0.0
+        hits += (q_avail & (q @ q.T >= config.question_similarity_threshold - eps)).astype(np.int8)
+        available += q_avail.astype(np.int8)
+    # Tag intersections from the batch's posting lists (dense incidence would be n x vocabulary).
+    inter = np.zeros((n, n), dtype=np.float32)
+    postings: dict[str, list[int]] = {}
     for i, p in enumerate(probes):
         for t in p.tags:
-            near[i].update(by_tag.setdefault(t, []))
-            by_tag[t].append(i)
-    for i, j in pairs:
-        near[i].add(j)
-    # A pair in none of these cannot reach two hits: without a content hit it needs a tag hit.
-    return near
+            postings.setdefault(t, []).append(i)
+    for members in postings.values():
+        if len(members) > 1:
+            idx = np.array(members)
+            inter[np.ix_(idx, idx)] += 1.0
+    sizes = np.array([len(p.tags) for p in probes], dtype=np.float32)
+    union = sizes[:, None] + sizes[None, :] - inter
+    t_avail = union > 0  # both untagged: nothing to compare
+    jac = np.divide(inter, union, out=np.zeros_like(inter), where=t_avail)
+    hits += (t_avail & (jac >= config.tag_overlap_threshold - eps)).astype(np.int8)
+    available += t_avail.astype(np.int8)
+    dup = hits >= np.minimum(available, config.min_matches)
+    return np.tril(dup, -1)
 
 
 def non_repeated(probes: list[Probe], existing: list[list[Probe]], config: DedupConfig) -> list[int]:
@@ -111,19 +122,12 @@ def non_repeated(probes: list[Probe], existing: list[list[Probe]], config: Dedup
     memory in ``existing[i]`` (the stored candidates for probe i) nor an earlier kept probe."""
     if not config.enabled:
         return list(range(len(probes)))
-    near = _batch_neighbours(probes, config)
-    kept: list[int] = []
-    kept_set: set[int] = set()
+    within = batch_repeats(probes, config)
+    kept_mask = np.zeros(len(probes), dtype=bool)
     for i, p in enumerate(probes):
-        stored = existing[i]
-        if stored:
-            # Without a content hit only a tag hit can make two: skip the rest unexamined.
-            sims = np.stack([o.vec for o in stored]) @ p.vec
-            stored = [o for o, c in zip(stored, sims.tolist(), strict=True)
-                      if c >= config.content_similarity_threshold - 1e-6 or (p.tags & o.tags)
-                      or config.min_matches == 1]
-        others = stored + [probes[j] for j in sorted(near[i] & kept_set)]
-        if not any(compare(p, o, config)[0] for o in others):
-            kept.append(i)
-            kept_set.add(i)
-    return kept
+        if within[i].any() and (within[i] & kept_mask).any():
+            continue
+        if any(compare(p, o, config)[0] for o in existing[i]):
+            continue
+        kept_mask[i] = True
+    return np.flatnonzero(kept_mask).tolist()

@@ -19,6 +19,9 @@ retrieval evaluation (tests/benchmarks/retrieval_eval.py) chose.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import lru_cache
+
+import numpy as np
 
 from .entity import MemoryEntity, ScoredMemory
 from .text import keywords, tokens
@@ -57,28 +60,39 @@ def core_score(entity: MemoryEntity, weights: dict[str, float] = WEIGHTS) -> flo
     return sum(w * getattr(entity, f"{k}_score") for k, w in weights.items())
 
 
+@lru_cache(maxsize=16_384)  # the same memories come back query after query: tokenise each text once
+def token_set(text: str) -> frozenset[str]:
+    """The distinct tokens of ``text``."""
+    return frozenset(tokens(text))
+
+
 def match_score(query_keywords: list[str], text: str) -> float:
     """The share of the query's keywords that occur in ``text`` (0 when the query has none)."""
     if not query_keywords:
         return 0.0
-    have = set(tokens(text))
+    have = token_set(text)
     return sum(1 for k in query_keywords if k in have) / len(query_keywords)
 
 
 def keyword_bonus(entity: MemoryEntity, query: str, kws: list[str] | None = None) -> float:
     """Seed 000 §3.5: the keyword bonus, capped at 0.3 (``kws``: the query's keywords, if known)."""
     kws = keywords(query) if kws is None else kws
-    if not kws:
-        return 0.0
-    content_match = match_score(kws, entity.content)
-    bonus = content_match * BONUS["content"]
-    bonus += match_score(kws, " ".join(entity.tags)) * BONUS["tags"]
-    bonus += match_score(kws, " ".join(entity.potential_questions)) * BONUS["questions"]
-    if content_match > 0:
-        bonus += BONUS["contains"]
-    if content_match == 1.0:
-        bonus += BONUS["all"]
-    return min(BONUS_CAP, bonus)
+    return float(_bonuses([entity], kws)[0]) if kws else 0.0
+
+
+def _bonuses(entities: list[MemoryEntity], kws: list[str]) -> np.ndarray:
+    """The keyword bonus of every entity at once."""
+    n = len(entities)
+    if not kws or not n:
+        return np.zeros(n)
+    counts = np.array([[sum(1 for k in kws if k in token_set(text)) for text in
+                        (e.content, " ".join(e.tags), " ".join(e.potential_questions))] for e in entities],
+                      dtype=np.float64).reshape(n, 3)
+    share = counts / len(kws)
+    bonus = share @ np.array([BONUS["content"], BONUS["tags"], BONUS["questions"]])
+    bonus += np.where(counts[:, 0] > 0, BONUS["contains"], 0.0)
+    bonus += np.where(counts[:, 0] == len(kws), BONUS["all"], 0.0)
+    return np.minimum(BONUS_CAP, bonus)
 
 
 def seed_score(entity: MemoryEntity, query: str, weights: dict[str, float] = WEIGHTS) -> float:
@@ -92,42 +106,61 @@ def rrf(ranks: list[int | None], k: int = 60) -> float:
     return sum(1.0 / (k + r) for r in ranks if r is not None) / best if ranks else 0.0
 
 
+_SHOWN = ("r", "c", "t", "a", "p", "o", "e")
+_COLUMNS = (*_SHOWN, "core", "keyword_bonus", "semantic", "lexical", "relevance", "final")
+
+
+def _ranks(ids: list[str], values: np.ndarray) -> np.ndarray:
+    """1-based rank among the positive ``values`` (ties by id), 0 for the others."""
+    out = np.zeros(len(ids))
+    order = sorted((i for i in range(len(ids)) if values[i] > 0), key=lambda i: (-values[i], ids[i]))
+    out[order] = np.arange(1, len(order) + 1)
+    return out
+
+
 def rank(entities: list[MemoryEntity], query: str, *, semantic: dict[str, float],
          lexical: dict[str, float], config: RankingConfig | None = None,
-         sources: dict[str, tuple[str, ...]] | None = None) -> list[ScoredMemory]:
+         sources: dict[str, tuple[str, ...]] | None = None, limit: int | None = None) -> list[ScoredMemory]:
     """Score and order ``entities`` for ``query``.
 
     ``semantic`` maps id to cosine similarity; ``lexical`` maps id to BM25 score
-    (higher is better; absent: no lexical match).  Ties break on id for a stable order.
+    (higher is better; absent: no lexical match).  Ties break on id for a stable
+    order.  ``limit``: return only the best so many.  Computed over all
+    candidates at once (numpy), as this runs on every search.
     """
     config = config or RankingConfig()
-    # a memory with no similarity at all is not "ranked" by the semantic list
-    sem_order = sorted((e for e in entities if semantic.get(e.id, 0.0) > 0),
-                       key=lambda e: (-semantic[e.id], e.id))
-    sem_rank = {e.id: i + 1 for i, e in enumerate(sem_order)}
-    lex_order = sorted((e for e in entities if lexical.get(e.id, 0.0) > 0), key=lambda e: (-lexical[e.id], e.id))
-    lex_rank = {e.id: i + 1 for i, e in enumerate(lex_order)}
+    n = len(entities)
+    if not n:
+        return []
+    ids = [e.id for e in entities]
+    scores = np.array([[e.r_score, e.c_score, e.t_score, e.a_score, e.p_score, e.o_score, e.e_score]
+                       for e in entities], dtype=np.float64)
+    core = scores @ np.array([config.weights.get(k, 0.0) for k in _SHOWN])
+    bonus = _bonuses(entities, keywords(query))
+    seed = np.minimum(1.0, core + bonus)
+    sem = np.array([semantic.get(i, 0.0) for i in ids], dtype=np.float64)
+    lex_raw = np.array([lexical.get(i, 0.0) for i in ids], dtype=np.float64)
+    cos = np.clip(sem, 0.0, 1.0)
     top_lex = max(lexical.values(), default=0.0) or 1.0
-    kws = keywords(query)
-    out = []
-    for e in entities:
-        core = core_score(e, config.weights)
-        bonus = keyword_bonus(e, query, kws)
-        seed = min(1.0, core + bonus)
-        cos = max(0.0, min(1.0, semantic.get(e.id, 0.0)))
-        lex = max(0.0, lexical.get(e.id, 0.0)) / top_lex
-        if config.mode == "hybrid":
-            relevance = rrf([sem_rank.get(e.id), lex_rank.get(e.id)], config.rrf_k)
-        else:
-            relevance = cos
-        w = 0.0 if config.mode == "seed" else config.weight
-        final = min(1.0, (1.0 - w) * seed + w * relevance)
-        breakdown = {**{k: round(getattr(e, f"{k}_score"), 6) for k in ("r", "c", "t", "a", "p", "o", "e")},
-                     "core": round(core, 6), "keyword_bonus": round(bonus, 6), "semantic": round(cos, 6),
-                     "lexical": round(lex, 6), "relevance": round(relevance, 6), "final": round(final, 6)}
-        out.append(ScoredMemory(e, breakdown, (sources or {}).get(e.id, ())))
-    out.sort(key=lambda m: (-m.breakdown["final"], -m.breakdown["relevance"], m.id))
-    return out
+    lex = np.maximum(0.0, lex_raw) / top_lex
+    if config.mode == "hybrid":
+        # a memory with no similarity at all is not "ranked" by the semantic list
+        fused = np.zeros(n)
+        for r in (_ranks(ids, sem), _ranks(ids, lex_raw)):
+            fused += np.where(r > 0, 1.0 / (config.rrf_k + np.maximum(r, 1)), 0.0)
+        relevance = fused / (2 / (config.rrf_k + 1))
+    else:
+        relevance = cos
+    w = 0.0 if config.mode == "seed" else config.weight
+    final = np.minimum(1.0, (1.0 - w) * seed + w * relevance)
+    table = np.round(np.column_stack([scores, core, bonus, cos, lex, relevance, final]), 6)
+    order = sorted(range(n), key=lambda i: (-table[i, -1], -table[i, -2], ids[i]))
+    if limit is not None:
+        order = order[:limit]
+    rows = table[order].tolist()
+    src = sources or {}
+    return [ScoredMemory(entities[i], dict(zip(_COLUMNS, row, strict=True)), src.get(ids[i], ()))
+            for i, row in zip(order, rows, strict=True)]
 
 
 def select_by_bytes(ranked: list[ScoredMemory], bytes_limit: int | None) -> list[ScoredMemory]:

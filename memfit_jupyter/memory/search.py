@@ -13,7 +13,9 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from .entity import MemoryEntity, SearchResults
+import numpy as np
+
+from .entity import SearchResults
 from .ranking import RankingConfig, rank, select_by_bytes
 
 TAG_LIMIT = 20
@@ -53,37 +55,31 @@ def search_memory(store: Any, query: str, *, k: int | None = 10, bytes_limit: in
     if not disable_ai and llm is not None and only is None:
         selected = select_tags(llm, query, list(store.tags()), iteration)
 
-    found: dict[str, MemoryEntity] = {}
-    sources: dict[str, list[str]] = {}
-
-    def keep(entity: MemoryEntity, source: str) -> None:
-        found.setdefault(entity.id, entity)  # step 4: one entry per memory
-        sources.setdefault(entity.id, []).append(source)
-
-    if selected:
-        for e in store.search_by_tags(selected, limit=TAG_LIMIT):
-            keep(e, "tags")
     q = store.embed_query(query)
-    semantic: dict[str, float] = {}
-    for e, sim in store.search_by_semantics(q, SEMANTIC_LIMIT, tags=only):
-        keep(e, "semantic")
-        semantic[e.id] = sim
-    lexical: dict[str, float] = {}
-    if config.mode == "hybrid":
-        for e, score in store.search_lexical(query, LEXICAL_LIMIT * (3 if only else 1)):
-            if only is not None and not set(only) & set(e.tags):
-                continue
-            keep(e, "lexical")
-            lexical[e.id] = score
+    sources: dict[int, list[str]] = {}
+    with store._lock:
+        store._sync()
+        for key in store._tag_keys(selected, limit=TAG_LIMIT) if selected else ():
+            sources.setdefault(key, []).append("tags")
+        for key, _ in store._nearest(q, SEMANTIC_LIMIT, only):
+            sources.setdefault(key, []).append("semantic")
+        lexical_by_key: dict[int, float] = {}
+        if config.mode == "hybrid":
+            for key, score in store._lexical_keys(query, LEXICAL_LIMIT * (3 if only else 1)):
+                lexical_by_key[key] = float(score)
+        for key in lexical_by_key:
+            sources.setdefault(key, []).append("lexical")
+        # step 4: one entry per memory; one read of every candidate's row and vector
+        keys, entities, vecs = store._rows(list(sources))
     if only is not None:
-        found = {i: e for i, e in found.items() if set(only) & set(e.tags)}
-    missing = [i for i in found if i not in semantic]
-    if missing:  # tag and lexical finds still get their true semantic similarity
-        for i, vec in store.vectors(missing).items():
-            semantic[i] = max(-1.0, min(1.0, float(vec @ q)))
-    ranked = rank(list(found.values()), query, semantic=semantic, lexical=lexical, config=config,
-                  sources={i: tuple(s) for i, s in sources.items()})
-    if k is not None:
-        ranked = ranked[:k]
+        wanted = set(only)
+        keep = [i for i, e in enumerate(entities) if wanted & set(e.tags)]
+        keys, entities, vecs = [keys[i] for i in keep], [entities[i] for i in keep], vecs[keep]
+    # every candidate's true cosine (tag and lexical finds too), from the stored vectors
+    sims = np.clip(vecs @ q, -1.0, 1.0).tolist() if len(keys) else []
+    semantic = {e.id: s for e, s in zip(entities, sims, strict=True)}
+    lexical = {e.id: lexical_by_key[key] for key, e in zip(keys, entities, strict=True) if key in lexical_by_key}
+    ranked = rank(entities, query, semantic=semantic, lexical=lexical, config=config,
+                  sources={e.id: tuple(sources[key]) for key, e in zip(keys, entities, strict=True)}, limit=k)
     return SearchResults(select_by_bytes(ranked, bytes_limit), query=query, bytes_limit=bytes_limit,
-                         selected_tags=selected, candidates=len(found))
+                         selected_tags=selected, candidates=len(entities))

@@ -30,7 +30,6 @@ import logging
 import os
 import sqlite3
 import threading
-import uuid
 import warnings
 from collections.abc import Iterable, Iterator
 from pathlib import Path
@@ -54,6 +53,12 @@ SCHEMA_VERSION = "1"
 #: Unsaved index changes after which the index is written out.
 SAVE_EVERY = 2_000
 MAX_CONTENT_BYTES = 64_000
+#: Beam of the dedup search: near-duplicates are the closest points, a short beam finds them.
+DEDUP_EXPANSION = 16
+#: Newest memories per tag that dedup looks at (a popular tag must not scan the whole store).
+TAG_SCAN = 256
+#: add_many writes larger batches in transactions of this many (batch dedup is quadratic).
+ADD_CHUNK = 2_000
 
 _SCHEMA = (
     "CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT NOT NULL)",
@@ -105,6 +110,10 @@ def _clean_list(values: Any, what: str) -> list[str]:
 
 
 _SEP = "\n\x1e\n"
+
+
+def _json_list(values: list[str]) -> str:
+    return json.dumps(values, ensure_ascii=False) if values else "[]"
 
 
 def _redact_all(entities: list[MemoryEntity]) -> None:
@@ -344,13 +353,17 @@ class MemoryStore:
 
     def add_many(self, items: Iterable[dict[str, Any] | MemoryEntity], vectors: np.ndarray | None = None,
                  ) -> list[str | None]:
-        """Store many memories in one transaction (the seed's batch dedup); ids, None for duplicates.
+        """Store many memories (the seed's batch dedup); ids, None for duplicates.
+
+        Up to ``ADD_CHUNK`` memories are written in one transaction (larger batches in
+        several, each all or nothing).
 
         Each item is a ``MemoryEntity`` or a dict with content, tags, questions
         (or potential_questions), scores, and optionally id and created_at.
         ``vectors`` (unit rows) skips embedding the content.
         """
-        entities = [self._prepare(item) for item in items]
+        stamp = now_iso()  # one clock read for the batch
+        entities = [self._prepare(item, stamp) for item in items]
         if not entities:
             return []
         _redact_all(entities)
@@ -362,6 +375,21 @@ class MemoryStore:
                 raise ValueError(f"vectors must have shape ({len(entities)}, {self.embedder.dim}), got {vecs.shape}")
         qvecs = self._question_vectors(entities)
         probes = [Probe(norm_tags(e.tags), qvecs[i], vecs[i]) for i, e in enumerate(entities)]
+        kept: list[int] = []
+        for start in range(0, len(entities), ADD_CHUNK):
+            part = range(start, min(len(entities), start + ADD_CHUNK))
+            kept += [start + i for i in self._add_chunk([entities[j] for j in part], vecs[part.start : part.stop],
+                                                        [qvecs[j] for j in part], [probes[j] for j in part])]
+        ids: list[str | None] = [None] * len(entities)
+        for i in kept:
+            ids[i] = entities[i].id
+        return ids
+
+    def _add_chunk(self, entities: list[MemoryEntity], vecs: np.ndarray, qvecs: list[np.ndarray | None],
+                   probes: list[Probe]) -> list[int]:
+        """One transaction: dedup against the store and the chunk, insert, then index. Returns
+        the positions kept.  A later chunk sees this one through the index, so dedup across
+        chunks is the same as within one."""
         with self._lock:
             self._check_open()
             try:
@@ -369,39 +397,40 @@ class MemoryStore:
                     self._catch_up()
                     kept = (non_repeated(probes, self._stored_candidates(probes), self.dedup)
                             if self.dedup.enabled else list(range(len(entities))))
-                    keys = [self._insert(entities[i], vecs[i], qvecs[i]) for i in kept]
+                    keys = self._insert_many([entities[i] for i in kept], vecs[kept], [qvecs[i] for i in kept])
             except sqlite3.IntegrityError as exc:
                 raise StoreError(f"cannot add to the memory store: {exc}") from None
+            # The commit above is durable once it returns (WAL, synchronous=NORMAL survives the
+            # process being killed); the index is derived data, caught up from SQLite on open.
             if keys:
                 self._index.add(np.array(keys, dtype=np.uint64), vecs[kept], threads=0)
                 self._hw_key = max(self._hw_key, max(keys))
                 self._dirty += len(keys)
             if self._dirty >= SAVE_EVERY:
                 self.flush()
-        ids: list[str | None] = [None] * len(entities)
-        for i in kept:
-            ids[i] = entities[i].id
-        return ids
+        return kept
 
-    def _prepare(self, item: dict[str, Any] | MemoryEntity) -> MemoryEntity:
+    def _prepare(self, item: dict[str, Any] | MemoryEntity, stamp: str) -> MemoryEntity:
         if isinstance(item, MemoryEntity):
             item = item.to_dict()
         content = item.get("content")
         if not isinstance(content, str) or not content.strip():
             raise ValueError("a memory needs non-empty text content")
         content = content.strip()
-        if len(content.encode()) > MAX_CONTENT_BYTES:
+        if len(content) * 4 > MAX_CONTENT_BYTES and len(content.encode()) > MAX_CONTENT_BYTES:
             raise ValueError(f"a memory holds at most {MAX_CONTENT_BYTES} bytes; this one has "
                              f"{len(content.encode())}: split it")
         scores = item.get("scores")
         if scores is None and any(f"{k}_score" in item for k in DIMENSIONS):
             scores = {k: item[f"{k}_score"] for k in DIMENSIONS if f"{k}_score" in item}
+        sc = clean_scores(scores)
         return MemoryEntity(
-            id=str(item.get("id") or uuid.uuid4().hex[:16]), content=content,
+            id=str(item.get("id") or os.urandom(8).hex()), content=content,  # 64 random bits, as uuid4().hex[:16]
             tags=_clean_list(item.get("tags"), "tags"),
             potential_questions=_clean_list(item.get("questions") or item.get("potential_questions"), "questions"),
-            created_at=str(item.get("created_at") or now_iso()),
-            **{f"{k}_score": v for k, v in clean_scores(scores).items()})
+            created_at=str(item.get("created_at") or stamp),
+            c_score=sc["c"], o_score=sc["o"], r_score=sc["r"], e_score=sc["e"], p_score=sc["p"],
+            a_score=sc["a"], t_score=sc["t"])
 
     def _question_vectors(self, entities: list[MemoryEntity]) -> list[np.ndarray | None]:
         with_q = [i for i, e in enumerate(entities) if e.potential_questions]
@@ -413,28 +442,48 @@ class MemoryStore:
         return out
 
     def _stored_candidates(self, probes: list[Probe]) -> list[list[Probe]]:
-        """For each probe, the stored memories it could repeat: its nearest neighbours by content
-        and the memories that share enough tags to reach the Jaccard threshold."""
+        """For each probe, the stored memories it could repeat.
+
+        With two of three needed, a duplicate either has its content at the
+        threshold (so it is among the probe's nearest neighbours) or shares
+        enough tags to reach the Jaccard threshold.  One batched vector search
+        with a short beam finds the first kind (near-duplicates sit right next
+        to the probe; the default beam made this search cost half as much as
+        the add itself), and its distances already say which neighbours reach
+        the content threshold, so only those rows are read back.  The second
+        kind comes from the tag index, reading at most ``TAG_SCAN`` of the
+        newest memories per tag so that a popular tag does not scan the store.
+        """
+        cfg = self.dedup
         n = len(probes)
         cand: list[set[int]] = [set() for _ in range(n)]
         size = len(self._index)
         if size:
-            k = min(self.dedup.candidates, size)
-            # the graph even for small stores: a near-duplicate is always among the closest it finds
-            found = self._index.search(np.stack([p.vec for p in probes]), k, threads=0)
-            # one query gives Matches (its hits only), several give BatchMatches (padded rows)
-            rows = ([np.asarray(found.keys)] if n == 1 else
-                    [found.keys[i][: int(found.counts[i])] for i in range(n)])
-            for i in range(n):
-                cand[i].update(int(x) for x in rows[i])
+            k = min(cfg.candidates, size)
+            beam = self._index.expansion_search
+            self._index.expansion_search = max(k, DEDUP_EXPANSION)
+            try:
+                found = self._index.search(np.stack([p.vec for p in probes]), k, threads=0)
+            finally:
+                self._index.expansion_search = beam
+            keys = np.asarray(found.keys).reshape(n, -1)
+            sims = 1.0 - np.asarray(found.distances, dtype=np.float64).reshape(n, -1)
+            counts = np.asarray(found.counts).reshape(-1) if n > 1 else np.array([keys.shape[1]])
+            valid = np.arange(keys.shape[1])[None, :] < counts[:, None]
+            if cfg.min_matches > 1:  # one hit alone (e.g. questions) only counts when one is enough
+                valid &= sims >= cfg.content_similarity_threshold - 1e-6
+            for i, j in zip(*np.nonzero(valid), strict=True):
+                cand[i].add(int(keys[i, j]))
+        postings = self._tag_postings({t for p in probes for t in p.tags})
         for i, p in enumerate(probes):
-            if p.tags:
-                need = max(1, int(np.ceil(self.dedup.tag_overlap_threshold * len(p.tags))))
-                marks = ",".join("?" * len(p.tags))
-                rows = self._conn.execute(
-                    f"SELECT key FROM memory_tags WHERE tag IN ({marks}) GROUP BY key HAVING count(*) >= ? "
-                    "ORDER BY key DESC LIMIT 200", (*sorted(p.tags), need)).fetchall()
-                cand[i].update(r[0] for r in rows)
+            if not p.tags:
+                continue  # an untagged memory only repeats by content (tags then count 0 or not at all)
+            need = max(1, int(np.ceil(cfg.tag_overlap_threshold * len(p.tags) - 1e-9)))
+            hits: dict[int, int] = {}
+            for tag in p.tags:
+                for key in postings.get(tag, ()):
+                    hits[key] = hits.get(key, 0) + 1
+            cand[i].update(key for key, c in hits.items() if c >= need)
         wanted = sorted(set().union(*cand))
         stored: dict[int, Probe] = {}
         for chunk in range(0, len(wanted), 500):
@@ -447,19 +496,41 @@ class MemoryStore:
                                     np.frombuffer(v, dtype=np.float32))
         return [[stored[k] for k in sorted(c) if k in stored] for c in cand]
 
-    def _insert(self, e: MemoryEntity, vec: np.ndarray, qvec: np.ndarray | None) -> int:
-        cur = self._conn.execute(
-            f"INSERT INTO memories({_COLUMNS[5:]}, vector, qvector) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
-            (e.id, e.content, json.dumps(e.tags, ensure_ascii=False),
-             json.dumps(e.potential_questions, ensure_ascii=False), e.created_at,
-             e.c_score, e.o_score, e.r_score, e.e_score, e.p_score, e.a_score, e.t_score,
-             vec.astype(np.float32).tobytes(), None if qvec is None else qvec.astype(np.float32).tobytes()))
-        key = cur.lastrowid
+    def _tag_postings(self, tags: set[str]) -> dict[str, list[int]]:
+        """The newest ``TAG_SCAN`` keys of each tag: one bounded index range per tag, many tags a statement."""
+        out: dict[str, list[int]] = {}
+        ordered = sorted(tags)
+        for chunk in range(0, len(ordered), 200):  # SQLite allows 500 terms in a compound select
+            part = ordered[chunk : chunk + 200]
+            sql = " UNION ALL ".join(
+                "SELECT * FROM (SELECT tag, key FROM memory_tags WHERE tag = ? ORDER BY key DESC LIMIT ?)"
+                for _ in part)
+            for tag, key in self._conn.execute(sql, [v for t in part for v in (t, TAG_SCAN)]):
+                out.setdefault(tag, []).append(key)
+        return out
+
+    def _insert_many(self, entities: list[MemoryEntity], vecs: np.ndarray,
+                     qvecs: list[np.ndarray | None]) -> list[int]:
+        """Insert rows with keys chosen here (we hold the write lock), so that each table takes
+        one ``executemany`` instead of a statement per memory."""
+        if not entities:
+            return []
+        top = self._conn.execute("SELECT coalesce(max(key), 0) FROM memories").fetchone()[0]
+        start = max(top, self._seq_value("memories")) + 1  # AUTOINCREMENT: never reuse a deleted key
+        keys = list(range(start, start + len(entities)))
+        self._conn.executemany(
+            f"INSERT INTO memories(key, {_COLUMNS[5:]}, vector, qvector) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+            [(key, e.id, e.content, _json_list(e.tags), _json_list(e.potential_questions), e.created_at,
+              e.c_score, e.o_score, e.r_score, e.e_score, e.p_score, e.a_score, e.t_score,
+              vec.tobytes(), None if qvec is None else qvec.astype(np.float32).tobytes())
+             for key, e, vec, qvec in zip(keys, entities, vecs, qvecs, strict=True)])
         self._conn.executemany("INSERT OR IGNORE INTO memory_tags(tag, key) VALUES (?, ?)",
-                               [(t, key) for t in norm_tags(e.tags)])
-        self._conn.execute("INSERT INTO memories_fts(rowid, content, tags, questions) VALUES (?,?,?,?)",
-                           (key, _fts_text([e.content]), _fts_text(e.tags), _fts_text(e.potential_questions)))
-        return key
+                               [(t, key) for key, e in zip(keys, entities, strict=True) for t in norm_tags(e.tags)])
+        self._conn.executemany(
+            "INSERT INTO memories_fts(rowid, content, tags, questions) VALUES (?,?,?,?)",
+            [(key, _fts_text([e.content]), _fts_text(e.tags), _fts_text(e.potential_questions))
+             for key, e in zip(keys, entities, strict=True)])
+        return keys
 
     def delete(self, id: str) -> bool:
         """Delete a memory; False when there is none with this id."""
@@ -535,17 +606,34 @@ class MemoryStore:
 
     def search_by_tags(self, tags: Iterable[str], match_all: bool = False, limit: int = 20) -> list[MemoryEntity]:
         """Seed ``SearchByTags``: memories carrying any (or all) of ``tags``, most matches, then newest, first."""
+        with self._lock:
+            self._check_open()
+            keys = self._tag_keys(tags, match_all, limit)
+            found = self._entities(keys)
+            return [found[k] for k in keys if k in found]
+
+    def _tag_keys(self, tags: Iterable[str], match_all: bool = False, limit: int = 20) -> list[int]:
         wanted = sorted(norm_tags(tags))
         if not wanted:
             return []
-        with self._lock:
-            self._check_open()
-            rows = self._conn.execute(
-                f"SELECT key, count(*) AS n FROM memory_tags WHERE tag IN ({','.join('?' * len(wanted))}) "
-                f"GROUP BY key {'HAVING n = ?' if match_all else ''} ORDER BY n DESC, key DESC LIMIT ?",
-                (*wanted, *([len(wanted)] if match_all else []), int(limit))).fetchall()
-            found = self._entities([r[0] for r in rows])
-            return [found[r[0]] for r in rows if r[0] in found]
+        rows = self._conn.execute(
+            f"SELECT key, count(*) AS n FROM memory_tags WHERE tag IN ({','.join('?' * len(wanted))}) "
+            f"GROUP BY key {'HAVING n = ?' if match_all else ''} ORDER BY n DESC, key DESC LIMIT ?",
+            (*wanted, *([len(wanted)] if match_all else []), int(limit))).fetchall()
+        return [r[0] for r in rows]
+
+    def _rows(self, keys: list[int]) -> tuple[list[int], list[MemoryEntity], np.ndarray]:
+        """Entities and content vectors of ``keys`` in one read (keys no longer stored are dropped)."""
+        found: dict[int, tuple[MemoryEntity, bytes]] = {}
+        for chunk in range(0, len(keys), 500):
+            part = keys[chunk : chunk + 500]
+            for row in self._conn.execute(
+                    f"SELECT {_COLUMNS}, vector FROM memories WHERE key IN ({','.join('?' * len(part))})", part):
+                found[row[0]] = (self._entity(row), row[-1])
+        present = [k for k in keys if k in found]
+        vecs = (np.frombuffer(b"".join(found[k][1] for k in present), dtype=np.float32).reshape(len(present), -1)
+                if present else np.zeros((0, self.embedder.dim), dtype=np.float32))
+        return present, [found[k][0] for k in present], vecs
 
     def vectors(self, ids: Iterable[str]) -> dict[str, np.ndarray]:
         """The stored content vectors of these memories, by id."""
@@ -596,18 +684,21 @@ class MemoryStore:
 
     def search_lexical(self, query: str, limit: int = 15) -> list[tuple[MemoryEntity, float]]:
         """BM25 (SQLite FTS5) over content, tags and questions; higher scores are better."""
+        with self._lock:
+            self._check_open()
+            rows = self._lexical_keys(query, limit)
+            found = self._entities([r[0] for r in rows])
+            return [(found[k], float(s)) for k, s in rows if k in found]
+
+    def _lexical_keys(self, query: str, limit: int) -> list[tuple[int, float]]:
         kws = keywords(query)
         if not kws or limit <= 0:
             return []
         match = " OR ".join(f'"{k}"' for k in kws)
-        with self._lock:
-            self._check_open()
-            rows = self._conn.execute(
-                "SELECT rowid, -bm25(memories_fts, 1.0, 0.8, 0.6) AS s FROM memories_fts "
-                "WHERE memories_fts MATCH ? ORDER BY bm25(memories_fts, 1.0, 0.8, 0.6) LIMIT ?",
-                (match, int(limit))).fetchall()
-            found = self._entities([r[0] for r in rows])
-            return [(found[k], float(s)) for k, s in rows if k in found]
+        return self._conn.execute(
+            "SELECT rowid, -bm25(memories_fts, 1.0, 0.8, 0.6) AS s FROM memories_fts "
+            "WHERE memories_fts MATCH ? ORDER BY bm25(memories_fts, 1.0, 0.8, 0.6) LIMIT ?",
+            (match, int(limit))).fetchall()
 
     def search(self, query: str, k: int = 10, bytes_limit: int | None = None,
                tags: Iterable[str] | None = None, *, llm: Any = None, disable_ai: bool | None = None,

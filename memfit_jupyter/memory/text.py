@@ -12,6 +12,7 @@ from functools import lru_cache
 
 _WORD = re.compile(r"[a-z0-9_]+|[\u3400-\u9fff\uf900-\ufaff]+")
 _CJK = re.compile(r"[\u3400-\u9fff\uf900-\ufaff]")
+_ASCII_WORD = re.compile(r"[a-z0-9_]+")
 
 STOPWORDS = frozenset(
     "a an and are as at be but by can do does for from had has have how i if in into is it its "
@@ -39,8 +40,11 @@ def stem(word: str) -> str:
 
 def tokens(text: str) -> list[str]:
     """All stemmed tokens of ``text``, in order, stopwords included."""
+    low = (text or "").lower()
+    if low.isascii():  # the common case, with no CJK check per word (inserts tokenise every memory)
+        return [stem(w) for w in _ASCII_WORD.findall(low)]
     out: list[str] = []
-    for piece in _WORD.findall((text or "").lower()):
+    for piece in _WORD.findall(low):
         if _CJK.match(piece):
             out.extend(piece[i : i + 2] for i in range(max(1, len(piece) - 1)))
         else:
