@@ -168,4 +168,4 @@ def load_scenario(name: str) -> Scenario:
 
 def scenarios() -> dict[str, str]:
     """Every built-in scenario with its one-line description."""
-    return {n: load_scenario(n).description.splitlines()[0] if load_scenario(n).description else "" for n in scenario_names()}
+    return {n: " ".join(load_scenario(n).description.split()) for n in scenario_names()}
