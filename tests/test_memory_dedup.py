@@ -97,3 +97,41 @@ def test_batch_form_dedups_within_the_batch(tmp_path):
         assert ids[0] is None and ids[2] is None
         assert ids[1] and ids[3]
         assert len(store) == 3
+
+
+def test_batch_matrix_agrees_with_pairwise_compare():
+    from memfit_jupyter.memory.dedup import batch_repeats
+
+    rng = np.random.default_rng(3)
+    base = rng.standard_normal((4, 8)).astype(np.float32)
+    probes = []
+    for i in range(40):
+        # near copies of a few bases, so that every threshold is crossed both ways
+        v = base[i % 4] + rng.uniform(0, 0.5) * rng.standard_normal(8).astype(np.float32)
+        q = None if i % 3 == 0 else base[(i // 2) % 4] + 0.3 * rng.standard_normal(8).astype(np.float32)
+        tags = frozenset(rng.choice(list("abcde"), size=int(rng.integers(0, 4)), replace=False).tolist())
+        probes.append(Probe(tags, None if q is None else q / np.linalg.norm(q), v / np.linalg.norm(v)))
+    for cfg in (DedupConfig(), DedupConfig(min_matches=1), DedupConfig(min_matches=3),
+                DedupConfig(tag_overlap_threshold=0.5, content_similarity_threshold=0.8)):
+        m = batch_repeats(probes, cfg)
+        expected = np.array([[j < i and compare(probes[i], probes[j], cfg)[0] for j in range(40)]
+                             for i in range(40)])
+        assert (m == expected).all()
+        assert expected.any() and not expected.all()
+
+
+def test_popular_tag_dedup_reads_a_bounded_number_of_memories(tmp_path):
+    from memfit_jupyter.memory.store import TAG_SCAN
+
+    with MemoryStore(tmp_path / "m") as store:
+        store.add_many([{"content": f"note {i} about topic {i * 7919 % 1000}", "tags": ["common"]}
+                        for i in range(TAG_SCAN + 100)])
+        probe = Probe(frozenset({"common"}), None, store.embed_query("something else entirely"))
+        candidates = store._stored_candidates([probe])[0]
+        assert 0 < len(candidates) <= TAG_SCAN
+        # the newest memories with the tag are the ones compared: a tags + questions repeat of
+        # one (different content, so no nearest-neighbour hit) is still caught
+        q = "when does the nightly job run?"
+        assert store.add("the nightly job runs at two", tags=["common"], questions=[q])
+        assert store.add("cron starts it after midnight", tags=["common"], questions=["where are logs?"])
+        assert store.add("it begins at 2am every day", tags=["common"], questions=[q]) is None

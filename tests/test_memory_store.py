@@ -201,3 +201,28 @@ class warnings_as_errors:
 
     def __exit__(self, *exc):
         self._cm.__exit__(*exc)
+
+
+def test_exact_scan_of_a_small_store_matches_the_graph_and_follows_changes(tmp_path):
+    exact = MemoryStore(tmp_path / "exact")  # 5 memories: below exact_below, a matrix product
+    graph = MemoryStore(tmp_path / "graph", exact_below=0)  # always the HNSW graph
+    try:
+        for s in (exact, graph):
+            for content, tags, qs in FACTS:
+                s.add(content, tags=tags, questions=qs)
+        for content, _, _ in FACTS:
+            a = [(e.content, round(sim, 5)) for e, sim in exact.search_by_semantics(content, 3)]
+            b = [(e.content, round(sim, 5)) for e, sim in graph.search_by_semantics(content, 3)]
+            assert a == b and a[0][0] == content
+        new = exact.add("numpy argpartition finds the top k without a full sort", tags=["numpy"])
+        assert exact.search_by_semantics("numpy argpartition top k", 1)[0][0].id == new
+        exact.delete(new)
+        assert all(e.id != new for e, _ in exact.search_by_semantics("numpy argpartition top k", 5))
+        # another store object's write is seen too
+        other = MemoryStore(tmp_path / "exact")
+        late = other.add("git bisect finds the commit that broke a test", tags=["git"])
+        other.close()
+        assert exact.search_by_semantics("git bisect broke test", 1)[0][0].id == late
+    finally:
+        exact.close()
+        graph.close()

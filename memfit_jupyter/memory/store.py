@@ -141,7 +141,10 @@ class MemoryStore:
     the one the store was built with (hashing for a new store).  ``dedup``: a
     ``DedupConfig`` (or False to store every memory).  ``ranking``: hybrid
     (default), semantic or seed, or a ``RankingConfig``.  ``exact_below``: below
-    this many memories a search scans every vector (faster than the graph there).
+    this many memories a search is one matrix product over every vector (exact,
+    and faster than the graph there; the vectors are kept in memory, 15 MB at
+    10k of 384 dims).  ``connectivity``, ``expansion_add``, ``expansion_search``:
+    the HNSW graph's parameters, chosen by tests/benchmarks/bench_memory.py.
     """
 
     def __init__(self, path: str | os.PathLike, embedder: str | Embedder | None = None, *,
@@ -165,6 +168,8 @@ class MemoryStore:
         self._hw_del = 0
         self._dirty = 0
         self._data_version = None
+        # (index state it matches, keys, vectors): the exact scan of a small store
+        self._exact: tuple[tuple[int, int, int], np.ndarray, np.ndarray] | None = None
         try:
             self._conn = sqlite3.connect(self.path / DB_NAME, timeout=30.0, isolation_level=None,
                                          check_same_thread=False)
@@ -273,6 +278,7 @@ class MemoryStore:
 
     def _rebuild(self) -> None:
         self._index = self._new_index()
+        self._exact = None  # reindex keeps the keys but changes the vectors
         self._hw_key = self._hw_del = 0
         with self._read():
             self._hw_del = self._conn.execute("SELECT coalesce(max(seq), 0) FROM deletions").fetchone()[0]
@@ -403,9 +409,13 @@ class MemoryStore:
             # The commit above is durable once it returns (WAL, synchronous=NORMAL survives the
             # process being killed); the index is derived data, caught up from SQLite on open.
             if keys:
+                before = self._index_state()
                 self._index.add(np.array(keys, dtype=np.uint64), vecs[kept], threads=0)
                 self._hw_key = max(self._hw_key, max(keys))
                 self._dirty += len(keys)
+                if self._exact is not None and self._exact[0] == before and len(self._index) < self.exact_below:
+                    self._exact = (self._index_state(), np.concatenate([self._exact[1], np.array(keys, dtype=np.uint64)]),
+                                   np.concatenate([self._exact[2], vecs[kept]]))
             if self._dirty >= SAVE_EVERY:
                 self.flush()
         return kept
@@ -679,8 +689,26 @@ class MemoryStore:
         size = len(self._index)
         if size == 0 or limit <= 0:
             return []
-        found = self._index.search(q, min(limit, size), exact=size < self.exact_below)
-        return [(int(k), 1.0 - float(d)) for k, d in zip(found.keys, found.distances, strict=True)]
+        if size >= self.exact_below:
+            found = self._index.search(q, min(limit, size))
+            return [(int(k), 1.0 - float(d)) for k, d in zip(found.keys, found.distances, strict=True)]
+        # A small store: one matrix product over every vector beats walking the graph (and is exact).
+        keys, mat = self._exact_matrix()
+        sims = mat @ q
+        top = np.argpartition(-sims, limit - 1)[:limit] if limit < len(sims) else np.arange(len(sims))
+        top = top[np.argsort(-sims[top], kind="stable")]
+        return [(int(keys[i]), float(sims[i])) for i in top]
+
+    def _index_state(self) -> tuple[int, int, int]:
+        return (self._hw_key, self._hw_del, len(self._index))
+
+    def _exact_matrix(self) -> tuple[np.ndarray, np.ndarray]:
+        """Keys and vectors of a small store, read once and kept while the index is unchanged."""
+        state = self._index_state()
+        if self._exact is None or self._exact[0] != state:
+            keys, vecs = self._rows_after(0)
+            self._exact = (state, keys, vecs)
+        return self._exact[1], self._exact[2]
 
     def search_lexical(self, query: str, limit: int = 15) -> list[tuple[MemoryEntity, float]]:
         """BM25 (SQLite FTS5) over content, tags and questions; higher scores are better."""
