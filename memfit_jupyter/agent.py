@@ -15,7 +15,6 @@ through a ``RunEnded`` exception carrying its status and reason.
 from __future__ import annotations
 
 import importlib
-import logging
 import time
 import traceback
 import uuid
@@ -35,11 +34,11 @@ from .errors import (
 from .events import TIMING_FIELDS, Event
 from .records import ActionRecord, GracefulDegradationPlan, ReflectionLevel, RunResult, ToolResult
 from .reliability.guarantees import BudgetTracker, ExecutionGuarantees
-from .secrets import redact_obj
+from .secrets import package_logger, redact_obj
 from .timeline import Timeline
 from .tools import EXTENSION_TOOL_NAMES, Tool, ToolContext, select_tools
 
-log = logging.getLogger("memfit_jupyter")
+log = package_logger()  # one logger for the package; secrets redacted
 
 TRACE_VERSION = 1
 DEFAULT_MODEL = "memfit/demo"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import re
 
@@ -54,3 +55,21 @@ def redact_obj(value):
     if isinstance(value, list | tuple):
         return [redact_obj(v) for v in value]
     return value
+
+
+class RedactingFilter(logging.Filter):
+    """Redacts every record of the package's logger: a provider's error text or a question in a
+    log line may quote a key."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        record.msg = redact(record.getMessage())
+        record.args = None
+        return True
+
+
+def package_logger() -> logging.Logger:
+    """The ``memfit_jupyter`` logger, with secrets redacted from whatever any module logs on it."""
+    log = logging.getLogger("memfit_jupyter")
+    if not any(isinstance(f, RedactingFilter) for f in log.filters):
+        log.addFilter(RedactingFilter())
+    return log

@@ -234,3 +234,14 @@ def test_replay_of_a_run_with_memory_gives_the_same_events(tmp_path):
     replayed.run()
     assert json.dumps(replayed.trace()["events"]) == json.dumps(recorded["events"])
     assert not (tmp_path / "elsewhere" / ".memfit").exists()
+
+
+def test_secrets_never_reach_the_logs(tmp_path, caplog):
+    import logging
+
+    run = Agent(model="memfit/demo", workdir=tmp_path, memory=False).start("task")
+    with caplog.at_level(logging.INFO, logger="memfit_jupyter"):
+        logging.getLogger("memfit_jupyter").warning("provider said: bad key %s", "sk-abcdefghijklmnopqrstuvwxyz1234")
+    assert run is not None
+    assert "sk-abcdefghijklmnopqrstuvwxyz" not in caplog.text
+    assert "bad key [REDACTED]" in caplog.text
