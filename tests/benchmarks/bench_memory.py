@@ -3,16 +3,19 @@ scan, in the same run, on structured vectors (low rank plus noise: on uniform ra
 every HNSW index's recall collapses).
 
     python tests/benchmarks/bench_memory.py --sizes 10000,100000
+    python tests/benchmarks/bench_memory.py --sizes 1000000 --search-only --connectivity 8 --expansion-add 40
 
 Reports, per size: semantic search p50/p95 at k=15 (store, bare usearch, numpy exact) and
 their ratios; recall@10 against exact; the whole pipeline with disable_ai; insert throughput
 with dedup on against bare usearch add (same chunks); open time (saved index) and rebuild
-time; peak memory of a process that opens the store against one that loads the bare index.
+time; peak memory (VmHWM) of a process that opens the store and searches once against one that
+loads the bare index and searches once.  The HNSW parameters default to the store's own.
 """
 
 from __future__ import annotations
 
 import argparse
+import inspect
 import json
 import os
 import random
@@ -57,27 +60,36 @@ def timed(fn, items) -> list[float]:
     return out
 
 
-def child_open(path: str, kind: str) -> dict:
+def child_open(path: str, kind: str, opts: dict) -> dict:
+    """Open the store (or load the bare index) in a fresh process and run one search there.
+
+    Peak memory is the child's own VmHWM: ``ru_maxrss`` of a child started from this
+    large process reports the parent's high-water mark (both sides then read the same)."""
     code = f"""
-import json, resource, time, warnings, sys
+import json, time, warnings, sys
+import numpy as np
 sys.path.insert(0, {str(Path(__file__).resolve().parents[2])!r})
 t = time.perf_counter()
 if {kind!r} == "store":
     from memfit_jupyter.memory import MemoryStore
     with warnings.catch_warnings(record=True) as w:
         warnings.simplefilter("always")
-        s = MemoryStore({path!r}); n = len(s); rebuilt = bool(w)
+        s = MemoryStore({path!r}, **{opts!r}); n = len(s); rebuilt = bool(w)
+    opened = time.perf_counter() - t
+    s.search_by_semantics(np.ones({DIM}, dtype=np.float32) / {DIM ** 0.5}, 15)
 else:
     from usearch.index import Index
-    s = Index(ndim={DIM}, metric="ip", dtype="f32"); s.load({path!r}); n = len(s); rebuilt = False
-print(json.dumps({{"open_s": time.perf_counter() - t, "n": n, "rebuilt": rebuilt,
-                  "maxrss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}}))
+    s = Index(ndim={DIM}, metric="ip", dtype="f32", **{opts!r}); s.load({path!r}); n = len(s); rebuilt = False
+    opened = time.perf_counter() - t
+    s.search(np.ones({DIM}, dtype=np.float32) / {DIM ** 0.5}, 15)
+hwm = next(int(line.split()[1]) for line in open("/proc/self/status") if line.startswith("VmHWM:"))
+print(json.dumps({{"open_s": opened, "n": n, "rebuilt": rebuilt, "maxrss_mb": hwm / 1024}}))
 """
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
-def bench(n: int, workdir: Path, expansion_search: int) -> dict:
+def bench(n: int, workdir: Path, opts: dict) -> dict:
     from usearch.index import Index
 
     rng = np.random.default_rng(7)
@@ -89,7 +101,6 @@ def bench(n: int, workdir: Path, expansion_search: int) -> dict:
     texts = [" ".join(rnd.sample(words, 12)) for _ in range(n)]
     tag_vocab = [f"t{i}" for i in range(5_000)]
     items = [{"content": texts[i], "tags": rnd.sample(tag_vocab, 2)} for i in range(n)]
-    opts = {"connectivity": 16, "expansion_add": 128, "expansion_search": expansion_search}
     r: dict = {"n": n, **opts}
 
     # --- bare usearch: add in the same chunks as the store
@@ -102,7 +113,7 @@ def bench(n: int, workdir: Path, expansion_search: int) -> dict:
     # --- the store: add_many with dedup on (2-of-3 against the 10 nearest and tag sharers)
     path = workdir / f"store{n}"
     shutil.rmtree(path, ignore_errors=True)
-    store = MemoryStore(path, exact_below=10_000, **opts)
+    store = MemoryStore(path, **opts)  # default exact_below: 10k and more use the graph
     t = time.perf_counter()
     added = 0
     for s in range(0, n, CHUNK):
@@ -150,8 +161,8 @@ def bench(n: int, workdir: Path, expansion_search: int) -> dict:
     store.close()
     bare_path = workdir / f"bare{n}.usearch"
     bare.save(str(bare_path))
-    opened = child_open(str(path), "store")
-    bare_open = child_open(str(bare_path), "bare")
+    opened = child_open(str(path), "store", opts)
+    bare_open = child_open(str(bare_path), "bare", opts)
     r["open_s"], r["open_rebuilt"], r["open_maxrss_mb"] = opened["open_s"], opened["rebuilt"], opened["maxrss_mb"]
     r["bare_load_s"], r["bare_load_maxrss_mb"] = bare_open["open_s"], bare_open["maxrss_mb"]
     r["open_vs_bare_load"] = r["open_s"] / max(r["bare_load_s"], 1e-9)
@@ -160,23 +171,71 @@ def bench(n: int, workdir: Path, expansion_search: int) -> dict:
     t = time.perf_counter()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        MemoryStore(path).close()
+        MemoryStore(path, **opts).close()
     r["rebuild_s"] = time.perf_counter() - t
     r["process_maxrss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    return r
+
+
+def bench_search_only(n: int, opts: dict, max_build_s: float) -> dict:
+    """Search alone at a size where building the store is too slow here: exact numpy against a
+    bare usearch index (the build stops, and says so, after ``max_build_s``)."""
+    from usearch.index import Index
+
+    rng = np.random.default_rng(7)
+    basis = rng.standard_normal((RANK, DIM)).astype(np.float32)
+    data = np.empty((n, DIM), dtype=np.float32)
+    for s in range(0, n, 100_000):  # in slices: the temporaries of one call would triple the memory
+        data[s : s + 100_000] = structured(min(100_000, n - s), rng, basis)
+    queries = structured(QUERIES, rng, basis)
+    r: dict = {"n": n, "mode": "search-only", **opts}
+
+    def exact(q):
+        sims = data @ q
+        top = np.argpartition(-sims, 15)[:15]
+        return top[np.argsort(-sims[top])]
+
+    exact_t = timed(exact, queries[:50])
+    r["exact_p50_ms"], r["exact_p95_ms"] = pct(exact_t)
+    exact_top = [np.argsort(-(data @ q))[:10] + 1 for q in queries[:50]]
+    bare = Index(ndim=DIM, metric="ip", dtype="f32", **opts)
+    t = time.perf_counter()
+    for s in range(0, n, 10_000):
+        bare.add(np.arange(s + 1, min(n, s + 10_000) + 1, dtype=np.uint64), data[s : s + 10_000], threads=0)
+        if time.perf_counter() - t > max_build_s:
+            break
+    r["bare_built"] = len(bare)
+    r["bare_add_per_s"] = len(bare) / (time.perf_counter() - t)
+    if len(bare) < n:
+        r["bare"] = f"not built: {len(bare)} of {n} vectors after {max_build_s:.0f} s"
+        return r
+    bare_t = timed(lambda q: bare.search(q, 15), queries)
+    r["bare_p50_ms"], r["bare_p95_ms"] = pct(bare_t)
+    r["bare_vs_exact_p50"] = r["bare_p50_ms"] / r["exact_p50_ms"]
+    r["bare_recall@10"] = float(np.mean([len(set(map(int, bare.search(q, 10).keys)) & set(map(int, e))) / 10
+                                         for q, e in zip(queries[:50], exact_top, strict=True)]))
     return r
 
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--sizes", default="10000,100000")
-    p.add_argument("--expansion-search", type=int, default=64)
+    defaults = inspect.signature(MemoryStore).parameters
+    for name in ("connectivity", "expansion_add", "expansion_search"):
+        p.add_argument(f"--{name.replace('_', '-')}", type=int, default=defaults[name].default,
+                       help="HNSW parameter, the same for the store and the bare index (default: the store's)")
+    p.add_argument("--search-only", action="store_true",
+                   help="exact numpy against a bare usearch index only (for 1M: the store build is too slow)")
+    p.add_argument("--max-build-s", type=float, default=600.0, help="--search-only: give up the build after this")
     p.add_argument("--out", default=None, help="also write the results as JSON here")
     p.add_argument("--workdir", default=None)
     args = p.parse_args()
     workdir = Path(args.workdir or tempfile.mkdtemp(prefix="memfit-bench-"))
     results = []
     for n in (int(s) for s in args.sizes.split(",")):
-        r = bench(n, workdir, args.expansion_search)
+        opts = {"connectivity": args.connectivity, "expansion_add": args.expansion_add,
+                "expansion_search": args.expansion_search}
+        r = bench_search_only(n, opts, args.max_build_s) if args.search_only else bench(n, workdir, opts)
         results.append(r)
         print(json.dumps({k: round(v, 4) if isinstance(v, float) else v for k, v in r.items()}), flush=True)
     if args.out:
