@@ -97,8 +97,9 @@ def batch_repeats(probes: list[Probe], config: DedupConfig) -> np.ndarray:
         q_avail = has_q[:, None] | has_q[None, :]  # one side without questions compares as 0.0
         hits += (q_avail & (q @ q.T >= config.question_similarity_threshold - eps)).astype(np.int8)
         available += q_avail.astype(np.int8)
-    # Tag intersections from the batch's posting lists (dense incidence would be n x vocabulary).
-    inter = np.zeros((n, n), dtype=np.float32)
+    # Tags: the intersections come from the batch's posting lists, and Jaccard is computed only
+    # where they are non-zero (few pairs); dense n x n arithmetic here dominated the batch.
+    inter = np.zeros((n, n), dtype=np.int16)
     postings: dict[str, list[int]] = {}
     for i, p in enumerate(probes):
         for t in p.tags:
@@ -106,13 +107,18 @@ def batch_repeats(probes: list[Probe], config: DedupConfig) -> np.ndarray:
     for members in postings.values():
         if len(members) > 1:
             idx = np.array(members)
-            inter[np.ix_(idx, idx)] += 1.0
-    sizes = np.array([len(p.tags) for p in probes], dtype=np.float32)
-    union = sizes[:, None] + sizes[None, :] - inter
-    t_avail = union > 0  # both untagged: nothing to compare
-    jac = np.divide(inter, union, out=np.zeros_like(inter), where=t_avail)
-    hits += (t_avail & (jac >= config.tag_overlap_threshold - eps)).astype(np.int8)
-    available += t_avail.astype(np.int8)
+            inter[np.ix_(idx, idx)] += 1
+    sizes = np.array([len(p.tags) for p in probes], dtype=np.int32)
+    tagged = sizes > 0
+    t_avail = tagged[:, None] | tagged[None, :]  # both untagged: nothing to compare
+    available += t_avail
+    if config.tag_overlap_threshold <= eps:  # any overlap, even none, reaches the threshold
+        hits += t_avail
+    else:
+        rows, cols = np.nonzero(inter)
+        shared = inter[rows, cols].astype(np.float64)
+        ok = shared / (sizes[rows] + sizes[cols] - shared) >= config.tag_overlap_threshold - eps
+        hits[rows[ok], cols[ok]] += 1
     dup = hits >= np.minimum(available, config.min_matches)
     return np.tril(dup, -1)
 

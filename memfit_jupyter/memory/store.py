@@ -50,13 +50,19 @@ log = logging.getLogger("memfit_jupyter.memory")
 DB_NAME = "memory.sqlite3"
 INDEX_NAME = "index.usearch"
 SCHEMA_VERSION = "1"
-#: Unsaved index changes after which the index is written out.
+#: Unsaved index changes after which the index is written out: at least this many, and at
+#: least 1/SAVE_SHARE of the index, so that rewriting the whole file stays a small share of
+#: the time spent adding (a save writes every vector, adding one walks the graph).  Until a
+#: save, a reopened store catches up from SQLite, so nothing is lost, only re-added.
 SAVE_EVERY = 2_000
+SAVE_SHARE = 20
 MAX_CONTENT_BYTES = 64_000
 #: Beam of the dedup search: near-duplicates are the closest points, a short beam finds them.
 DEDUP_EXPANSION = 16
 #: Newest memories per tag that dedup looks at (a popular tag must not scan the whole store).
 TAG_SCAN = 256
+#: Batches at least this large build the graph while SQLite writes (a thread costs ~0.1 ms).
+OVERLAP_FROM = 64
 #: add_many writes larger batches in transactions of this many (batch dedup is quadratic).
 ADD_CHUNK = 2_000
 
@@ -78,6 +84,34 @@ _SCHEMA = (
 _COLUMNS = "key, id, content, tags, questions, created_at, c, o, r, e, p, a, t"
 
 
+class _GraphAdd:
+    """``index.add`` on a thread (usearch releases the GIL), with its outcome kept."""
+
+    def __init__(self, index: Any, keys: list[int], vecs: np.ndarray):
+        self._index, self._keys, self.error = index, keys, None
+        self._thread = threading.Thread(target=self._run, args=(np.array(keys, dtype=np.uint64), vecs),
+                                        name="memfit-index-add", daemon=True)
+        self._thread.start()
+
+    def _run(self, keys: np.ndarray, vecs: np.ndarray) -> None:
+        try:
+            self._index.add(keys, vecs, threads=0)
+        except BaseException as exc:  # reported by finish()
+            self.error = exc
+
+    def finish(self) -> bool:
+        """Wait; True when every key went in."""
+        self._thread.join()
+        return self.error is None
+
+    def undo(self) -> None:
+        """Wait, then take the keys out again (their rows were not committed)."""
+        self._thread.join()
+        for key in self._keys:
+            if self._index.contains(key):
+                self._index.remove(key)
+
+
 class StoreWarning(UserWarning):
     """Something about a store was repaired (e.g. its index was rebuilt)."""
 
@@ -92,8 +126,8 @@ def _flock(path: Path, exclusive: bool) -> Iterator[None]:
             fcntl.flock(fh, fcntl.LOCK_UN)
 
 
-def _fts_text(parts: Iterable[str]) -> str:
-    return " ".join(tokens(" ".join(parts)))
+def _fts_text(parts: list[str]) -> str:
+    return " ".join(tokens(" ".join(parts))) if parts else ""
 
 
 def _clean_list(values: Any, what: str) -> list[str]:
@@ -177,8 +211,13 @@ class MemoryStore:
             self._conn = sqlite3.connect(self.path / DB_NAME, timeout=30.0, isolation_level=None,
                                          check_same_thread=False)
             self._conn.execute("PRAGMA journal_mode=WAL")
-            # NORMAL in WAL mode: a commit survives the process being killed (not a power cut).
+            # NORMAL in WAL mode: a commit is in the WAL once COMMIT returns, so it survives the
+            # process being killed (what the SIGKILL test checks), though not a power cut; the only
+            # fsyncs are at checkpoints.
             self._conn.execute("PRAGMA synchronous=NORMAL")
+            # Checkpoint (copy the WAL into the database, with its fsync) every 32 MB rather than
+            # 4 MB: a batch of 1000 memories writes ~2.5 MB, so the default did it almost every add.
+            self._conn.execute("PRAGMA wal_autocheckpoint=8192")
             self._conn.execute("PRAGMA busy_timeout=30000")
             with self._write():
                 for stmt in _SCHEMA:
@@ -401,25 +440,40 @@ class MemoryStore:
         chunks is the same as within one."""
         with self._lock:
             self._check_open()
+            before = self._index_state()
+            graph: _GraphAdd | None = None
             try:
                 with self._write():
                     self._catch_up()
+                    before = self._index_state()
                     kept = (non_repeated(probes, self._stored_candidates(probes), self.dedup)
                             if self.dedup.enabled else list(range(len(entities))))
-                    keys = self._insert_many([entities[i] for i in kept], vecs[kept], [qvecs[i] for i in kept])
-            except sqlite3.IntegrityError as exc:
-                raise StoreError(f"cannot add to the memory store: {exc}") from None
+                    keys = self._next_keys(len(kept))
+                    if len(keys) >= OVERLAP_FROM:
+                        # usearch releases the GIL while it inserts: build the graph while SQLite
+                        # writes the rows (undone below if the transaction fails).
+                        graph = _GraphAdd(self._index, keys, vecs[kept])
+                    self._insert_many([entities[i] for i in kept], vecs[kept], [qvecs[i] for i in kept], keys)
+            except BaseException as exc:
+                if graph is not None:
+                    graph.undo()
+                if isinstance(exc, sqlite3.IntegrityError):
+                    raise StoreError(f"cannot add to the memory store: {exc}") from None
+                raise
             # The commit above is durable once it returns (WAL, synchronous=NORMAL survives the
-            # process being killed); the index is derived data, caught up from SQLite on open.
+            # process being killed, which is what matters here; not a power cut); the index is
+            # derived data, caught up from SQLite on open.
             if keys:
-                before = self._index_state()
-                self._index.add(np.array(keys, dtype=np.uint64), vecs[kept], threads=0)
+                if graph is None or not graph.finish():
+                    fresh = [k for k in keys if not self._index.contains(k)] if graph else keys
+                    self._index.add(np.array(fresh, dtype=np.uint64), vecs[kept][[keys.index(k) for k in fresh]],
+                                    threads=0)
                 self._hw_key = max(self._hw_key, max(keys))
                 self._dirty += len(keys)
                 if self._exact is not None and self._exact[0] == before and len(self._index) < self.exact_below:
                     self._exact = (self._index_state(), np.concatenate([self._exact[1], np.array(keys, dtype=np.uint64)]),
                                    np.concatenate([self._exact[2], vecs[kept]]))
-            if self._dirty >= SAVE_EVERY:
+            if self._dirty >= max(SAVE_EVERY, len(self._index) // SAVE_SHARE):
                 self.flush()
         return kept
 
@@ -522,15 +576,19 @@ class MemoryStore:
                 out.setdefault(tag, []).append(key)
         return out
 
-    def _insert_many(self, entities: list[MemoryEntity], vecs: np.ndarray,
-                     qvecs: list[np.ndarray | None]) -> list[int]:
-        """Insert rows with keys chosen here (we hold the write lock), so that each table takes
-        one ``executemany`` instead of a statement per memory."""
-        if not entities:
+    def _next_keys(self, n: int) -> list[int]:
+        """Keys for ``n`` new rows, chosen here (inside the write transaction, so no one else can)."""
+        if not n:
             return []
         top = self._conn.execute("SELECT coalesce(max(key), 0) FROM memories").fetchone()[0]
         start = max(top, self._seq_value("memories")) + 1  # AUTOINCREMENT: never reuse a deleted key
-        keys = list(range(start, start + len(entities)))
+        return list(range(start, start + n))
+
+    def _insert_many(self, entities: list[MemoryEntity], vecs: np.ndarray,
+                     qvecs: list[np.ndarray | None], keys: list[int]) -> None:
+        """Insert rows under ``keys``: one ``executemany`` per table, not a statement per memory."""
+        if not entities:
+            return
         self._conn.executemany(
             f"INSERT INTO memories(key, {_COLUMNS[5:]}, vector, qvector) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
             [(key, e.id, e.content, _json_list(e.tags), _json_list(e.potential_questions), e.created_at,
@@ -543,7 +601,6 @@ class MemoryStore:
             "INSERT INTO memories_fts(rowid, content, tags, questions) VALUES (?,?,?,?)",
             [(key, _fts_text([e.content]), _fts_text(e.tags), _fts_text(e.potential_questions))
              for key, e in zip(keys, entities, strict=True)])
-        return keys
 
     def delete(self, id: str) -> bool:
         """Delete a memory; False when there is none with this id."""
