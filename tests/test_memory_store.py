@@ -226,3 +226,20 @@ def test_exact_scan_of_a_small_store_matches_the_graph_and_follows_changes(tmp_p
     finally:
         exact.close()
         graph.close()
+
+
+def test_failed_batch_leaves_neither_rows_nor_index_entries(tmp_path):
+    with MemoryStore(tmp_path / "m") as store:
+        store.add("a memory that was there before", tags=["old"])
+        # large enough that the graph is built while SQLite writes; the repeated id fails the insert
+        items = [{"id": f"m{i}", "content": f"distinct fact number {i} about topic {i * 37 % 101}"}
+                 for i in range(100)]
+        items.append({"id": "m5", "content": "another memory that reuses an id"})
+        with pytest.raises(StoreError, match="cannot add"):
+            store.add_many(items)
+        assert len(store) == 1 and store.info()["indexed"] == 1
+        assert store.get("m5") is None
+        assert [e.content for e, _ in store.search_by_semantics("distinct fact number 7", 3)] == [
+            "a memory that was there before"]
+        ids = store.add_many(items[:100])  # the same batch without the clash goes in whole
+        assert all(ids) and len(store) == 101 and store.info()["indexed"] == 101
