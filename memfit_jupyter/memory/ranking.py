@@ -85,7 +85,10 @@ def _bonuses(entities: list[MemoryEntity], kws: list[str]) -> np.ndarray:
     n = len(entities)
     if not kws or not n:
         return np.zeros(n)
-    counts = np.array([[sum(1 for k in kws if k in token_set(text)) for text in
+    # A keyword (a stem) can only be a token of a text that contains it less its last letter
+    # (stems are prefixes, or "ies" -> "y"): texts without any are not tokenised at all.
+    probes = [k[:-1] for k in kws]
+    counts = np.array([[_count(kws, probes, text) for text in
                         (e.content, " ".join(e.tags), " ".join(e.potential_questions))] for e in entities],
                       dtype=np.float64).reshape(n, 3)
     share = counts / len(kws)
@@ -93,6 +96,14 @@ def _bonuses(entities: list[MemoryEntity], kws: list[str]) -> np.ndarray:
     bonus += np.where(counts[:, 0] > 0, BONUS["contains"], 0.0)
     bonus += np.where(counts[:, 0] == len(kws), BONUS["all"], 0.0)
     return np.minimum(BONUS_CAP, bonus)
+
+
+def _count(kws: list[str], probes: list[str], text: str) -> int:
+    low = text.lower()
+    if not any(p in low for p in probes):
+        return 0
+    have = token_set(text)
+    return sum(1 for k in kws if k in have)
 
 
 def seed_score(entity: MemoryEntity, query: str, weights: dict[str, float] = WEIGHTS) -> float:
@@ -154,10 +165,11 @@ def rank(entities: list[MemoryEntity], query: str, *, semantic: dict[str, float]
     w = 0.0 if config.mode == "seed" else config.weight
     final = np.minimum(1.0, (1.0 - w) * seed + w * relevance)
     table = np.round(np.column_stack([scores, core, bonus, cos, lex, relevance, final]), 6)
-    order = sorted(range(n), key=lambda i: (-table[i, -1], -table[i, -2], ids[i]))
+    rows = table.tolist()  # Python floats: sorting on numpy scalars is slow
+    order = sorted(range(n), key=lambda i: (-rows[i][-1], -rows[i][-2], ids[i]))
     if limit is not None:
         order = order[:limit]
-    rows = table[order].tolist()
+    rows = [rows[i] for i in order]
     src = sources or {}
     return [ScoredMemory(entities[i], dict(zip(_COLUMNS, row, strict=True)), src.get(ids[i], ()))
             for i, row in zip(order, rows, strict=True)]
