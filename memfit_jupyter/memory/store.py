@@ -8,8 +8,8 @@ Layout of a store directory::
     index.json       what the index covers: embedder, dim, count, key and deletion marks
     index.lock       flock: the index file and its json are written and read as a pair
 
-Keeping the index in step.  Keys only grow (AUTOINCREMENT) and every delete is
-logged, so an index is described by two high-water marks: the largest key and
+Keeping the index in step.  Keys only grow (AUTOINCREMENT; a batch takes the
+next keys itself inside its write transaction) and every delete is logged, so an index is described by two high-water marks: the largest key and
 the last deletion it has seen.  Catching up means adding the rows above one
 mark and removing the deletions above the other.  A write does this inside
 its SQLite write transaction (so nothing another process commits can slip
@@ -17,7 +17,13 @@ between), a read does it when ``PRAGMA data_version`` says another connection
 committed.  On open the saved index is loaded and checked (dimension, count,
 embedder, marks); a missing, truncated, stale or foreign index is rebuilt
 from SQLite with a warning.  The index is saved on ``flush()``/``close()``
-and after many changes, never rebuilt on a normal open.
+and after many changes (``SAVE_EVERY``, or a ``SAVE_SHARE``-th of the index),
+never rebuilt on a normal open.
+
+Writing a batch: one vector search (short beam) finds the near-duplicates by
+content and a bounded read of the tag index finds the tag repeats (2-of-3
+dedup); rows go in with one ``executemany`` per table; the graph is built on a
+thread while SQLite writes (usearch releases the GIL).
 """
 
 from __future__ import annotations
