@@ -346,6 +346,7 @@ class MemoryStore:
 
     def _catch_up(self) -> int:
         """Apply what other processes committed since this index last looked. Returns rows added."""
+        before = self._index_state()
         dels = self._conn.execute("SELECT seq, key FROM deletions WHERE seq > ? ORDER BY seq",
                                   (self._hw_del,)).fetchall()
         for seq, key in dels:
@@ -359,6 +360,8 @@ class MemoryStore:
                 self._index.add(keys[fresh], vecs[fresh], threads=0)
             self._hw_key = int(keys.max())
         self._dirty += len(keys) + len(dels)
+        if len(keys) and not dels and fresh.all():
+            self._extend_exact(before, keys, vecs)
         return len(keys)
 
     def _sync(self) -> None:
@@ -476,9 +479,7 @@ class MemoryStore:
                                     threads=0)
                 self._hw_key = max(self._hw_key, max(keys))
                 self._dirty += len(keys)
-                if self._exact is not None and self._exact[0] == before and len(self._index) < self.exact_below:
-                    self._exact = (self._index_state(), np.concatenate([self._exact[1], np.array(keys, dtype=np.uint64)]),
-                                   np.concatenate([self._exact[2], vecs[kept]]))
+                self._extend_exact(before, np.array(keys, dtype=np.uint64), vecs[kept])
             if self._dirty >= max(SAVE_EVERY, len(self._index) // SAVE_SHARE):
                 self.flush()
         return kept
@@ -763,6 +764,13 @@ class MemoryStore:
         top = np.argpartition(-sims, limit - 1)[:limit] if limit < len(sims) else np.arange(len(sims))
         top = top[np.argsort(-sims[top], kind="stable")]
         return [(int(keys[i]), float(sims[i])) for i in top]
+
+    def _extend_exact(self, before: tuple[int, int, int], keys: np.ndarray, vecs: np.ndarray) -> None:
+        """Append rows just indexed to the exact-scan matrix, if it matched the index before them
+        (otherwise it is re-read when next needed)."""
+        if self._exact is not None and self._exact[0] == before and len(self._index) < self.exact_below:
+            self._exact = (self._index_state(), np.concatenate([self._exact[1], keys]),
+                           np.concatenate([self._exact[2], vecs]))
 
     def _index_state(self) -> tuple[int, int, int]:
         return (self._hw_key, self._hw_del, len(self._index))
