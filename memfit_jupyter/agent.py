@@ -34,7 +34,7 @@ from .errors import (
 from .events import TIMING_FIELDS, Event
 from .records import ActionRecord, GracefulDegradationPlan, ReflectionLevel, RunResult, ToolResult
 from .reliability.guarantees import BudgetTracker, ExecutionGuarantees
-from .secrets import package_logger, redact_obj
+from .secrets import package_logger, redact_obj, refresh_env_secrets
 from .timeline import Timeline
 from .tools import EXTENSION_TOOL_NAMES, Tool, ToolContext, select_tools
 
@@ -246,6 +246,7 @@ class Run:
                        for name in ("on_start", "before_iteration", "system_sections", "after_action",
                                     "on_finish")}
         self.timeline.add("task", 0, f"Task: {task}")
+        refresh_env_secrets()  # keys loaded since the last run (a .env file) are redacted too
 
     def _discover_extensions(self) -> list[Any]:
         found = []

@@ -27,12 +27,23 @@ _KEYED_RE = re.compile(
 _ENV_NAME = re.compile(r"(?i)(key|token|secret|password)")
 
 
-def _env_secrets() -> list[str]:
-    return sorted(
+_env_cache: list[str] | None = None
+
+
+def refresh_env_secrets() -> list[str]:
+    """Read again which environment values are secrets (names with key, token, secret,
+    password).  Runs call it when they start, after a .env file may have been loaded."""
+    global _env_cache
+    _env_cache = sorted(
         (v for k, v in os.environ.items() if _ENV_NAME.search(k) and len(v) >= 12),
         key=len,
         reverse=True,
     )
+    return _env_cache
+
+
+def _env_secrets() -> list[str]:
+    return _env_cache if _env_cache is not None else refresh_env_secrets()
 
 
 def redact(text: str) -> str:

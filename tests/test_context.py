@@ -214,3 +214,23 @@ def test_an_overflowing_run_replays_byte_for_byte(tmp_path):
     assert json.dumps(replayed.trace()["events"]) == json.dumps(recorded["events"])
     assert replayed.context.tiers.summaries == run.context.tiers.summaries
     assert replayed.context.tiers.blocks["task_notes"].value == run.context.tiers.blocks["task_notes"].value
+
+
+def test_incremental_token_count_equals_a_full_count_across_appends_and_replacements(tmp_path):
+    from memfit_jupyter.context.tiers import TieredContext
+    from memfit_jupyter.timeline import Entry
+
+    run = Agent(model="memfit/demo", workdir=tmp_path, memory=False).start("add up data.txt")
+    tiers = TieredContext(window=100_000)
+
+    def full() -> int:
+        fresh = TieredContext(window=100_000)
+        return fresh.used_tokens(run)
+
+    for i in range(5):
+        run.timeline.add("note", i, "x" * (10 * i + 3))
+        assert tiers.used_tokens(run) == full()
+    run.timeline.replace_entries([run.timeline.entries[0], Entry("summary", 5, "short")])
+    assert tiers.used_tokens(run) == full()
+    run.timeline.add("note", 6, "after the flush")
+    assert tiers.used_tokens(run) == full()

@@ -105,6 +105,9 @@ class TieredContext:
         self.last: dict[str, Any] | None = None
         self._entry_tokens: dict[int, tuple[Entry, int]] = {}
         self._system: tuple[str, int] = ("", 0)
+        #: The timeline list last measured, how many of its entries, and their tokens: the timeline
+        #: only grows between replacements, so each check counts just the new entries.
+        self._queue: tuple[Any, int, int] = (None, 0, 0)
         #: Called with the new summary after each flush (the long-horizon progress file listens).
         self.on_flush: list[Callable[[str], None]] = []
 
@@ -126,7 +129,13 @@ class TieredContext:
 
     def used_tokens(self, run: Any) -> int:
         """Tokens of the main context: the system prompt the model last saw plus the queue."""
-        return self.system_tokens(_system_text(run)) + sum(self._tokens_of(e) for e in run.timeline.entries)
+        entries = run.timeline.entries
+        seen, counted, total = self._queue
+        if entries is not seen or len(entries) < counted:
+            counted, total = 0, 0
+        total += sum(self._tokens_of(e) for e in entries[counted:])
+        self._queue = (entries, len(entries), total)
+        return self.system_tokens(_system_text(run)) + total
 
     def watermark(self, used: int) -> str:
         if not self.window:

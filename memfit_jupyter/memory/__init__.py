@@ -61,6 +61,8 @@ class MemoryExtension:
         self.run = run
         self.store = store
         self._seen: list[Any] = []  # timeline entries already triaged (kept alive: compared by identity)
+        self._seen_ids: set[int] = set()
+        self._last: tuple[Any, int] = (None, 0)  # the entries list last read, and its length then
 
     def tools(self) -> list[Any]:
         from .tools import memory_tools
@@ -68,9 +70,14 @@ class MemoryExtension:
         return memory_tools(self)
 
     def _diff(self, run: Any) -> str:
-        seen = {id(e) for e in self._seen}
-        fresh = [e for e in run.timeline.entries if id(e) not in seen]
+        entries = run.timeline.entries
+        if entries is self._last[0]:  # appended to since: the new entries are the tail
+            fresh = entries[self._last[1]:]
+        else:  # replaced (an eviction, a new trial): what is new is what was not seen
+            fresh = [e for e in entries if id(e) not in self._seen_ids]
+        self._last = (entries, len(entries))
         self._seen.extend(fresh)
+        self._seen_ids.update(id(e) for e in fresh)
         return "\n".join(f"[{e.kind} #{e.iteration}] {e.content}" for e in fresh if e.kind != "task")
 
     def after_action(self, run: Any, record: Any) -> None:
