@@ -276,3 +276,24 @@ def test_memfit_shows_the_breaker_states_of_the_last_run(kernel):
     assert "turned away" in chips["primary"] and "next probe in" in chips["primary"]
     assert chips["fallback"].strip().startswith("CLOSED (memfit/demo)")
     assert "OPEN" in shown["text/html"]
+
+
+def test_ask_user_goes_to_the_person_through_the_input_box(kernel):
+    code = "%%memfit_task --model memfit/ask-user --no-memory --name asked\nSummarise the file I mean."
+    msg_id = kernel.kc.execute(code, allow_stdin=True)
+    request = kernel.kc.get_stdin_msg(timeout=60)  # what JupyterLab turns into an input box
+    assert request["msg_type"] == "input_request"
+    assert "Which file should I summarise?" in request["content"]["prompt"]
+    kernel.kc.input("notes.txt")
+    kernel._drain(msg_id)
+    assert kernel.value("asked.status") == "'done'"
+    assert kernel.value("asked.records[0].output") == "'notes.txt'"
+    assert "ship the release on Friday" in kernel.value("asked.result.answer")
+
+
+def test_ask_user_with_no_input_box_lets_the_agent_decide(kernel):
+    msg_id = kernel.kc.execute("%%memfit_task --model memfit/ask-user --no-memory --name unasked\n"
+                               "Summarise the file I mean.", allow_stdin=False)  # no input box
+    kernel._drain(msg_id)
+    assert kernel.value("unasked.status") == "'done'"
+    assert "No person can answer here" in kernel.value("unasked.records[0].output")

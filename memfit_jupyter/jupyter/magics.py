@@ -164,6 +164,7 @@ class MemfitMagics(MemfitSettings, Magics):
             "memory": memory,
             "namespace": self.shell.user_ns,
             "workdir": os.getcwd(),
+            "ask_user": ask_person,
         }
         for key in ("spin_threshold", "samples", "oracle", "max_trials", "plan", "progress", "context_window"):
             if getattr(args, key) is not None:
@@ -212,6 +213,19 @@ class MemfitMagics(MemfitSettings, Magics):
             raise UsageError("memory is not available yet")
         module = importlib.import_module("memfit_jupyter.jupyter.memory_magic")
         return module.memfit_memory(self, line)
+
+
+def ask_person(question: str) -> str:
+    """The ask_user tool in a notebook: the question goes to the person through the kernel's
+    input box.  Where there is no input box (a headless run, a button's callback) the agent
+    is told so and decides on its own."""
+    from IPython.core.error import StdinNotImplementedError
+
+    try:
+        answer = input(f"The agent asks: {question}\n> ")
+    except (StdinNotImplementedError, EOFError, RuntimeError):
+        return "No person can answer here (the notebook has no input box now); decide on your own."
+    return answer.strip() or "(the person gave no answer)"
 
 
 def _wait_for_person(call: dict[str, Any]) -> None:
