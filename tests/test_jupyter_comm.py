@@ -297,3 +297,12 @@ def test_ask_user_with_no_input_box_lets_the_agent_decide(kernel):
     kernel._drain(msg_id)
     assert kernel.value("unasked.status") == "'done'"
     assert "No person can answer here" in kernel.value("unasked.records[0].output")
+
+
+def test_ask_user_from_a_step_click_does_not_wait_for_an_input_box(kernel):
+    reply, _ = kernel.execute("%%memfit_task --step --model memfit/ask-user --no-memory --name stepask\n"
+                              "Summarise the file I mean.")  # this cell could take input; the click cannot
+    assert reply["content"]["status"] == "ok"
+    kernel.click(kernel.button("Step"))
+    assert kernel.value("stepask.iteration") == "1"
+    assert "No person can answer here" in kernel.value("stepask.records[0].output")

@@ -221,10 +221,11 @@ def ask_person(question: str) -> str:
     is told so and decides on its own."""
     from IPython.core.error import StdinNotImplementedError
 
+    unavailable = "No person can answer here (the notebook has no input box now); decide on your own."
     try:
         answer = input(f"The agent asks: {question}\n> ")
     except (StdinNotImplementedError, EOFError, RuntimeError):
-        return "No person can answer here (the notebook has no input box now); decide on your own."
+        return unavailable
     return answer.strip() or "(the person gave no answer)"
 
 
