@@ -170,7 +170,7 @@ const spin: Card = e => {
     h(
       'div',
       null,
-      badge(`layer ${str(e.layer) || '?'}`, spinning ? 'bad' : 'muted'),
+      badge(e.layer === 'detector' ? 'detector' : `layer ${str(e.layer) || '?'}`, spinning ? 'bad' : 'muted'),
       e.detector ? h('span', { class: 'memfit-muted' }, ` ${str(e.detector)}`) : null,
       num(e.consecutive_count) !== null ? h('span', { class: 'memfit-muted' }, ` · ${count(e.consecutive_count)} in a row`) : null,
       num(e.warning_count) !== null ? h('span', { class: 'memfit-muted' }, ` · warning ${count(e.warning_count)}`) : null,
