@@ -251,15 +251,9 @@ class Run:
     def _discover_extensions(self) -> list[Any]:
         found = []
         for name in EXTENSION_MODULES:
-            try:
-                module = importlib.import_module(f"{__package__}.{name}")
-            except ImportError:
-                continue
-            factory = getattr(module, "extension_for", None)
-            if factory is not None:
-                ext = factory(self)
-                if ext is not None:
-                    found.append(ext)
+            ext = importlib.import_module(f"{__package__}.{name}").extension_for(self)
+            if ext is not None:
+                found.append(ext)
         return found
 
     # --- events -----------------------------------------------------------------------
