@@ -387,4 +387,74 @@ describe('the JupyterLab extension', () => {
     expect(widget.node.querySelectorAll('.memfit-root').length).toBe(1);
     expect(widget.node.textContent).toContain('missing fields');
   });
+
+  function runRenderer(): MemfitRenderer {
+    const ext = extensions.find(e => e.rendererFactory.mimeTypes[0] === RUN_MIME)!;
+    return ext.rendererFactory.createRenderer({
+      mimeType: RUN_MIME,
+      sanitizer: {} as any,
+      resolver: null,
+      linkHandler: null,
+      latexTypesetter: null
+    }) as MemfitRenderer;
+  }
+
+  it('folds to its header under a live widget in the same cell, and unfolds on a click', async () => {
+    const cell = document.createElement('div');
+    cell.className = 'jp-Cell';
+    const live = document.createElement('div');
+    live.className = 'memfit-run-widget';
+    cell.appendChild(live);
+    const widget = runRenderer();
+    cell.appendChild(widget.node);
+    document.body.appendChild(cell);
+    const t = trace('demo');
+    const metadata = { [RUN_MIME]: { version: 1, live_widget: 'abc123' } };
+    await widget.renderModel({ data: { [RUN_MIME]: t }, trusted: false, metadata, setData: () => undefined });
+    expect(widget.node.classList.contains('jp-MemfitRenderer-folded')).toBe(true);
+    expect(widget.node.querySelector('.memfit-header')!.textContent).toContain('done');
+    const unfold = widget.node.querySelector('.memfit-unfold') as HTMLButtonElement;
+    unfold.click();
+    expect(widget.node.classList.contains('jp-MemfitRenderer-folded')).toBe(false);
+    expect(widget.node.querySelector('.memfit-unfold')).toBeNull();
+    widget.dispose();
+    cell.remove();
+  });
+
+  it('stays open when no live widget is on the page (a notebook reopened with no kernel)', async () => {
+    jest.useFakeTimers();
+    const cell = document.createElement('div');
+    cell.className = 'jp-Cell';
+    const widget = runRenderer();
+    cell.appendChild(widget.node);
+    document.body.appendChild(cell);
+    const metadata = { [RUN_MIME]: { version: 1, live_widget: 'gone' } };
+    await widget.renderModel({ data: { [RUN_MIME]: trace('demo') }, trusted: false, metadata, setData: () => undefined });
+    jest.advanceTimersByTime(20_000);
+    expect(widget.node.classList.contains('jp-MemfitRenderer-folded')).toBe(false);
+    widget.dispose();
+    cell.remove();
+    jest.useRealTimers();
+  });
+
+  it('folds once the live widget renders after it', async () => {
+    jest.useFakeTimers();
+    const cell = document.createElement('div');
+    cell.className = 'jp-Cell';
+    const widget = runRenderer();
+    cell.appendChild(widget.node);
+    document.body.appendChild(cell);
+    const metadata = { [RUN_MIME]: { version: 1, live_widget: 'late' } };
+    await widget.renderModel({ data: { [RUN_MIME]: trace('demo') }, trusted: false, metadata, setData: () => undefined });
+    expect(widget.node.classList.contains('jp-MemfitRenderer-folded')).toBe(false);
+    const live = document.createElement('div');
+    live.className = 'memfit-run-widget';
+    cell.insertBefore(live, widget.node);
+    jest.advanceTimersByTime(1_000);
+    expect(widget.node.classList.contains('jp-MemfitRenderer-folded')).toBe(true);
+    widget.dispose();
+    cell.remove();
+    jest.useRealTimers();
+  });
 });
+

@@ -245,6 +245,11 @@ def test_live_cell_shows_the_live_widget(browser, lab):
     saved = page.locator(".jp-Notebook .jp-MemfitRenderer .memfit-run").first
     saved.wait_for(timeout=RENDER_TIMEOUT_MS)
     assert "done" in saved.locator(".memfit-header").inner_text()
+    # under the live widget the saved view folds to its header, one click from the full run
+    page.wait_for_selector(".jp-Notebook .jp-MemfitRenderer-folded", timeout=RENDER_TIMEOUT_MS)
+    assert not saved.locator(".memfit-iteration").first.is_visible()
+    page.locator(".jp-Notebook .memfit-unfold").first.click()
+    assert saved.locator(".memfit-iteration").first.is_visible()
     outputs = page.locator(".jp-Notebook .jp-OutputArea-output").all_inner_texts()
     assert not [o for o in outputs if "Traceback" in o or "UsageError" in o], outputs
     page.close()
