@@ -220,7 +220,6 @@ class Run:
         #: The working directory as the prompt names it (a replay keeps the recorded one).
         self.prompt_workdir = str(agent.workdir.resolve())
         self._subscribers: list[Callable[[Event], None]] = []
-        self._recording = recording
         self._recorded_events = (recording or {}).get("events")
         self._t0 = time.monotonic()
         self._bad_replies = 0
