@@ -135,3 +135,28 @@ def test_popular_tag_dedup_reads_a_bounded_number_of_memories(tmp_path):
         assert store.add("the nightly job runs at two", tags=["common"], questions=[q])
         assert store.add("cron starts it after midnight", tags=["common"], questions=["where are logs?"])
         assert store.add("it begins at 2am every day", tags=["common"], questions=[q]) is None
+
+
+@pytest.mark.parametrize("cfg", [DedupConfig(), DedupConfig(min_matches=1), DedupConfig(candidates=2)])
+def test_small_store_matrix_dedup_agrees_with_the_graph(tmp_path, cfg):
+    # below exact_below, dedup finds stored neighbours by a matrix product; with exact_below=0 it
+    # walks the HNSW graph: on the same stream both keep exactly the same memories
+    rng = np.random.default_rng(5)
+    base = rng.standard_normal((30, 384)).astype(np.float32)
+    topic = rng.integers(0, 30, 300)
+    noise = rng.uniform(0.2, 0.4, (300, 1)).astype(np.float32)  # some pairs cross 0.9, some do not
+    vecs = base[topic] + noise * rng.standard_normal((300, 384)).astype(np.float32)
+    vecs /= np.linalg.norm(vecs, axis=1, keepdims=True)
+    # same questions within a topic, tags of their own: a repeat needs the content neighbour search
+    items = [{"content": f"memory {i}", "tags": [f"t{i}"], "questions": [f"what about topic {t}?"]}
+             for i, t in enumerate(topic)]
+    kept = []
+    for exact_below in (10_000, 0):
+        with MemoryStore(tmp_path / f"m{exact_below}", dedup=cfg, exact_below=exact_below) as store:
+            ids = []
+            for s in range(0, 300, 10):  # small batches: most repeats are of stored rows
+                ids += store.add_many(items[s : s + 10], vectors=vecs[s : s + 10])
+            kept.append([i is not None for i in ids])
+    assert kept[0] == kept[1]
+    assert any(kept[0]) and not all(kept[0])
+

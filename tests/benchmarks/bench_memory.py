@@ -218,7 +218,11 @@ def bench_search_only(n: int, opts: dict, max_build_s: float) -> dict:
         if time.perf_counter() - t > max_build_s:
             break
     r["bare_built"] = len(bare)
-    r["bare_add_per_s"] = len(bare) / (time.perf_counter() - t)
+    r["bare_build_s"] = time.perf_counter() - t
+    r["bare_add_per_s"] = len(bare) / r["bare_build_s"]
+    r["data_mb"] = data.nbytes / 2**20
+    r["bare_index_mb"] = bare.memory_usage / 2**20
+    r["process_maxrss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     if len(bare) < n:
         r["bare"] = f"not built: {len(bare)} of {n} vectors after {max_build_s:.0f} s"
         return r
