@@ -588,9 +588,12 @@ class MemoryStore:
                 for i in range(len(sims)):
                     cand[start + i].update(int(x) for x in (keys[top[i]] if top is not None else keys))
                 continue
-            rows, cols = np.nonzero(sims >= thr)  # near-duplicates are rare: few hits
+            # near-duplicates are rare: find the few rows with one first (a row maximum is
+            # cheaper than a mask and its nonzero over the whole matrix)
+            hot = np.flatnonzero(sims.max(axis=1) >= thr)
+            rows, cols = np.nonzero(sims[hot] >= thr)
             hits: dict[int, list[int]] = {}
-            for r, c in zip(rows.tolist(), cols.tolist(), strict=True):
+            for r, c in zip(hot[rows].tolist(), cols.tolist(), strict=True):
                 hits.setdefault(r, []).append(c)
             for r, cs in hits.items():
                 if len(cs) > k:  # the k closest, as the graph search would return
