@@ -3,7 +3,8 @@ scan, in the same run, on structured vectors (low rank plus noise: on uniform ra
 every HNSW index's recall collapses).
 
     python tests/benchmarks/bench_memory.py --sizes 10000,100000
-    python tests/benchmarks/bench_memory.py --sizes 1000000 --search-only --connectivity 8 --expansion-add 40
+    python tests/benchmarks/bench_memory.py --sizes 1000000 --search-only --connectivity 16 --expansion-add 64
+        --max-build-s 780   # 1M: the bare build alone takes ~11 min here
 
 Reports, per size: semantic search p50/p95 at k=15 (store, bare usearch, numpy exact) and
 their ratios; recall@10 against exact; the whole pipeline with disable_ai; insert throughput
