@@ -399,62 +399,62 @@ describe('the JupyterLab extension', () => {
     }) as MemfitRenderer;
   }
 
-  it('folds to its header under a live widget in the same cell, and unfolds on a click', async () => {
+  const LIVE = 'memfit-run-widget';
+
+  /** A notebook cell holding a run renderer, optionally below a live widget; render a saved run. */
+  async function savedRunInCell(liveWidgetFirst: boolean): Promise<{ cell: HTMLElement; widget: MemfitRenderer }> {
     const cell = document.createElement('div');
     cell.className = 'jp-Cell';
-    const live = document.createElement('div');
-    live.className = 'memfit-run-widget';
-    cell.appendChild(live);
+    if (liveWidgetFirst) {
+      addLiveWidget(cell);
+    }
     const widget = runRenderer();
     cell.appendChild(widget.node);
     document.body.appendChild(cell);
-    const t = trace('demo');
     const metadata = { [RUN_MIME]: { version: 1, live_widget: 'abc123' } };
-    await widget.renderModel({ data: { [RUN_MIME]: t }, trusted: false, metadata, setData: () => undefined });
-    expect(widget.node.classList.contains('jp-MemfitRenderer-folded')).toBe(true);
+    await widget.renderModel({ data: { [RUN_MIME]: trace('demo') }, trusted: false, metadata, setData: () => undefined });
+    return { cell, widget };
+  }
+
+  function addLiveWidget(cell: HTMLElement): void {
+    const live = document.createElement('div');
+    live.className = LIVE;
+    cell.insertBefore(live, cell.firstChild);
+  }
+
+  const folded = (widget: MemfitRenderer) => widget.node.classList.contains('jp-MemfitRenderer-folded');
+
+  afterEach(() => {
+    document.body.replaceChildren();
+    jest.useRealTimers();
+  });
+
+  it('folds to its header under a live widget in the same cell, and unfolds on a click', async () => {
+    const { widget } = await savedRunInCell(true);
+    expect(folded(widget)).toBe(true);
     expect(widget.node.querySelector('.memfit-header')!.textContent).toContain('done');
-    const unfold = widget.node.querySelector('.memfit-unfold') as HTMLButtonElement;
-    unfold.click();
-    expect(widget.node.classList.contains('jp-MemfitRenderer-folded')).toBe(false);
+    (widget.node.querySelector('.memfit-unfold') as HTMLButtonElement).click();
+    expect(folded(widget)).toBe(false);
     expect(widget.node.querySelector('.memfit-unfold')).toBeNull();
     widget.dispose();
-    cell.remove();
   });
 
   it('stays open when no live widget is on the page (a notebook reopened with no kernel)', async () => {
     jest.useFakeTimers();
-    const cell = document.createElement('div');
-    cell.className = 'jp-Cell';
-    const widget = runRenderer();
-    cell.appendChild(widget.node);
-    document.body.appendChild(cell);
-    const metadata = { [RUN_MIME]: { version: 1, live_widget: 'gone' } };
-    await widget.renderModel({ data: { [RUN_MIME]: trace('demo') }, trusted: false, metadata, setData: () => undefined });
+    const { widget } = await savedRunInCell(false);
     jest.advanceTimersByTime(20_000);
-    expect(widget.node.classList.contains('jp-MemfitRenderer-folded')).toBe(false);
+    expect(folded(widget)).toBe(false);
     widget.dispose();
-    cell.remove();
-    jest.useRealTimers();
   });
 
   it('folds once the live widget renders after it', async () => {
     jest.useFakeTimers();
-    const cell = document.createElement('div');
-    cell.className = 'jp-Cell';
-    const widget = runRenderer();
-    cell.appendChild(widget.node);
-    document.body.appendChild(cell);
-    const metadata = { [RUN_MIME]: { version: 1, live_widget: 'late' } };
-    await widget.renderModel({ data: { [RUN_MIME]: trace('demo') }, trusted: false, metadata, setData: () => undefined });
-    expect(widget.node.classList.contains('jp-MemfitRenderer-folded')).toBe(false);
-    const live = document.createElement('div');
-    live.className = 'memfit-run-widget';
-    cell.insertBefore(live, widget.node);
+    const { cell, widget } = await savedRunInCell(false);
+    expect(folded(widget)).toBe(false);
+    addLiveWidget(cell);
     jest.advanceTimersByTime(1_000);
-    expect(widget.node.classList.contains('jp-MemfitRenderer-folded')).toBe(true);
+    expect(folded(widget)).toBe(true);
     widget.dispose();
-    cell.remove();
-    jest.useRealTimers();
   });
 });
 
