@@ -160,3 +160,63 @@ def test_small_store_matrix_dedup_agrees_with_the_graph(tmp_path, cfg):
     assert kept[0] == kept[1]
     assert any(kept[0]) and not all(kept[0])
 
+
+
+
+def _near(v, cos, rng):
+    """Unit vectors at cosine ``cos`` from the unit rows of ``v``."""
+    u = rng.standard_normal(v.shape).astype(np.float32)
+    u -= (u * v).sum(1, keepdims=True) * v
+    u /= np.linalg.norm(u, axis=1, keepdims=True)
+    return (cos * v + np.sqrt(1 - cos * cos) * u).astype(np.float32)
+
+
+@pytest.mark.parametrize("exact_below", [10_000, 0])
+def test_store_keeps_what_pairwise_compare_against_every_kept_memory_keeps(tmp_path, exact_below):
+    # Every path of the store's dedup: tagged memories without questions (decided by the tag index
+    # alone while their tags are rare, by the vector search once "common" passes TAG_SCAN), untagged
+    # ones, and ones with questions whose repeats share no tag.  The store must keep exactly what
+    # comparing each memory with every memory kept before it keeps.
+    from memfit_jupyter.memory.dedup import batch_repeats
+    from memfit_jupyter.memory.store import TAG_SCAN
+
+    rng = np.random.default_rng(11)
+    dim = 384
+    first = rng.standard_normal((40, dim)).astype(np.float32)
+    first /= np.linalg.norm(first, axis=1, keepdims=True)
+    filler = rng.standard_normal((TAG_SCAN + 40, dim)).astype(np.float32)
+    filler /= np.linalg.norm(filler, axis=1, keepdims=True)
+    mixed_base = rng.standard_normal((30, dim)).astype(np.float32)
+    topic = rng.integers(0, 30, 300)
+    mixed = mixed_base[topic] + rng.uniform(0.15, 0.45, (300, 1)).astype(np.float32) * rng.standard_normal(
+        (300, dim)).astype(np.float32)
+    mixed /= np.linalg.norm(mixed, axis=1, keepdims=True)
+    items = (
+        # repeated, far later, by near copies with the same popular tag: only the vector search sees them
+        [{"content": f"first {i}", "tags": ["common"]} for i in range(40)]
+        + [{"content": f"filler {i}", "tags": ["common"]} for i in range(len(filler))]
+        + [{"content": f"again {i}", "tags": ["common"]} for i in range(40)]
+        # questions and content repeated under tags of their own
+        + [{"content": f"asked {i}", "tags": [f"own{i}"], "questions": [f"how is {i} done?"]} for i in range(20)]
+        + [{"content": f"asked again {i}", "tags": [f"other{i}"], "questions": [f"how is {i} done?"]}
+           for i in range(20)]
+        + [{"content": f"mixed {i}", "tags": [["common", f"t{topic[i] % 3}"], [f"t{topic[i] % 3}"], []][i % 3],
+            "questions": [f"what about topic {topic[i] % 2}?"] if i % 5 == 0 else []} for i in range(300)])
+    vecs = np.concatenate([first, filler, _near(first, 0.95, rng), first[:20], _near(first[:20], 0.93, rng),
+                           mixed])
+    with MemoryStore(tmp_path / "m", exact_below=exact_below) as store:
+        ids = []
+        for s in range(0, len(items), 40):
+            ids += store.add_many(items[s : s + 40], vectors=vecs[s : s + 40])
+        assert len(store._tag_postings({"common"})["common"]) == TAG_SCAN  # "common" became popular
+        entities = [store._prepare(it, "now") for it in items]
+        qvecs = store._question_vectors(entities)
+    probes = [Probe(frozenset(e.tags), qvecs[i], vecs[i]) for i, e in enumerate(entities)]
+    repeats = batch_repeats(probes, DedupConfig())  # [i, j]: i repeats the earlier j (pairwise compare)
+    kept = np.zeros(len(probes), dtype=bool)
+    for i in range(len(probes)):
+        kept[i] = not (repeats[i] & kept).any()
+    assert [i is not None for i in ids] == kept.tolist()
+    start = 40 + len(filler)
+    assert not kept[start : start + 40].any() and not kept[start + 60 : start + 80].any()
+    assert 0.2 < kept[start + 80 :].mean() < 0.9  # both verdicts are common in the mixed stream

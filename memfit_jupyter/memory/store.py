@@ -63,8 +63,6 @@ SCHEMA_VERSION = "1"
 SAVE_EVERY = 2_000
 SAVE_SHARE = 20
 MAX_CONTENT_BYTES = 64_000
-#: Beam of the dedup search: near-duplicates are the closest points, a short beam finds them.
-DEDUP_EXPANSION = 16
 #: Newest memories per tag that dedup looks at (a popular tag must not scan the whole store).
 TAG_SCAN = 256
 #: Batches at least this large build the graph while SQLite writes (a thread costs ~0.1 ms).
@@ -523,36 +521,21 @@ class MemoryStore:
 
         With two of three needed, a duplicate either has its content at the
         threshold (so it is among the probe's nearest neighbours) or shares
-        enough tags to reach the Jaccard threshold.  One batched vector search
-        with a short beam finds the first kind (near-duplicates sit right next
-        to the probe; the default beam made this search cost half as much as
-        the add itself), and its distances already say which neighbours reach
-        the content threshold, so only those rows are read back.  The second
-        kind comes from the tag index, reading at most ``TAG_SCAN`` of the
-        newest memories per tag so that a popular tag does not scan the store.
+        enough tags to reach the Jaccard threshold.  The second kind comes from
+        the tag index, reading at most ``TAG_SCAN`` of the newest memories per
+        tag so that a popular tag does not scan the store.  The first kind needs
+        a vector search, with a beam as short as the number of neighbours asked
+        for (near-duplicates sit right next to the probe: planted ones at cosine
+        0.9 and 0.95 were all found at 100k; the default beam made this search
+        cost half as much as the add itself); its distances already say which
+        neighbours reach the content threshold, so only those rows are read back.
+
+        The vector search is skipped for a probe whose every repeat must share its
+        tags (see ``_tags_decide``) when the tag index gave all of them.
         """
         cfg = self.dedup
         n = len(probes)
         cand: list[set[int]] = [set() for _ in range(n)]
-        size = len(self._index)
-        if size and size < self.exact_below:
-            self._exact_candidates(probes, min(cfg.candidates, size), cand)
-        elif size:
-            k = min(cfg.candidates, size)
-            beam = self._index.expansion_search
-            self._index.expansion_search = max(k, DEDUP_EXPANSION)
-            try:
-                found = self._index.search(np.stack([p.vec for p in probes]), k, threads=0)
-            finally:
-                self._index.expansion_search = beam
-            keys = np.asarray(found.keys).reshape(n, -1)
-            sims = 1.0 - np.asarray(found.distances, dtype=np.float64).reshape(n, -1)
-            counts = np.asarray(found.counts).reshape(-1) if n > 1 else np.array([keys.shape[1]])
-            valid = np.arange(keys.shape[1])[None, :] < counts[:, None]
-            if cfg.min_matches > 1:  # one hit alone (e.g. questions) only counts when one is enough
-                valid &= sims >= cfg.content_similarity_threshold - 1e-6
-            for i, j in zip(*np.nonzero(valid), strict=True):
-                cand[i].add(int(keys[i, j]))
         postings = self._tag_postings({t for p in probes for t in p.tags})
         for i, p in enumerate(probes):
             if not p.tags:
@@ -563,6 +546,28 @@ class MemoryStore:
                 for key in postings.get(tag, ()):
                     hits[key] = hits.get(key, 0) + 1
             cand[i].update(key for key, c in hits.items() if c >= need)
+        search = [i for i, p in enumerate(probes) if not self._tags_decide(p, postings)]
+        size = len(self._index)
+        if search and size and size < self.exact_below:
+            self._exact_candidates([probes[i] for i in search], min(cfg.candidates, size),
+                                   [cand[i] for i in search])
+        elif search and size:
+            k = min(cfg.candidates, size)
+            beam = self._index.expansion_search
+            self._index.expansion_search = k
+            try:
+                found = self._index.search(np.stack([probes[i].vec for i in search]), k, threads=0)
+            finally:
+                self._index.expansion_search = beam
+            m = len(search)
+            keys = np.asarray(found.keys).reshape(m, -1)
+            sims = 1.0 - np.asarray(found.distances, dtype=np.float64).reshape(m, -1)
+            counts = np.asarray(found.counts).reshape(-1) if m > 1 else np.array([keys.shape[1]])
+            valid = np.arange(keys.shape[1])[None, :] < counts[:, None]
+            if cfg.min_matches > 1:  # one hit alone (e.g. questions) only counts when one is enough
+                valid &= sims >= cfg.content_similarity_threshold - 1e-6
+            for r, j in zip(*np.nonzero(valid), strict=True):
+                cand[search[r]].add(int(keys[r, j]))
         wanted = sorted(set().union(*cand))
         stored: dict[int, Probe] = {}
         for chunk in range(0, len(wanted), 500):
@@ -574,6 +579,19 @@ class MemoryStore:
                                     np.frombuffer(qv, dtype=np.float32) if qv else None,
                                     np.frombuffer(v, dtype=np.float32))
         return [[stored[k] for k in sorted(c) if k in stored] for c in cand]
+
+    def _tags_decide(self, probe: Probe, postings: dict[str, list[int]]) -> bool:
+        """True when every memory that ``probe`` could repeat shares its tags, and the tag index
+        returned all memories with those tags (no tag reached ``TAG_SCAN``).
+
+        That holds for a tagged probe without questions when two or more dimensions must match:
+        against any stored memory its questions either cannot be compared (then tags and content
+        are what is left, and both must match) or compare as 0.0 (a miss), so a repeat must reach
+        the tag threshold, and a Jaccard of at least t needs at least t of the probe's own tags.
+        """
+        cfg = self.dedup
+        return (cfg.min_matches >= 2 and cfg.tag_overlap_threshold > 1e-6 and bool(probe.tags)
+                and probe.qvec is None and all(len(postings.get(t, ())) < TAG_SCAN for t in probe.tags))
 
     def _exact_candidates(self, probes: list[Probe], k: int, cand: list[set[int]]) -> None:
         """The ``k`` nearest stored memories of each probe by one matrix product over the small
