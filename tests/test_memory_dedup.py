@@ -112,7 +112,8 @@ def test_batch_matrix_agrees_with_pairwise_compare():
         tags = frozenset(rng.choice(list("abcde"), size=int(rng.integers(0, 4)), replace=False).tolist())
         probes.append(Probe(tags, None if q is None else q / np.linalg.norm(q), v / np.linalg.norm(v)))
     for cfg in (DedupConfig(), DedupConfig(min_matches=1), DedupConfig(min_matches=3),
-                DedupConfig(tag_overlap_threshold=0.5, content_similarity_threshold=0.8)):
+                DedupConfig(tag_overlap_threshold=0.5, content_similarity_threshold=0.8),
+                DedupConfig(tag_overlap_threshold=0.0), DedupConfig(question_similarity_threshold=0.0)):
         m = batch_repeats(probes, cfg)
         expected = np.array([[j < i and compare(probes[i], probes[j], cfg)[0] for j in range(40)]
                              for i in range(40)])

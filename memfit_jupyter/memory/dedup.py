@@ -11,6 +11,7 @@ then the rule asks for all of the dimensions that remain, up to ``min_matches``
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass
 
 import numpy as np
@@ -80,47 +81,93 @@ def compare(new: Probe, old: Probe, config: DedupConfig) -> tuple[bool, dict[str
     return hits >= needed, {"tags": tag_sim, "questions": q_sim, "content": c_sim}
 
 
-def batch_repeats(probes: list[Probe], config: DedupConfig) -> np.ndarray:
-    """``compare`` for every pair of a batch at once: a boolean (n, n) matrix whose ``[i, j]``
-    says that probe i repeats the earlier probe j (strictly lower triangular)."""
+def _lower_pairs(mask: np.ndarray) -> np.ndarray:
+    """Codes ``i * n + j`` of the pairs with ``i > j`` where the (n, n) ``mask`` holds."""
+    rows, cols = np.nonzero(mask)
+    below = rows > cols
+    return rows[below].astype(np.int64) * mask.shape[0] + cols[below]
+
+
+def _lower_pairs_above(sims: np.ndarray, threshold: float) -> np.ndarray:
+    """``_lower_pairs(sims >= threshold)`` for a symmetric matrix with few such pairs: the rows
+    with one are found first (a row maximum is cheaper than a mask and its nonzero)."""
+    n = sims.shape[0]
+    diagonal = sims.diagonal().copy()
+    np.fill_diagonal(sims, -np.inf)  # every vector is at the threshold with itself
+    hot = np.flatnonzero(sims.max(axis=1) >= threshold)
+    rows, cols = np.nonzero(sims[hot] >= threshold)
+    np.fill_diagonal(sims, diagonal)
+    rows = hot[rows]
+    below = rows > cols
+    return rows[below].astype(np.int64) * n + cols[below]
+
+
+def repeat_pairs(probes: list[Probe], config: DedupConfig) -> tuple[np.ndarray, np.ndarray]:
+    """``compare`` for every pair of a batch at once: the pairs ``(i, j)``, ``i > j``, where probe
+    i repeats the earlier probe j, as two index arrays.
+
+    A repeat needs at least one dimension at its threshold, so only the pairs with one are
+    examined (few in a batch of distinct memories): the content and question pairs from one
+    matrix product each, the tag pairs from the batch's posting lists.  Dense (n, n) arithmetic
+    over every pair cost five times the matrix product."""
     n = len(probes)
     if n < 2:
-        return np.zeros((n, n), dtype=bool)
+        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
     eps = 1e-6  # as in compare: float32 dot products of identical unit vectors land under 1.0
     vecs = np.stack([p.vec for p in probes])
-    hits = (vecs @ vecs.T >= config.content_similarity_threshold - eps).astype(np.int8)
-    available = np.ones((n, n), dtype=np.int8)
+    sims = vecs @ vecs.T
+    found = [_lower_pairs_above(sims, config.content_similarity_threshold - eps)]
     has_q = np.array([p.qvec is not None for p in probes])
+    qsims = None
     if has_q.any():
         qdim = next(p.qvec for p in probes if p.qvec is not None).shape[0]
         q = np.stack([p.qvec if p.qvec is not None else np.zeros(qdim, dtype=np.float32) for p in probes])
-        q_avail = has_q[:, None] | has_q[None, :]  # one side without questions compares as 0.0
-        hits += (q_avail & (q @ q.T >= config.question_similarity_threshold - eps)).astype(np.int8)
-        available += q_avail.astype(np.int8)
-    # Tags: the intersections come from the batch's posting lists, and Jaccard is computed only
-    # where they are non-zero (few pairs); dense n x n arithmetic here dominated the batch.
-    inter = np.zeros((n, n), dtype=np.int16)
+        qsims = q @ q.T  # one side without questions compares as 0.0, as in compare
+        threshold = config.question_similarity_threshold - eps
+        found.append(_lower_pairs_above(qsims, threshold) if threshold > 0 else
+                     _lower_pairs(has_q[:, None] | has_q[None, :]))  # 0.0 reaches it: any pair with one side
+    sizes = np.array([len(p.tags) for p in probes], dtype=np.int64)
+    tagged = sizes > 0
     postings: dict[str, list[int]] = {}
     for i, p in enumerate(probes):
         for t in p.tags:
             postings.setdefault(t, []).append(i)
-    for members in postings.values():
-        if len(members) > 1:
-            idx = np.array(members)
-            inter[np.ix_(idx, idx)] += 1
-    sizes = np.array([len(p.tags) for p in probes], dtype=np.int32)
-    tagged = sizes > 0
-    t_avail = tagged[:, None] | tagged[None, :]  # both untagged: nothing to compare
-    available += t_avail
+    # members are in ascending order, so (b, a) from combinations has b > a
+    shared = [b * n + a for m in postings.values() if len(m) > 1 for a, b in itertools.combinations(m, 2)]
+    shared_codes, shared_counts = np.unique(np.array(shared, dtype=np.int64), return_counts=True)
     if config.tag_overlap_threshold <= eps:  # any overlap, even none, reaches the threshold
+        found.append(_lower_pairs(tagged[:, None] | tagged[None, :]))
+    else:
+        found.append(shared_codes)
+    codes = np.unique(np.concatenate(found))
+    rows, cols = codes // n, codes % n
+    hits = (sims[rows, cols] >= config.content_similarity_threshold - eps).astype(np.int64)
+    available = np.ones(len(codes), dtype=np.int64)
+    if qsims is not None:
+        q_avail = has_q[rows] | has_q[cols]
+        hits += q_avail & (qsims[rows, cols] >= config.question_similarity_threshold - eps)
+        available += q_avail
+    t_avail = tagged[rows] | tagged[cols]
+    available += t_avail
+    if config.tag_overlap_threshold <= eps:
         hits += t_avail
     else:
-        rows, cols = np.nonzero(inter)
-        shared = inter[rows, cols].astype(np.float64)
-        ok = shared / (sizes[rows] + sizes[cols] - shared) >= config.tag_overlap_threshold - eps
-        hits[rows[ok], cols[ok]] += 1
+        inter = np.zeros(len(codes), dtype=np.int64)
+        if len(shared_codes):  # every shared pair is among the codes (they were added above)
+            inter[np.searchsorted(codes, shared_codes)] = shared_counts
+        union = np.maximum(sizes[rows] + sizes[cols] - inter, 1)
+        hits += t_avail & (inter / union >= config.tag_overlap_threshold - eps)
     dup = hits >= np.minimum(available, config.min_matches)
-    return np.tril(dup, -1)
+    return rows[dup], cols[dup]
+
+
+def batch_repeats(probes: list[Probe], config: DedupConfig) -> np.ndarray:
+    """``repeat_pairs`` as a boolean (n, n) matrix: ``[i, j]`` says that probe i repeats the
+    earlier probe j (strictly lower triangular)."""
+    out = np.zeros((len(probes), len(probes)), dtype=bool)
+    rows, cols = repeat_pairs(probes, config)
+    out[rows, cols] = True
+    return out
 
 
 def non_repeated(probes: list[Probe], existing: list[list[Probe]], config: DedupConfig) -> list[int]:
@@ -128,12 +175,14 @@ def non_repeated(probes: list[Probe], existing: list[list[Probe]], config: Dedup
     memory in ``existing[i]`` (the stored candidates for probe i) nor an earlier kept probe."""
     if not config.enabled:
         return list(range(len(probes)))
-    within = batch_repeats(probes, config)
-    kept_mask = np.zeros(len(probes), dtype=bool)
+    earlier: dict[int, list[int]] = {}
+    for i, j in zip(*(a.tolist() for a in repeat_pairs(probes, config)), strict=True):
+        earlier.setdefault(i, []).append(j)
+    kept = [False] * len(probes)
     for i, p in enumerate(probes):
-        if within[i].any() and (within[i] & kept_mask).any():
+        if any(kept[j] for j in earlier.get(i, ())):
             continue
         if any(compare(p, o, config)[0] for o in existing[i]):
             continue
-        kept_mask[i] = True
-    return np.flatnonzero(kept_mask).tolist()
+        kept[i] = True
+    return [i for i, k in enumerate(kept) if k]

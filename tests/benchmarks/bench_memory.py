@@ -3,11 +3,13 @@ scan, in the same run, on structured vectors (low rank plus noise: on uniform ra
 every HNSW index's recall collapses).
 
     python tests/benchmarks/bench_memory.py --sizes 10000,100000
+    python tests/benchmarks/bench_memory.py --sizes 100000 --questions 1   # every memory has a question
+    python tests/benchmarks/bench_memory.py --sizes 1000000 --connectivity 16 --expansion-add 64 --no-rebuild
     python tests/benchmarks/bench_memory.py --sizes 1000000 --search-only --connectivity 16 --expansion-add 64
         --max-build-s 780   # 1M: the bare build alone takes ~11 min here
 
 Reports, per size: semantic search p50/p95 at k=15 (store, bare usearch, numpy exact) and
-their ratios; recall@10 against exact; the whole pipeline with disable_ai; insert throughput
+their ratios, and the store's search against a bare search of the store's own graph; recall@10 against exact; the whole pipeline with disable_ai; insert throughput
 with dedup on against bare usearch add (same chunks); open time (saved index) and rebuild
 time; peak memory (VmHWM) of a process that opens the store and searches once against one that
 loads the bare index and searches once.  The HNSW parameters default to the store's own.
@@ -17,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import inspect
+import itertools
 import json
 import os
 import random
@@ -38,7 +41,7 @@ from memfit_jupyter.memory import MemoryStore  # noqa: E402
 DIM = 384
 RANK = 32
 CHUNK = 1000
-QUERIES = 200
+QUERIES = 300  # 12 blocks of 25: two full cycles of the 6 orders of 3 timed functions
 
 
 def structured(n: int, rng: np.random.Generator, basis: np.ndarray) -> np.ndarray:
@@ -62,13 +65,16 @@ def timed(fn, items) -> list[float]:
 
 
 def interleaved(fns, items, block: int = 25) -> list[list[float]]:
-    """Time each function on each item, in blocks that take turns (rotating who goes first), so
-    that a change in the machine's load hits every side alike.  Blocks, not single items: an
-    exact scan between two graph searches would evict the graph from the CPU caches."""
+    """Time each function on each item, in blocks that take turns, so that a change in the
+    machine's load hits every side alike.  Blocks, not single items: an exact scan between two
+    graph searches would evict the graph from the CPU caches.  The order of the blocks cycles
+    through every permutation, so each function follows each other one equally often (a plain
+    rotation keeps the cyclic order, and the function after the exact scan always paid for the
+    caches it emptied)."""
     out: list[list[float]] = [[] for _ in fns]
+    orders = list(itertools.permutations(range(len(fns))))
     for n, start in enumerate(range(0, len(items), block)):
-        for j in range(len(fns)):
-            k = (n + j) % len(fns)
+        for k in orders[n % len(orders)]:
             out[k] += timed(fns[k], items[start : start + block])
     return out
 
@@ -102,7 +108,7 @@ print(json.dumps({{"open_s": opened, "n": n, "rebuilt": rebuilt, "maxrss_mb": hw
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
-def bench(n: int, workdir: Path, opts: dict) -> dict:
+def bench(n: int, workdir: Path, opts: dict, questions: float = 0.0, rebuild: bool = True) -> dict:
     from usearch.index import Index
 
     rng = np.random.default_rng(7)
@@ -114,7 +120,9 @@ def bench(n: int, workdir: Path, opts: dict) -> dict:
     texts = [" ".join(rnd.sample(words, 12)) for _ in range(n)]
     tag_vocab = [f"t{i}" for i in range(5_000)]
     items = [{"content": texts[i], "tags": rnd.sample(tag_vocab, 2)} for i in range(n)]
-    r: dict = {"n": n, **opts}
+    for i in rnd.sample(range(n), int(n * questions)) if questions else ():  # as triage writes them
+        items[i]["questions"] = [f"what about {' '.join(rnd.sample(words, 3))}?"]
+    r: dict = {"n": n, "with_questions": questions, **opts}
 
     # --- bare usearch add against the store's add_many with dedup on (2-of-3 against the 10
     # nearest and tag sharers), in the same chunks, taking turns chunk by chunk (rotating who goes
@@ -160,6 +168,12 @@ def bench(n: int, workdir: Path, opts: dict) -> dict:
     r["store_p50_ms"], r["store_p95_ms"] = pct(store_t)
     r["store_vs_bare_p50"] = r["store_p50_ms"] / r["bare_p50_ms"]
     r["store_vs_exact_p50"] = r["store_p50_ms"] / r["exact_p50_ms"]
+    # Two HNSW graphs built from the same vectors search at different speeds (the insertion order
+    # of a threaded add varies; 12% apart in one run), so the ratio above mixes that in.  What the
+    # store itself adds to a bare usearch search: the same comparison on the store's own graph.
+    own_t, store2_t = interleaved([lambda q: store._index.search(q, 15),
+                                   lambda q: store.search_by_semantics(q, 15)], queries)
+    r["own_index_p50_ms"], r["store_vs_own_index_p50"] = pct(own_t)[0], pct(store2_t)[0] / pct(own_t)[0]
 
     # key of row i is i + 1 in both the bare index and the store (no duplicates among random vectors)
     def recall(found_keys):
@@ -190,6 +204,9 @@ def bench(n: int, workdir: Path, opts: dict) -> dict:
     r["bare_load_s"], r["bare_load_maxrss_mb"] = bare_open["open_s"], bare_open["maxrss_mb"]
     r["open_vs_bare_load"] = r["open_s"] / max(r["bare_load_s"], 1e-9)
     r["maxrss_vs_bare"] = r["open_maxrss_mb"] / r["bare_load_maxrss_mb"]
+    if not rebuild:
+        r["process_maxrss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+        return r
     (path / "index.usearch").unlink()
     t = time.perf_counter()
     with warnings.catch_warnings():
@@ -258,6 +275,9 @@ def main() -> None:
     p.add_argument("--search-only", action="store_true",
                    help="exact numpy against a bare usearch index only (for 1M: the store build is too slow)")
     p.add_argument("--max-build-s", type=float, default=600.0, help="--search-only: give up the build after this")
+    p.add_argument("--questions", type=float, default=0.0,
+                   help="share of memories that carry a potential question (their dedup needs the vector search)")
+    p.add_argument("--no-rebuild", action="store_true", help="skip timing a rebuild from SQLite (slow at 1M)")
     p.add_argument("--out", default=None, help="also write the results as JSON here")
     p.add_argument("--workdir", default=None)
     args = p.parse_args()
@@ -266,7 +286,8 @@ def main() -> None:
     for n in (int(s) for s in args.sizes.split(",")):
         opts = {"connectivity": args.connectivity, "expansion_add": args.expansion_add,
                 "expansion_search": args.expansion_search}
-        r = bench_search_only(n, opts, args.max_build_s) if args.search_only else bench(n, workdir, opts)
+        r = bench_search_only(n, opts, args.max_build_s) if args.search_only else bench(
+            n, workdir, opts, args.questions, not args.no_rebuild)
         results.append(r)
         print(json.dumps({k: round(v, 4) if isinstance(v, float) else v for k, v in r.items()}), flush=True)
     if args.out:
