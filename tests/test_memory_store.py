@@ -5,6 +5,8 @@ import subprocess
 import sys
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from memfit_jupyter.errors import StoreError
 from memfit_jupyter.memory import MemoryStore, StoreWarning
@@ -243,3 +245,11 @@ def test_failed_batch_leaves_neither_rows_nor_index_entries(tmp_path):
             "a memory that was there before"]
         ids = store.add_many(items[:100])  # the same batch without the clash goes in whole
         assert all(ids) and len(store) == 101 and store.info()["indexed"] == 101
+
+
+@given(st.lists(st.text()))
+def test_stored_lists_read_back_exactly(values):
+    # tags and questions are stored as JSON and read back on every search by a faster path
+    from memfit_jupyter.memory.store import _json_list, _list_of
+
+    assert _list_of(_json_list(values)) == values
