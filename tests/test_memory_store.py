@@ -1,5 +1,6 @@
 """The memory store: adding, searching, deleting, export/import, secrets, embedders, index files."""
 
+import contextlib
 import json
 import subprocess
 import sys
@@ -253,3 +254,42 @@ def test_stored_lists_read_back_exactly(values):
     from memfit_jupyter.memory.store import _json_list, _list_of
 
     assert _list_of(_json_list(values)) == values
+
+
+def _recorded_count(path):
+    import sqlite3
+
+    with contextlib.closing(sqlite3.connect(path / "memory.sqlite3")) as db:
+        row = db.execute("SELECT value FROM meta WHERE key = 'count'").fetchone()
+    return None if row is None else int(row[0])
+
+
+def _set_recorded_count(path, value):
+    import sqlite3
+
+    with contextlib.closing(sqlite3.connect(path / "memory.sqlite3")) as db, db:
+        if value is None:
+            db.execute("DELETE FROM meta WHERE key = 'count'")
+        else:
+            db.execute("UPDATE meta SET value = ? WHERE key = 'count'", (str(value),))
+
+
+def test_recorded_count_follows_adds_duplicates_and_deletes(store):
+    assert _recorded_count(store.path) == len(store) == 5
+    assert store.add(*FACTS[0][:2], questions=FACTS[0][2]) is None  # a duplicate adds nothing
+    ids = store.add_many([{"content": f"note {i} on subject {i}"} for i in range(3)])
+    assert store.delete(ids[1]) and not store.delete(ids[1])
+    assert _recorded_count(store.path) == len(store) == 7
+
+
+@pytest.mark.parametrize("recorded", [None, 999])
+def test_store_without_or_with_a_wrong_recorded_count_opens_without_rebuilding(store, recorded):
+    # a store from before the count was kept, or one where it drifted: the saved index is still
+    # used (it agrees with the rows) and the count is recorded again
+    path = store.path
+    store.close()
+    _set_recorded_count(path, recorded)
+    with warnings_as_errors():
+        s = MemoryStore(path)
+    assert s.info()["indexed"] == len(s) == 5 == _recorded_count(path)
+    s.close()

