@@ -22,8 +22,10 @@ never rebuilt on a normal open.
 
 Writing a batch: a bounded read of the tag index finds the tag repeats and one
 vector search (short beam) the near-duplicates by content, for the memories
-whose repeats need not share their tags (2-of-3 dedup); rows go in with one ``executemany`` per table; the graph is built on a
-thread while SQLite writes (usearch releases the GIL).
+whose repeats need not share their tags (2-of-3 dedup); rows go in with one
+``executemany`` per table; the graph is built on a thread while SQLite writes
+(usearch releases the GIL).  Every write keeps the number of memories in
+``meta``, so that opening need not count the rows.
 """
 
 from __future__ import annotations
