@@ -571,8 +571,8 @@ class MemoryStore:
         a vector search, with a beam as short as the number of neighbours asked
         for: near-duplicates sit right next to the probe (at 100k, 2,000 planted
         at cosine 0.9 and 2,000 at 0.95 were all found with a beam of 10, which
-        cost 0.7 of a beam of 16; the search's default beam cost half as much as
-        the add itself).  Its distances already say which neighbours reach the
+        cost 0.55-0.7 of a beam of 16: tests/benchmarks/dedup_beam.py; the search's
+        default beam cost half as much as the add itself).  Its distances already say which neighbours reach the
         content threshold, so only those rows are read back.
 
         The vector search is skipped for a probe whose every repeat must share its
