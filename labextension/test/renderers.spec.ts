@@ -370,14 +370,7 @@ describe('the JupyterLab extension', () => {
   });
 
   it('renders a model into the widget node', async () => {
-    const ext = extensions.find(e => e.rendererFactory.mimeTypes[0] === RUN_MIME)!;
-    const widget = ext.rendererFactory.createRenderer({
-      mimeType: RUN_MIME,
-      sanitizer: {} as any,
-      resolver: null,
-      linkHandler: null,
-      latexTypesetter: null
-    }) as MemfitRenderer;
+    const widget = runRenderer();
     const t = trace('demo');
     await widget.renderModel({ data: { [RUN_MIME]: t }, trusted: false, metadata: {}, setData: () => undefined });
     expect(widget.node.classList.contains('jp-MemfitRenderer')).toBe(true);
