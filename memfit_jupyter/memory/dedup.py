@@ -81,11 +81,15 @@ def compare(new: Probe, old: Probe, config: DedupConfig) -> tuple[bool, dict[str
     return hits >= needed, {"tags": tag_sim, "questions": q_sim, "content": c_sim}
 
 
-def _lower_pairs(mask: np.ndarray) -> np.ndarray:
-    """Codes ``i * n + j`` of the pairs with ``i > j`` where the (n, n) ``mask`` holds."""
-    rows, cols = np.nonzero(mask)
+def _codes_below(rows: np.ndarray, cols: np.ndarray, n: int) -> np.ndarray:
+    """Codes ``i * n + j`` of the pairs ``(i, j)`` with ``i > j``."""
     below = rows > cols
-    return rows[below].astype(np.int64) * mask.shape[0] + cols[below]
+    return rows[below].astype(np.int64) * n + cols[below]
+
+
+def _lower_pairs(mask: np.ndarray) -> np.ndarray:
+    """Codes of the pairs with ``i > j`` where the (n, n) ``mask`` holds."""
+    return _codes_below(*np.nonzero(mask), mask.shape[0])
 
 
 def _lower_pairs_above(sims: np.ndarray, threshold: float) -> np.ndarray:
@@ -97,9 +101,7 @@ def _lower_pairs_above(sims: np.ndarray, threshold: float) -> np.ndarray:
     hot = np.flatnonzero(sims.max(axis=1) >= threshold)
     rows, cols = np.nonzero(sims[hot] >= threshold)
     np.fill_diagonal(sims, diagonal)
-    rows = hot[rows]
-    below = rows > cols
-    return rows[below].astype(np.int64) * n + cols[below]
+    return _codes_below(hot[rows], cols, n)
 
 
 def repeat_pairs(probes: list[Probe], config: DedupConfig) -> tuple[np.ndarray, np.ndarray]:

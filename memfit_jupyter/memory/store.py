@@ -436,10 +436,10 @@ class MemoryStore:
     def _record_count(self) -> None:
         """Record the number of rows (a store from before the count was kept, or one it drifted in)."""
         with self._write():
-            count = self._count()
-            if self._recorded_count() is not None:
-                log.warning("memory store %s: the recorded count was %s, not %d; recorded again", self.path,
-                            self._recorded_count(), count)
+            count, recorded = self._count(), self._recorded_count()
+            if recorded is not None:
+                log.warning("memory store %s: the recorded count was %d, not %d; recorded again", self.path,
+                            recorded, count)
             self._set_meta({"count": str(count)})
 
     def _add_to_count(self, delta: int) -> None:
@@ -697,11 +697,11 @@ class MemoryStore:
              for key, e, vec, qvec in zip(keys, entities, vecs, qvecs, strict=True)])
         self._conn.executemany("INSERT OR IGNORE INTO memory_tags(tag, key) VALUES (?, ?)",
                                [(t, key) for key, e in zip(keys, entities, strict=True) for t in norm_tags(e.tags)])
-        self._add_to_count(len(entities))
         self._conn.executemany(
             "INSERT INTO memories_fts(rowid, content, tags, questions) VALUES (?,?,?,?)",
             [(key, _fts_text([e.content]), _fts_text(e.tags), _fts_text(e.potential_questions))
              for key, e in zip(keys, entities, strict=True)])
+        self._add_to_count(len(entities))
 
     def delete(self, id: str) -> bool:
         """Delete a memory; False when there is none with this id."""

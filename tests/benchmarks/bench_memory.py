@@ -9,8 +9,9 @@ every HNSW index's recall collapses).
         --max-build-s 780   # 1M: the bare build alone takes ~11 min here
 
 Reports, per size: semantic search p50/p95 at k=15 (store, bare usearch, numpy exact) and
-their ratios, and the store's search against a bare search of the store's own graph; recall@10 against exact; the whole pipeline with disable_ai; insert throughput
-with dedup on against bare usearch add (same chunks); open time (saved index) and rebuild
+their ratios, and the store's search against a bare search of the store's own graph;
+recall@10 against exact; the whole pipeline with disable_ai; insert throughput with dedup on
+against bare usearch add (same chunks, in turns); open time (saved index) and rebuild
 time; peak memory (VmHWM) of a process that opens the store and searches once against one that
 loads the bare index and searches once.  The HNSW parameters default to the store's own.
 """
@@ -53,6 +54,13 @@ def structured(n: int, rng: np.random.Generator, basis: np.ndarray) -> np.ndarra
 def pct(times: list[float]) -> tuple[float, float]:
     a = np.array(times) * 1000
     return float(np.percentile(a, 50)), float(np.percentile(a, 95))
+
+
+def exact_top15(data: np.ndarray, q: np.ndarray) -> np.ndarray:
+    """The exact 15 nearest rows of ``data`` to ``q``: one matrix product, best first."""
+    sims = data @ q
+    top = np.argpartition(-sims, 15)[:15]
+    return top[np.argsort(-sims[top])]
 
 
 def timed(fn, items) -> list[float]:
@@ -132,7 +140,7 @@ def bench(n: int, workdir: Path, opts: dict, questions: float = 0.0, rebuild: bo
     path = workdir / f"store{n}"
     shutil.rmtree(path, ignore_errors=True)
     store = MemoryStore(path, **opts)  # default exact_below: 10k and more use the graph
-    added, bare_s, store_s = 0, 0.0, 0.0
+    added = 0
 
     def add_bare(s):
         bare.add(np.arange(s + 1, min(n, s + CHUNK) + 1, dtype=np.uint64), data[s : s + CHUNK], threads=0)
@@ -141,29 +149,17 @@ def bench(n: int, workdir: Path, opts: dict, questions: float = 0.0, rebuild: bo
         nonlocal added
         added += sum(1 for i in store.add_many(items[s : s + CHUNK], vectors=data[s : s + CHUNK]) if i)
 
-    for c, s in enumerate(range(0, n, CHUNK)):
-        for fn in ((add_bare, add_store) if c % 2 == 0 else (add_store, add_bare)):
-            t = time.perf_counter()
-            fn(s)
-            if fn is add_bare:
-                bare_s += time.perf_counter() - t
-            else:
-                store_s += time.perf_counter() - t
-    r["bare_add_per_s"] = n / bare_s
-    r["store_add_dedup_per_s"] = n / store_s
+    bare_add_t, store_add_t = interleaved([add_bare, add_store], list(range(0, n, CHUNK)), block=1)
+    r["bare_add_per_s"] = n / sum(bare_add_t)
+    r["store_add_dedup_per_s"] = n / sum(store_add_t)
     r["store_added"] = added
     r["insert_ratio_vs_bare"] = r["store_add_dedup_per_s"] / r["bare_add_per_s"]
 
     # --- exact truth
     exact_top = [np.argsort(-(data @ q))[:10] + 1 for q in queries]
 
-    def exact(q):
-        sims = data @ q
-        top = np.argpartition(-sims, 15)[:15]
-        return top[np.argsort(-sims[top])]
-
     bare_t, exact_t, store_t = interleaved(
-        [lambda q: bare.search(q, 15), exact, lambda q: store.search_by_semantics(q, 15)], queries)
+        [lambda q: bare.search(q, 15), lambda q: exact_top15(data, q), lambda q: store.search_by_semantics(q, 15)], queries)
     r["bare_p50_ms"], r["bare_p95_ms"] = pct(bare_t)
     r["exact_p50_ms"], r["exact_p95_ms"] = pct(exact_t)
     r["store_p50_ms"], r["store_p95_ms"] = pct(store_t)
@@ -231,12 +227,7 @@ def bench_search_only(n: int, opts: dict, max_build_s: float) -> dict:
     queries = structured(QUERIES, rng, basis)
     r: dict = {"n": n, "mode": "search-only", **opts}
 
-    def exact(q):
-        sims = data @ q
-        top = np.argpartition(-sims, 15)[:15]
-        return top[np.argsort(-sims[top])]
-
-    exact_t = timed(exact, queries[:50])
+    exact_t = timed(lambda q: exact_top15(data, q), queries[:50])
     r["exact_p50_ms"], r["exact_p95_ms"] = pct(exact_t)
     exact_top = [np.argsort(-(data @ q))[:10] + 1 for q in queries[:50]]
     bare = Index(ndim=DIM, metric="ip", dtype="f32", **opts)
