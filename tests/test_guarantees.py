@@ -4,6 +4,7 @@ import json
 import logging
 import signal
 import threading
+import time
 
 import pytest
 from fault_server import FaultServer
@@ -197,16 +198,27 @@ def test_interrupt_cancels_a_call_that_never_answers(tmp_path):
     import_litellm()
     server = FaultServer().start()
     main = threading.main_thread().ident
-    timer = threading.Timer(0.5, lambda: signal.pthread_kill(main, signal.SIGINT))
+    stop = threading.Event()
+
+    def interrupt_once_the_call_is_in_flight():
+        # Interrupt Kernel while the request hangs at the server (a fixed delay could land in the
+        # run's own start-up on a slow machine, where it tests something else)
+        while not stop.is_set() and server.requests["hang"] < 1:
+            time.sleep(0.01)
+        if not stop.is_set():
+            time.sleep(0.2)
+            signal.pthread_kill(main, signal.SIGINT)
+
+    interrupter = threading.Thread(target=interrupt_once_the_call_is_in_flight, daemon=True)
     try:
         server.script("hang", ["slow:30"])
         opts = {"openai/hang": {"api_base": server.api_base, "api_key": "k"}}
         agent = Agent(model="openai/hang", memory=False, workdir=tmp_path, tools=["finish"])
         run = Run(agent, "anything", backend=LiteLLMBackend(opts))
-        timer.start()
+        interrupter.start()
         result = run.run()
     finally:
-        timer.cancel()
+        stop.set()
         server.stop()
     assert result.status == "cancelled" and result.duration_s < 10  # the server would answer after 30 s
     call = [e for e in run.trace()["events"] if e["type"] == "model_call"][-1]
