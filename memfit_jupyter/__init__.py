@@ -33,6 +33,7 @@ _EXPORTS = {
     "Param": ".tools",
     "Event": ".events",
     "scenarios": ".llm.scenarios",
+    "catalogue": ".catalogue",
     "MemfitError": ".errors",
     "UnknownModelError": ".errors",
     "UnknownScenarioError": ".errors",
@@ -47,6 +48,7 @@ __all__ = sorted([*_EXPORTS, "load_ipython_extension", "unload_ipython_extension
 
 if TYPE_CHECKING:  # pragma: no cover
     from .agent import Agent, Run
+    from .catalogue import catalogue
     from .errors import (
         MemfitError,
         PathOutsideWorkdirError,

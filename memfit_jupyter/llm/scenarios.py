@@ -76,6 +76,10 @@ class Scenario:
     rules: dict[str, tuple[Rule, ...]] = field(default_factory=dict)
     files: dict[str, str] = field(default_factory=dict)
     task: str = ""
+    #: MAST / TRAIL failure classes the scenario shows (None: the file declares none, see catalogue.py).
+    classes: tuple[str, ...] | None = None
+    #: The failure mode it reproduces, with its on/off pair (the ``[mode]`` table, see catalogue.py).
+    mode: dict[str, Any] = field(default_factory=dict)
 
     @property
     def model(self) -> str:
@@ -134,6 +138,8 @@ def _load(name: str, text: str, defaults: dict[str, Any] | None) -> Scenario:
         rules=rules,
         files=dict(data.get("files", {})),
         task=data.get("task", ""),
+        classes=tuple(data["classes"]) if "classes" in data else None,
+        mode=dict(data.get("mode", {})),
     )
 
 
