@@ -42,12 +42,16 @@ _EXPORTS = {
     "StoreError": ".errors",
     "MemoryStore": ".memory",
     "MemoryEntity": ".memory",
+    "load_trajectory": ".trajectories",
+    "TrajectoryFormatError": ".trajectories",
+    "analyze": ".analysis",
 }
 
 __all__ = sorted([*_EXPORTS, "load_ipython_extension", "unload_ipython_extension", "__version__"])
 
 if TYPE_CHECKING:  # pragma: no cover
     from .agent import Agent, Run
+    from .analysis import analyze
     from .catalogue import catalogue
     from .errors import (
         MemfitError,
@@ -72,6 +76,7 @@ if TYPE_CHECKING:  # pragma: no cover
     )
     from .reliability.guarantees import ExecutionGuarantees
     from .tools import Param, Tool
+    from .trajectories import TrajectoryFormatError, load_trajectory
 
 
 def __getattr__(name: str) -> Any:

@@ -84,7 +84,16 @@ class SpinMonitor:
         return verdict
 
     def analyse(self, run: Any, record: ActionRecord, l1: SpinDetectionResult) -> SpinDetectionResult:
-        """Layer 2: the model judges the last N actions and the recent timeline. Never raises."""
+        """Layer 2: the model judges the last N actions and the recent timeline. Never raises.
+
+        With no model to ask (``run.llm`` is None, as in ``analyze`` without a judge),
+        layer 1's finding stands, as when the call fails.
+        """
+        if getattr(run, "llm", None) is None:
+            return SpinDetectionResult(
+                is_spinning=True, layer=2, detector="logic_spin", action_type=l1.action_type,
+                consecutive_count=l1.consecutive_count, suggestions=list(l1.suggestions),
+                reason=f"no judge was asked; layer 1's finding stands: {l1.reason}")
         recent = actions(run.records)[-self.config.spin_threshold:]
         timeline = run.timeline.text(max_chars=self.config.timeline_chars)
         messages = spin_messages(run.task, recent, timeline)

@@ -1,0 +1,199 @@
+"""Post-hoc analysis: reflection levels and spin findings put on a trace after the fact.
+
+``analyze(trace, judge=None, **settings)`` replays the steps of any trace
+(recorded by memfit, or imported with ``load_trajectory``) through the
+reflection-level decision tree and every spin detector, exactly as a live run
+would after each action, and returns a copy of the trace with the
+``reflection`` and ``spin`` events placed at the step where they fired, plus
+``trace["analysis"]``: the findings, the warnings a run would have given, and
+the step where a run would have ended with ``spin_exit``.
+
+No model is called unless ``judge`` is given (a litellm model string, or a
+callable ``judge(records, timeline_text) -> dict`` with ``is_spinning``,
+``reason``, ``suggestions``, ``next_actions``, ``is_task_progressing``).
+Without a judge, layer 2 is taken to confirm what layer 1 finds: the bound
+under which the most runs would be ended.  ``settings`` are the fields of
+``ReflectionConfig`` (``spin_threshold``, ``detectors``, ...).
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Callable
+from dataclasses import fields
+from types import SimpleNamespace
+from typing import Any
+
+from .errors import SpinExit
+from .records import ActionRecord, ReflectionLevel
+from .reflection.config import ReflectionConfig
+from .reflection.levels import decide_level
+from .reflection.spin import SpinMonitor
+from .timeline import Timeline
+
+#: Event types that analysis writes; those already in a trace are replaced.
+ANALYSIS_TYPES = ("reflection", "spin")
+_KEEP_CHARS = 2000
+
+
+def records_of(trace: dict[str, Any]) -> list[ActionRecord]:
+    """The trace's steps as ``ActionRecord``s: each action with the observation that followed it."""
+    records: list[ActionRecord] = []
+    pending: dict[str, Any] | None = None
+    for event in trace.get("events") or []:
+        kind = event.get("type")
+        if kind == "action":
+            if pending is not None:
+                records.append(_record(pending, None))
+            pending = event
+        elif kind == "observation" and pending is not None:
+            records.append(_record(pending, event))
+            pending = None
+    if pending is not None:
+        records.append(_record(pending, None))
+    return records
+
+
+def _record(action: dict[str, Any], obs: dict[str, Any] | None) -> ActionRecord:
+    obs = obs or {}
+    data = dict(obs.get("data") or {})
+    if action.get("action_type") in ("finish", "submit") and "final" not in data and obs.get("ok", True):
+        data["final"] = True
+    return ActionRecord(
+        iteration=int(action.get("iteration") or 0), thought=str(action.get("thought") or ""),
+        action_type=str(action.get("action_type") or ""), tool=str(action.get("tool") or ""),
+        params=dict(action.get("params") or {}), output=str(obs.get("output") or ""),
+        ok=bool(obs.get("ok", True)), error=obs.get("error"), duration_s=float(obs.get("duration_s") or 0.0),
+        data=data)
+
+
+class _ModelJudge:
+    """Layer 2 through the project's model client: the judge is a litellm model string."""
+
+    def __init__(self, model: str, emit: Callable[..., Any]):
+        from .llm.backend import LiteLLMBackend
+        from .llm.client import LLMClient
+
+        self.client = LLMClient({"primary": model}, LiteLLMBackend(), emit, run_key="analysis")
+
+    def call(self, purpose: str, messages: list[dict], *, tier: str = "fast", iteration: int = 0, **_: Any):
+        return self.client.call(purpose, messages, tier=tier, iteration=iteration)
+
+
+class _CallableJudge:
+    """Layer 2 through a Python callable; its dict reply is read like the model's."""
+
+    def __init__(self, fn: Callable[..., Any], replay: _Replay):
+        self.fn = fn
+        self.replay = replay
+
+    def call(self, purpose: str, messages: list[dict], **_: Any):
+        reply = self.fn(list(self.replay.records), self.replay.timeline.text(max_chars=3000)) or {}
+        value = SimpleNamespace(is_spinning=bool(reply.get("is_spinning")), reason=str(reply.get("reason", "")),
+                                suggestions=list(reply.get("suggestions") or []),
+                                next_actions=list(reply.get("next_actions") or []),
+                                is_task_progressing=bool(reply.get("is_task_progressing", False)))
+        return SimpleNamespace(ok=True, value=value, error=None, error_kind=None)
+
+
+class _Replay:
+    """What the spin monitor reads of a run, rebuilt from a trace."""
+
+    def __init__(self, trace: dict[str, Any], judge: Any):
+        self.task = str(trace.get("task") or "")
+        self.records: list[ActionRecord] = []
+        self.timeline = Timeline()
+        self.timeline.add("task", 0, f"Task: {self.task}")
+        self.out: dict[int, list[dict[str, Any]]] = {}
+        self.iteration = 0
+        self.model_events: list[dict[str, Any]] = []
+        if judge is None:
+            self.llm = None
+        elif callable(judge):
+            self.llm = _CallableJudge(judge, self)
+        else:
+            self.llm = _ModelJudge(str(judge), self._emit_model)
+
+    def _emit_model(self, type: str, iteration: int | None = None, **data: Any) -> None:
+        self.emit(type, iteration=iteration, **data)
+
+    def emit(self, type: str, iteration: int | None = None, **data: Any) -> None:
+        it = self.iteration if iteration is None else iteration
+        self.out.setdefault(it, []).append({"type": type, "iteration": it, **data, "analysis": True})
+
+    def degradation_plan(self, reason: str, tried: list[str] | None = None,
+                         recommendations: list[str] | None = None) -> dict[str, Any]:
+        return {"reason": reason, "tried": list(tried or []), "recommendations": list(recommendations or [])}
+
+
+def _config(settings: dict[str, Any]) -> ReflectionConfig:
+    names = {f.name for f in fields(ReflectionConfig)}
+    unknown = sorted(set(settings) - names)
+    if unknown:
+        raise ValueError(f"unknown analysis setting(s) {', '.join(unknown)}; settings are: {', '.join(sorted(names))}")
+    return ReflectionConfig(**settings)
+
+
+def analyze(trace: dict[str, Any], judge: Any = None, **settings: Any) -> dict[str, Any]:
+    """A copy of ``trace`` with reflection and spin findings placed where they fired (see module doc)."""
+    if not isinstance(trace, dict) or not isinstance(trace.get("events"), list):
+        raise ValueError("analyze needs a memfit trace (a dict with events); "
+                         "load other agents' runs with load_trajectory first")
+    cfg = _config(settings)
+    replay = _Replay(trace, judge)
+    monitor = SpinMonitor(cfg)
+    records = records_of(trace)
+    forced = cfg.forced
+    exit_at: dict[str, Any] | None = None
+    findings: list[dict[str, Any]] = []
+    for record in records:
+        replay.iteration = record.iteration
+        replay.records.append(record)
+        replay.timeline.add("action", record.iteration,
+                            f"{record.action_type} {record.tool} {record.params}"[:_KEEP_CHARS])
+        replay.timeline.add("observation", record.iteration, record.observation[:_KEEP_CHARS])
+        if forced == ReflectionLevel.NONE:
+            continue
+        level, trigger = decide_level(record, replay.records, forced=forced, spin_threshold=cfg.spin_threshold,
+                                      iteration_threshold=cfg.iteration_threshold)
+        replay.emit("reflection", level=int(level), level_name=level.name, trigger=trigger,
+                    action_type=record.action_type, tool=record.tool, success=record.ok, summary="",
+                    suggestions=[], memory_used=[], ok=True, error=None)
+        if exit_at is not None:
+            continue  # a live run would have ended: nothing more to detect
+        verdict = monitor.detect(replay, record)
+        try:
+            monitor.apply(replay, verdict)
+        except SpinExit as exc:
+            exit_at = {"iteration": record.iteration, "reason": str(exc)}
+            replay.emit("note", text=f"analysis: a memfit run would have ended here with spin_exit ({exc})")
+        for r in verdict.results:
+            findings.append({"iteration": record.iteration, "detector": r.detector, "layer": r.layer,
+                             "is_spinning": r.is_spinning, "confirmed": r in verdict.confirmed,
+                             "reason": r.reason})
+    out = copy.copy(trace)
+    events = []
+    placed = set()
+    for event in trace["events"]:
+        if event.get("type") in ANALYSIS_TYPES:
+            continue
+        if event.get("type") == "run_end":
+            for it in sorted(set(replay.out) - placed):
+                events.extend(replay.out[it])
+                placed.add(it)
+        events.append(event)
+        if event.get("type") == "observation":
+            it = int(event.get("iteration") or 0)
+            if it in replay.out and it not in placed:
+                events.extend(replay.out[it])
+                placed.add(it)
+    for it in sorted(set(replay.out) - placed):
+        events.extend(replay.out[it])
+    out["events"] = events
+    out["analysis"] = {
+        "steps": len(records), "findings": findings,
+        "warnings": sum(1 for f in findings if f["confirmed"]),
+        "spin_exit": exit_at, "judge": None if judge is None else getattr(judge, "__name__", str(judge)),
+        "settings": {k: v for k, v in settings.items()},
+    }
+    return out

@@ -1,0 +1,137 @@
+"""OpenHands event stream JSON: a list of events (or ``{"events"|"history": [...]}``).
+
+An action event has ``action`` and ``args``; an observation has
+``observation``, ``content``, ``extras`` and ``cause`` (the id of its action).
+The first user message is the task.  An agent ``message`` with no observation
+is a step of its own (what OpenHands' monologue check looks at); a context
+condensation is a ``condense`` step.  Where an action carries
+``tool_call_metadata.model_response``, that reply becomes a ``model_call``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .common import TraceBuilder, classify_command, format_error, text_of
+
+FORMAT = "openhands"
+_SKIP_ACTIONS = {"system", "change_agent_state", "null", "recall", "condensation_request"}
+_SKIP_OBS = {"agent_state_changed", "null", "recall", "user_rejected"}
+_TOOLS = {"run": "bash", "run_ipython": "ipython", "read": "read", "write": "write", "edit": "edit",
+          "browse": "browser", "browse_interactive": "browser", "mcp": "mcp", "delegate": "delegate"}
+_KINDS = {"read": "read", "write": "edit", "edit": "edit", "browse": "browse", "browse_interactive": "browse",
+          "run_ipython": "run", "delegate": "delegate", "think": "think", "message": "message",
+          "finish": "submit", "condensation": "condense", "mcp": "tool"}
+
+
+def events_of(data: Any) -> list[dict[str, Any]] | None:
+    if isinstance(data, dict):
+        for key in ("events", "history"):
+            if isinstance(data.get(key), list):
+                data = data[key]
+                break
+    # OpenHands events name their source and carry args (actions) or extras/cause (observations)
+    if isinstance(data, list) and data and all(isinstance(e, dict) for e in data) and any(
+            ("action" in e or "observation" in e) and ("source" in e or "args" in e or "extras" in e)
+            for e in data[:20]):
+        return data
+    return None
+
+
+def looks_like(data: Any) -> bool:
+    return events_of(data) is not None
+
+
+def _reply(event: dict[str, Any]) -> tuple[Any, int, int, str] | None:
+    meta = event.get("tool_call_metadata") or {}
+    response = meta.get("model_response") if isinstance(meta, dict) else None
+    if not isinstance(response, dict):
+        return None
+    choices = response.get("choices") or [{}]
+    message = (choices[0] or {}).get("message") if isinstance(choices[0], dict) else None
+    usage = response.get("usage") or {}
+    return (message if message is not None else response, int(usage.get("prompt_tokens") or 0),
+            int(usage.get("completion_tokens") or 0), str(response.get("model") or ""))
+
+
+def _params(kind: str, args: dict[str, Any]) -> dict[str, Any]:
+    keep = {k: v for k, v in args.items() if k not in ("thought", "security_risk", "confirmation_state",
+                                                      "hidden", "is_confirmed", "timeout", "blocking",
+                                                      "impl_source", "image_urls", "wait_for_response")}
+    return keep
+
+
+def convert(data: Any, *, meta: dict[str, Any] | None = None) -> dict[str, Any]:
+    events = events_of(data)
+    if events is None:
+        raise format_error("not an OpenHands event stream (no events with action or observation)")
+    by_cause: dict[str, dict[str, Any]] = {}
+    for e in events:
+        if "observation" in e and e.get("cause") is not None:
+            by_cause.setdefault(str(e["cause"]), e)
+    task = next((text_of((e.get("args") or {}).get("content") or e.get("message")) for e in events
+                 if e.get("action") == "message" and e.get("source") == "user"), "")
+    b = TraceBuilder(FORMAT, task=task, meta=dict(meta or {}))
+    seen_task = False
+    used: set[int] = set()
+    for e in events:
+        if "action" in e:
+            kind = str(e.get("action"))
+            args = e.get("args") if isinstance(e.get("args"), dict) else {}
+            if kind in _SKIP_ACTIONS:
+                continue
+            if e.get("source") == "user":
+                if kind == "message" and not seen_task:
+                    seen_task = True
+                elif kind == "message":
+                    b.note(f"user: {text_of(args.get('content') or e.get('message'))}")
+                continue
+            b.begin_step()
+            reply = _reply(e)
+            if reply is not None:
+                message, pt, ct, model = reply
+                b.model_call(message, model=model, prompt_tokens=pt, completion_tokens=ct)
+                b.model = b.model or model
+            obs = by_cause.get(str(e.get("id")))
+            if obs is not None:
+                used.add(id(obs))
+            thought = text_of(args.get("thought") or (e.get("message") if kind in ("message", "think") else ""))
+            if kind == "message":
+                thought = text_of(args.get("content") or e.get("message"))
+            action_type = classify_command(str(args.get("command", ""))) if kind == "run" else _KINDS.get(kind, kind)
+            params = _params(kind, args)
+            output, ok, err, extra = "", True, None, {}
+            if obs is not None:
+                output = text_of(obs.get("content"))
+                extras = obs.get("extras") if isinstance(obs.get("extras"), dict) else {}
+                code = (extras.get("metadata") or {}).get("exit_code") if isinstance(extras.get("metadata"), dict) \
+                    else extras.get("exit_code")
+                if code is not None:
+                    extra["exit_code"] = code
+                extra["observation"] = obs.get("observation")
+                if obs.get("observation") == "error":
+                    ok, err = False, "error observation"
+                elif code not in (None, 0, -1):
+                    ok, err = False, f"exit code {code}"
+            elif kind in ("message", "think"):
+                extra["no_observation"] = True
+            if kind == "finish":
+                extra["final"] = True
+                output = output or text_of(args.get("final_thought") or args.get("outputs") or "")
+            b.step(thought=thought, action_type=action_type, tool=_TOOLS.get(kind, ""), params=params,
+                   output=output, ok=ok, error=err, data=extra, begin=False)
+        elif "observation" in e and id(e) not in used:
+            kind = str(e.get("observation"))
+            if kind in _SKIP_OBS:
+                continue
+            if kind in ("agent_condensation", "condense"):
+                b.step(thought="", action_type="condense", tool="", params={}, output=text_of(e.get("content")),
+                       data={"observation": kind, "context_window": True})
+            elif kind == "error":
+                b.step(thought="", action_type="error", tool="", params={}, output=text_of(e.get("content")),
+                       ok=False, error="error observation", data={"observation": kind})
+    finished = any(e.get("action") == "finish" for e in events)
+    last_state = next((str((e.get("extras") or {}).get("agent_state", "")) for e in reversed(events)
+                       if e.get("observation") == "agent_state_changed"), "")
+    status = "done" if finished else "failed"
+    return b.build(status=status, reason=f"OpenHands: {'finished' if finished else last_state or 'no finish'}")
