@@ -9,8 +9,11 @@ thread finishes or fails on its own, and its result is dropped) and the
 caller gets ``DeadlineExceeded``.
 
 Only the model call itself runs on the worker: the loop, its events and the
-widget stay on the caller's thread.  The caller's wait is an ``Event.wait``,
-which a KeyboardInterrupt (Interrupt Kernel) breaks at once.
+widget stay on the caller's thread.  The caller waits on an ``Event`` in short
+slices rather than in one long wait: a SIGINT (Interrupt Kernel) that lands
+just before the thread blocks in the lock's futex has already been delivered,
+so one long wait would sleep through it to the deadline; with slices the
+pending KeyboardInterrupt is raised within one slice.
 
 Workers are daemon threads kept in a small idle pool, because starting a
 thread per call costs about a tenth of a scripted call; a daemon thread also
@@ -22,10 +25,14 @@ from __future__ import annotations
 import contextvars
 import queue
 import threading
+import time
 from collections.abc import Callable
 from typing import Any
 
 from ..errors import ModelCallError
+
+#: Longest single wait of the caller: how late a KeyboardInterrupt may be noticed, at worst.
+WAIT_SLICE_S = 0.05
 
 #: Idle workers kept for the next calls; more than this many finishing at once simply exit.
 MAX_IDLE_WORKERS = 8
@@ -100,9 +107,11 @@ def call_with_deadline(fn: Callable[[], Any], seconds: float) -> Any:
     42
     """
     job = _Job(fn)
+    deadline = time.monotonic() + max(0.0, seconds)
     _worker().jobs.put(job)
-    if not job.done.wait(max(0.0, seconds)):
-        raise DeadlineExceeded(seconds)
+    while not job.done.wait(min(WAIT_SLICE_S, max(0.0, deadline - time.monotonic()))):
+        if time.monotonic() >= deadline:
+            raise DeadlineExceeded(seconds)
     if job.error is not None:
         raise job.error
     return job.value
