@@ -33,6 +33,9 @@ class ReflectionReply(BaseModel):
     impact: Impact = Field(default_factory=Impact)
     is_spinning: bool = False
     spin_reason: str = ""
+    #: The reasoning-action check (reliability/guards.py): does the action do what its thought says?
+    matches_thought: bool = True
+    mismatch_reason: str = ""
 
 
 class SpinAnalysis(BaseModel):

@@ -1,4 +1,5 @@
-"""SPEC-10 reliability: execution guarantees, circuit breakers, confidence-weighted synthesis.
+"""SPEC-10 reliability: execution guarantees, circuit breakers, confidence-weighted synthesis,
+and the guards of ``guards.py`` (off unless switched on).
 
 ``extension_for(run)`` plugs it into every run: the run's model calls go
 through its agent's per-tier breakers (``run.breakers``), the ``sub_query``
@@ -27,6 +28,9 @@ class ReliabilityExtension:
         run.llm.breakers = self.breakers
         self.sub_query = SubQueryTool()
         self.shell_timeout_s = getattr(run.tool_context, "shell_timeout_s", SHELL_TIMEOUT_S)
+        from .guards import monitor_for
+
+        self.guards = monitor_for(run)  # None unless a GuardConfig switches a guard on
 
     def on_start(self, run: Any) -> None:
         # litellm takes seconds to import on the first call; import it now, before any call's
@@ -37,7 +41,10 @@ class ReliabilityExtension:
             import_litellm()
 
     def tools(self) -> list:
-        return [self.sub_query.tool()]
+        from ..tools import BUILTIN_TOOLS
+
+        guarded = self.guards.tools(BUILTIN_TOOLS["finish"]) if self.guards is not None else []
+        return [self.sub_query.tool(), *guarded]
 
     def before_iteration(self, run: Any) -> None:
         # A shell command must not outlive the run's time budget.
@@ -45,6 +52,8 @@ class ReliabilityExtension:
         run.tool_context.shell_timeout_s = min(self.shell_timeout_s, left)
 
     def after_action(self, run: Any, record: Any) -> None:
+        if self.guards is not None:
+            self.guards.after_action(run, record)
         stopped, self.sub_query.stopped = self.sub_query.stopped, None
         if stopped is not None:
             raise stopped

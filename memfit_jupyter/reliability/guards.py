@@ -1,0 +1,292 @@
+"""Guards: checks for failure modes that no spin detector sees, because the loop is not stuck.
+
+Each guard catches one published failure class (see ``memfit_jupyter.catalogue``) where a
+plain rule, or the model asked one narrow question, can honestly tell:
+
+- ``unverified_finish`` (MAST FM-3.2, FM-3.3): the task names a check (a command in
+  backticks, a test file) and the agent finishes with no passing run of *that* check since
+  its last change, or after running some other check instead.  The finish is refused.
+- ``premature_finish`` (FM-3.1): the task names files that are in the working directory
+  and the agent finishes without having touched one of them.  The finish is refused.
+- ``termination_condition`` (FM-1.5): the task says what ends it ("prints OK"), an
+  observation showed exactly that, and the agent went on anyway.  It is told to finish.
+- ``reasoning_action_mismatch`` (FM-2.6): after an action that changes something, the
+  model is asked at the reflection step whether the action carries out its own thought;
+  when it says no, the agent is told what its thought said and what the action did.
+
+A refused finish is a failed action like any other (recorded, reflected on); a guard
+refuses at most ``max_refusals`` times per run and then lets the finish through, so an
+agent that cannot run the check still ends.  Every firing is a ``guard`` event: guard,
+reason, iteration.  All guards are off unless switched on:
+``Agent(extensions=[GuardConfig.only("all")])``.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..records import ActionRecord, ToolResult
+
+GUARDS = ("unverified_finish", "premature_finish", "termination_condition", "reasoning_action_mismatch")
+#: Tools whose actions change the working directory: a check must come after the last of them.
+CHANGING_TOOLS = ("write_file", "modify_code")
+#: Tools that can run a check.
+RUNNING_TOOLS = ("shell", "python")
+
+_BACKTICKS = re.compile(r"`([^`\n]+)`")
+_TEST_FILE = re.compile(r"\b((?:tests?_\w+|\w+_tests?|check\w*)\.py)\b")
+#: A file name: a path with an extension that has a letter (so "2.4.1" is not one).
+_FILE = re.compile(r"(?<![\w/.-])((?:[\w-]+/)*[\w-]+\.(?=[A-Za-z0-9]*[A-Za-z])[A-Za-z0-9]{1,8})\b")
+_END = re.compile(r"\b(?:prints?|outputs?)\s+([\"'`]?)([^\s\"'`,;]+?)\1(?=[\s.,;]|$)")
+
+
+@dataclass
+class GuardConfig:
+    """Which guards run, and how far they go.  All off by default.
+
+    >>> GuardConfig.only(["unverified_finish"]).enabled("unverified_finish")
+    True
+    """
+
+    #: Guards switched on by name (missing names are off).
+    guards: dict[str, bool] = field(default_factory=dict)
+    #: A guard refuses at most this many finishes per run, then lets the next one through.
+    max_refusals: int = 2
+    #: The tools whose successful actions the reasoning-action check looks at.
+    judged_tools: tuple[str, ...] = ("write_file", "modify_code", "shell")
+
+    def __post_init__(self) -> None:
+        unknown = sorted(set(self.guards) - set(GUARDS))
+        if unknown:
+            raise ValueError(f"unknown guard(s) {', '.join(unknown)}; guards are: {', '.join(GUARDS)}")
+
+    @classmethod
+    def only(cls, names: str | Iterable[str]) -> GuardConfig:
+        """The guards ``names`` on (``"all"`` for every one), the others off."""
+        if isinstance(names, str):
+            names = GUARDS if names == "all" else [n.strip() for n in names.split(",") if n.strip()]
+        return cls(guards={n: True for n in names})
+
+    def enabled(self, name: str) -> bool:
+        return bool(self.guards.get(name, False))
+
+    @classmethod
+    def from_agent(cls, agent: Any) -> GuardConfig | None:
+        for ext in getattr(agent, "extensions", ()):
+            if isinstance(ext, cls):
+                return ext
+        return None
+
+
+# --- what the task names ---------------------------------------------------------------------
+
+
+def named_checks(task: str) -> list[str]:
+    """The checks a task names: commands in backticks and test files, each as the text an
+    action must mention to count as running it (a command's file, else the command)."""
+    found: list[str] = []
+    for command in _BACKTICKS.findall(task):
+        files = _FILE.findall(command)
+        key = files[0] if files else command.strip()
+        if key not in found:
+            found.append(key)
+    for name in _TEST_FILE.findall(task):
+        if name not in found:
+            found.append(name)
+    return found
+
+
+def named_files(task: str) -> list[str]:
+    """The file names a task mentions, in order."""
+    found: list[str] = []
+    for name in _FILE.findall(task):
+        if name not in found:
+            found.append(name)
+    return found
+
+
+def end_condition(task: str) -> str | None:
+    """What the task says its end looks like ("prints OK" -> "OK"), or None."""
+    match = _END.search(task)
+    return match.group(2) if match else None
+
+
+def _text(record: ActionRecord) -> str:
+    return json.dumps(record.params, ensure_ascii=False, default=str)
+
+
+def _actions(run: Any) -> list[ActionRecord]:
+    return [r for r in run.records if r.tool and r.action_type != "invalid_reply"]
+
+
+# --- the finish guards -----------------------------------------------------------------------
+
+
+def unverified(task: str, records: list[ActionRecord]) -> str | None:
+    """Why finishing now would be unverified, or None."""
+    checks = named_checks(task)
+    if not checks:
+        return None
+    last_change = max((i for i, r in enumerate(records) if r.tool in CHANGING_TOOLS and r.ok), default=-1)
+    runs = [r for r in records[last_change + 1:] if r.tool in RUNNING_TOOLS]
+    named = " or ".join(checks)
+    mine = [r for r in runs if any(c in _text(r) for c in checks)]
+    if mine:
+        if mine[-1].ok:
+            return None
+        return f"the last run of the check the task names ({named}) failed: {mine[-1].error}"
+    since = "since the last change" if last_change >= 0 else "at all"
+    if runs:
+        other = runs[-1].params.get("command") or runs[-1].params.get("code") or runs[-1].tool
+        return (f"the task names a check ({named}), but what ran {since} was another one ({str(other)[:80]}): "
+                "run the check the task names, then finish")
+    return f"the task names a check ({named}) and nothing ran it {since}: run it, then finish"
+
+
+def premature(task: str, records: list[ActionRecord], exists, managed: Iterable[str] = ()) -> str | None:
+    """Why finishing now would be premature, or None: named files that exist, untouched.
+    ``managed`` files are read for the agent by the harness (a plan file): they do not count."""
+    touched = " ".join(_text(r) for r in records if r.tool != "finish")
+    missing = [f for f in named_files(task) if f not in managed and exists(f) and f not in touched]
+    if not missing:
+        return None
+    return (f"the task names {', '.join(missing)}, which you have not opened yet: "
+            "finish once every part of the task is done")
+
+
+class GuardMonitor:
+    """The guards of one run."""
+
+    def __init__(self, config: GuardConfig, run: Any):
+        self.config = config
+        self.run = run
+        self.refusals: dict[str, int] = {}
+        self._end_seen: int | None = None  # the iteration whose observation met the end condition
+        self._end_warned = False
+
+    def tools(self, builtin_finish: Any) -> list[Any]:
+        """A ``finish`` that the finish guards may refuse.  It replaces the run's finish and,
+        when the guards let it through, calls the one it replaced (the failure diary's or the
+        plan's finish comes from an extension listed earlier; else the built-in one)."""
+        if not (self.config.enabled("unverified_finish") or self.config.enabled("premature_finish")):
+            return []
+        from ..tools import Tool
+
+        inner = _replaced_finish(self.run, builtin_finish, skip=self)
+
+        def guarded_finish(ctx: Any, answer: str) -> ToolResult:
+            refusal = self.refuse(ctx)
+            return refusal if refusal is not None else inner.fn(ctx, answer=answer)
+
+        return [Tool(inner.name, inner.description, inner.params, guarded_finish)]
+
+    def refuse(self, ctx: Any) -> ToolResult | None:
+        run = ctx.run
+        records = _actions(run)
+        checks = (
+            ("unverified_finish", lambda: unverified(run.task, records)),
+            ("premature_finish", lambda: premature(run.task, records, lambda f: _exists(ctx, f),
+                                                   managed=_managed(run))),
+        )
+        for name, why in checks:
+            if not self.config.enabled(name) or self.refusals.get(name, 0) >= self.config.max_refusals:
+                continue
+            reason = why()
+            if reason:
+                self.refusals[name] = self.refusals.get(name, 0) + 1
+                run.emit("guard", guard=name, reason=reason, refused="finish",
+                         refusals=self.refusals[name], max_refusals=self.config.max_refusals)
+                return ToolResult(ok=False, error=f"finish refused ({name}): {reason}")
+        return None
+
+    # --- after each action ---------------------------------------------------------------
+    def after_action(self, run: Any, record: ActionRecord) -> None:
+        if self.config.enabled("termination_condition"):
+            self._termination(run, record)
+        if self.config.enabled("reasoning_action_mismatch") and record.ok and record.tool in self.config.judged_tools:
+            self._judge(run, record)
+
+    def _termination(self, run: Any, record: ActionRecord) -> None:
+        condition = end_condition(run.task)
+        if condition is None or record.tool == "finish":
+            return
+        if self._end_seen is not None and not self._end_warned:
+            self._end_warned = True
+            reason = (f"the task ends when the output is {condition!r}; iteration {self._end_seen} showed it, "
+                      f"and the run went on with {record.tool}")
+            run.emit("guard", iteration=record.iteration, guard="termination_condition", reason=reason)
+            run.timeline.add("guard_warning", record.iteration, (
+                f"[TERMINATION CONDITION MET] {reason}. The task is done: call finish with the answer now, "
+                "unless the task asks for something more."))
+            return
+        lines = [line.strip() for line in (record.output or "").splitlines()]
+        if record.ok and record.tool in RUNNING_TOOLS and condition in lines and self._end_seen is None:
+            self._end_seen = record.iteration
+
+    def _judge(self, run: Any, record: ActionRecord) -> None:
+        from ..errors import RunEnded
+        from ..llm.prompts import json_system
+
+        messages = [
+            {"role": "system", "content": json_system("reflection", (
+                "You check one step of an agent: does the action carry out what its own thought says? "
+                "A thought that says 'append' or 'keep' and an action that overwrites does not; "
+                "a thought about one file and an action on another does not."),
+                "summary, suggestions, matches_thought (bool), mismatch_reason")},
+            {"role": "user", "content": (
+                f"[REASONING-ACTION CHECK]\nTask: {run.task}\nThought: {record.thought}\n"
+                f"Action: {record.tool} {_text(record)[:1500]}\nObservation: {(record.output or '')[:500]}")},
+        ]
+        try:
+            result = run.llm.call("reflection", messages, tier="fast", iteration=record.iteration)
+        except RunEnded:
+            raise
+        except Exception:  # a failed check must not stop the run; the model_call event has it
+            return
+        if not result.ok or getattr(result.value, "matches_thought", True):
+            return
+        reason = result.value.mismatch_reason or result.value.summary or "the action does not do what the thought says"
+        run.emit("guard", iteration=record.iteration, guard="reasoning_action_mismatch", reason=reason)
+        run.timeline.add("guard_warning", record.iteration, (
+            f"[REASONING-ACTION MISMATCH] At iteration {record.iteration} your thought was: {record.thought!r}; "
+            f"the action was {record.tool} {_text(record)[:300]}. {reason}. "
+            "Put right what the action did before you go on."))
+
+
+def _replaced_finish(run: Any, builtin_finish: Any, skip: Any) -> Any:
+    """The finish the run would have without the guards: the last one its agent's extra tools
+    or its other extensions provide, else the built-in one."""
+    found = builtin_finish
+    candidates = list(getattr(run.agent, "extra_tools", ()))
+    for ext in run.extensions:
+        if getattr(ext, "guards", None) is not skip:
+            candidates.extend(getattr(ext, "tools", lambda: ())())
+    for tool in candidates:
+        if tool.name == "finish":
+            found = tool
+    return found
+
+
+def _managed(run: Any) -> list[str]:
+    """Files the harness reads and writes for the agent: the plan and progress files."""
+    agent = run.agent
+    return [str(f) for f in (getattr(agent, "plan", None), getattr(agent, "progress", None)) if f]
+
+
+def _exists(ctx: Any, name: str) -> bool:
+    try:
+        return ctx.resolve(name).exists()
+    except Exception:  # outside the working directory: not a file of the task's
+        return False
+
+
+def monitor_for(run: Any) -> GuardMonitor | None:
+    """The guards of ``run``: None unless its agent has a ``GuardConfig`` with a guard on."""
+    config = GuardConfig.from_agent(run.agent)
+    if config is None or not any(config.enabled(g) for g in GUARDS):
+        return None
+    return GuardMonitor(config, run)
