@@ -239,6 +239,9 @@ def load(ipython: Any) -> None:
     from .display import settle_all
 
     ipython.register_magics(MemfitMagics)
+    from .demo_magic import DemoMagics
+
+    ipython.register_magics(DemoMagics)
     events = ipython.events
     if settle_all not in events.callbacks.get("post_run_cell", []):
         events.register("post_run_cell", settle_all)

@@ -1,0 +1,167 @@
+"""``%memfit_demo``: one line to demo a failure mode of the catalogue, mechanism on and off.
+
+::
+
+    %memfit_demo                                  the catalogue: every mode with its classes
+    %memfit_demo MODE [--model M] [--dir PATH] [--name VAR] [--quiet]
+
+``MODE`` is a mode id or its scenario's name (``%memfit_demo step-repetition``,
+``%memfit_demo spin-demo``).  The two runs go side by side, live, under a short note on
+what the mode is, which published class it belongs to and what to look at; below them,
+each run's saved output and a table that holds what each side showed against what the
+catalogue says it shows.  Offline by default (the scenario's scripted model); with
+``--model`` any model runs the same task and settings, and the table then tells what it
+did without holding it to the scripted model's outcomes.  Each side works in its own
+folder under ``--dir`` (default: a new scratch folder), with its own memory store.
+"""
+
+from __future__ import annotations
+
+import html
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from IPython.core.error import UsageError
+from IPython.core.magic import Magics, line_magic, magics_class
+from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
+
+#: The signals worth a column in the table, in order (others are left out).
+SHOWN = ("spin", "guard", "breaker", "format_error", "degradation", "trial", "synthesis", "context")
+
+
+def explanation(m: Any, model: str | None = None) -> tuple[str, str]:
+    """The note above the two runs: (text/plain, text/html)."""
+    from ..catalogue import CLASSES
+
+    classes = [f"{c} {CLASSES[c][0]} ({CLASSES[c][1]})" for c in m.classes]
+    rows = [("Published class", "; ".join(classes)), ("Task", m.task), ("Mechanism", m.mechanism),
+            ("On", m.on.label), ("Off", m.off.label), ("Look at", m.look_at)]
+    if model:
+        rows.append(("Model", f"{model}: a real model; the scripted outcomes are not expected of it"))
+    plain = f"{m.name} ({m.id}, scenario {m.scenario})\n" + "\n".join(f"  {k}: {v}" for k, v in rows)
+    cells = "".join(f"<tr><th style='text-align:left;padding-right:1em'>{html.escape(k)}</th>"
+                    f"<td style='text-align:left'>{html.escape(v)}</td></tr>" for k, v in rows)
+    rich = (f"<div class='memfit-demo'><h3>{html.escape(m.name)} <small>({html.escape(m.id)}, "
+            f"scenario <code>{html.escape(m.scenario)}</code>)</small></h3>"
+            f"<p>{html.escape(m.description)}</p><table>{cells}</table></div>")
+    return plain, rich
+
+
+def outcome_table(m: Any, seen: dict[str, dict[str, Any]], scripted: bool) -> Any:
+    """One row per side: what its run showed, what the catalogue says it shows, and whether they agree."""
+    import polars as pl
+
+    from ..catalogue import _expected, check
+
+    rows = []
+    for side in ("on", "off"):
+        s = seen[side]
+        expect = m.side(side).expect
+        wrong = check(expect, s)
+        shown = _notable(s["signals"])
+        rows.append({
+            "side": side, "setting": m.side(side).label, "status": s["status"], "iterations": s["iterations"],
+            "cost_usd": round(s["cost_usd"], 4), "peak_prompt_tokens": s["peak_prompt_tokens"],
+            "signals": ", ".join(shown) or "-", "check_afterwards": s["verify"] or "-",
+            "catalogue_says": _expected(expect),
+            "as_stated": ("yes" if not wrong else "no: " + "; ".join(wrong)) if scripted else "(real model)",
+            "answer": (s["answer"] or "")[:80],
+        })
+    return pl.DataFrame(rows)
+
+
+def _notable(signals: set[str]) -> list[str]:
+    """The signals of the kinds in SHOWN: the detailed ones (spin:code_modify), else the kind."""
+    found = []
+    for kind in SHOWN:
+        detailed = sorted(x for x in signals if x.startswith(kind + ":"))
+        found += detailed or ([kind] if kind in signals else [])
+    return found
+
+
+@magics_class
+class DemoMagics(Magics):
+    """``%memfit_demo``."""
+
+    @magic_arguments()
+    @argument("mode", nargs="?", help="a failure mode id or scenario name; none: the catalogue")
+    @argument("--model", help="run the mode's task with this model instead of its scripted one")
+    @argument("--dir", metavar="PATH", help="folder for the two runs (default: a new scratch folder)")
+    @argument("--name", metavar="VAR", help="bind {'on': run, 'off': run} to this variable")
+    @argument("--quiet", action="store_true", help="no live widgets: the saved outputs and the table only")
+    @line_magic
+    def memfit_demo(self, line: str) -> Any:
+        """Run a failure mode's on/off pair side by side; with no mode, show the catalogue."""
+        from ..catalogue import catalogue, mode
+
+        args = parse_argstring(self.memfit_demo, line)
+        if not args.mode:
+            return catalogue()
+        try:
+            m = mode(args.mode)
+        except ValueError as exc:
+            raise UsageError(str(exc)) from None
+        if args.name and not args.name.isidentifier():
+            raise UsageError(f"--name must be a Python identifier, got {args.name!r}")
+        root = Path(args.dir) if args.dir else Path(tempfile.mkdtemp(prefix=f"memfit-demo-{m.id}-"))
+        runs = self._start(m, root, args.model)
+        if args.name:
+            self.shell.user_ns[args.name] = runs
+        self._show(m, runs, root, args.model, quiet=args.quiet)
+        return None
+
+    def _start(self, m: Any, root: Path, model: str | None) -> dict[str, Any]:
+        from ..catalogue import start
+
+        runs = {}
+        for side in ("on", "off"):
+            try:
+                runs[side] = start(m, side, root / side, model=model, namespace={})
+            except (ValueError, TypeError) as exc:  # an unknown model, a bad setting
+                raise UsageError(str(exc).splitlines()[0] if str(exc) else type(exc).__name__) from None
+        return runs
+
+    def _show(self, m: Any, runs: dict[str, Any], root: Path, model: str | None, quiet: bool) -> None:
+        from IPython.display import display
+
+        from ..catalogue import outcome
+        from .display import RunDisplay
+
+        plain, rich = explanation(m, model)
+        display({"text/plain": plain, "text/html": rich}, raw=True)
+        views = {side: RunDisplay(run, quiet=quiet) for side, run in runs.items()}
+        if not quiet:
+            display(side_by_side(m, views))
+        for run in runs.values():
+            try:
+                run.run()
+            except KeyboardInterrupt:  # between two steps: the engine catches the rest
+                run.cancel("interrupted by the person")
+        seen = {}
+        for side, view in views.items():
+            view.settle()
+            view.show_bundle()
+            seen[side] = outcome(m, runs[side].trace(), root / side)
+        table = outcome_table(m, seen, scripted=model is None or model.startswith("memfit/"))
+        display(frame_bundle(table), raw=True)
+
+
+def frame_bundle(frame: Any) -> dict[str, str]:
+    """A DataFrame as text/plain and text/html with every column and row shown (polars elides
+    columns past eight by default, and these all matter)."""
+    import polars as pl
+
+    with pl.Config(tbl_cols=-1, tbl_rows=-1, fmt_str_lengths=120, tbl_hide_dataframe_shape=True):
+        return {"text/plain": str(frame), "text/html": frame._repr_html_()}
+
+
+def side_by_side(m: Any, views: dict[str, Any]) -> Any:
+    """The two live run widgets next to each other, each under its side's label."""
+    import ipywidgets as W
+
+    columns = []
+    for side, view in views.items():
+        label = W.HTML(f"<b>{side}</b>: {html.escape(m.side(side).label)}")
+        columns.append(W.VBox([label, view.widget.root], layout=W.Layout(width="50%", min_width="0")))
+    return W.HBox(columns, layout=W.Layout(width="100%", align_items="flex-start"))

@@ -1,0 +1,98 @@
+"""``%memfit_demo`` in a real kernel (nbclient): the note, the two live runs side by side, the
+saved outputs and the on/off table; the catalogue with no mode; one-line errors."""
+
+from __future__ import annotations
+
+import nbformat
+import pytest
+from nbclient import NotebookClient
+
+RUN_MIME = "application/vnd.memfit.run+json"
+WIDGET_MIME = "application/vnd.jupyter.widget-view+json"
+
+CELLS = {
+    "load": "%load_ext memfit_jupyter",
+    "spin": "%memfit_demo step-repetition --dir spin --name pair",
+    "after": "print(sorted(pair), pair['on'].status, pair['off'].status)",
+    "quiet": "%memfit_demo premature-finish --quiet --dir early",
+    "table": "df = %memfit_demo\nprint(df.height, df.columns[:4])",
+    "unknown": "%memfit_demo no-such-mode",
+    "bad_model": "%memfit_demo spin-demo --model 'not a model'",
+}
+
+
+@pytest.fixture(scope="module")
+def nb(tmp_path_factory):
+    workdir = tmp_path_factory.mktemp("demo")
+    notebook = nbformat.v4.new_notebook()
+    notebook.cells = [nbformat.v4.new_code_cell(src, metadata={"name": name}) for name, src in CELLS.items()]
+    client = NotebookClient(notebook, timeout=180, kernel_name="python3", allow_errors=True,
+                            resources={"metadata": {"path": str(workdir)}})
+    client.execute()
+    notebook.metadata["workdir"] = str(workdir)
+    return notebook
+
+
+def outputs(nb, name):
+    (cell,) = [c for c in nb.cells if c.metadata.get("name") == name]
+    return cell.outputs
+
+
+def text_of(outs) -> str:
+    parts = []
+    for o in outs:
+        if o.output_type == "stream":
+            parts.append(o.text)
+        elif o.output_type == "error":
+            parts.append(f"{o.ename}: {o.evalue}")
+        elif "text/plain" in o.get("data", {}):
+            parts.append(o.data["text/plain"])
+    return "\n".join(parts)
+
+
+def test_a_mode_runs_on_and_off_side_by_side(nb):
+    outs = outputs(nb, "spin")
+    assert not [o for o in outs if o.output_type == "error"]
+    note = outs[0].data
+    assert "Same-action spin (step-repetition, scenario spin-demo)" in note["text/plain"]
+    assert "FM-1.3 Step repetition (system design)" in note["text/plain"] and "Look at:" in note["text/plain"]
+    assert "<h3>Same-action spin" in note["text/html"]
+    # One widget: the HBox holding both live runs.
+    assert sum(WIDGET_MIME in o.get("data", {}) for o in outs) == 1
+    traces = [o.data[RUN_MIME] for o in outs if RUN_MIME in o.get("data", {})]
+    assert [t["status"] for t in traces] == ["done", "failed"]
+    assert traces[1]["settings"]["reflection"] == "none"
+    table = outs[-1].data
+    assert "as_stated" in table["text/html"] and "spin:same_action_type" in table["text/html"]
+    assert "no:" not in table["text/html"]
+    assert text_of(outputs(nb, "after")).strip() == "['off', 'on'] done failed"
+
+
+def test_each_side_works_in_its_own_folder(nb):
+    from pathlib import Path
+
+    root = Path(nb.metadata["workdir"]) / "early"
+    assert (root / "on" / "east.txt").is_file() and (root / "off" / "east.txt").is_file()
+
+
+def test_quiet_shows_no_widget_and_the_guard(nb):
+    outs = outputs(nb, "quiet")
+    assert not any(WIDGET_MIME in o.get("data", {}) for o in outs)
+    traces = [o.data[RUN_MIME] for o in outs if RUN_MIME in o.get("data", {})]
+    assert ["295" in (t["answer"] or "") for t in traces] == [True, False]
+    assert "guard:premature_finish" in outs[-1].data["text/html"]
+
+
+def test_no_mode_is_the_catalogue(nb):
+    from memfit_jupyter import catalogue
+
+    assert text_of(outputs(nb, "table")).strip() == f"{catalogue().height} ['id', 'name', 'mast', 'trail']"
+
+
+@pytest.mark.parametrize("name, message", [
+    ("unknown", "UsageError: unknown failure mode 'no-such-mode'; modes: "),
+    ("bad_model", "UsageError: invalid model"),
+])
+def test_bad_input_is_one_line(nb, name, message):
+    text = text_of(outputs(nb, name)).strip()
+    assert text.startswith(message) and "\n" not in text
