@@ -7,6 +7,7 @@ import pytest
 
 from memfit_jupyter.memory import DedupConfig, MemoryStore
 from memfit_jupyter.memory.dedup import Probe, compare, jaccard
+from memfit_jupyter.memory.items import prepare
 
 
 def unit(cos):
@@ -122,13 +123,13 @@ def test_batch_matrix_agrees_with_pairwise_compare():
 
 
 def test_popular_tag_dedup_reads_a_bounded_number_of_memories(tmp_path):
-    from memfit_jupyter.memory.store import TAG_SCAN
+    from memfit_jupyter.memory.candidates import TAG_SCAN, stored_candidates
 
     with MemoryStore(tmp_path / "m") as store:
         store.add_many([{"content": f"note {i} about topic {i * 7919 % 1000}", "tags": ["common"]}
                         for i in range(TAG_SCAN + 100)])
         probe = Probe(frozenset({"common"}), None, store.embed_query("something else entirely"))
-        candidates = store._stored_candidates([probe])[0]
+        candidates = stored_candidates(store._db, store._vectors, [probe], store.dedup)[0]
         assert 0 < len(candidates) <= TAG_SCAN
         # the newest memories with the tag are the ones compared: a tags + questions repeat of
         # one (different content, so no nearest-neighbour hit) is still caught
@@ -178,8 +179,8 @@ def test_store_keeps_what_pairwise_compare_against_every_kept_memory_keeps(tmp_p
     # alone while their tags are rare, by the vector search once "common" passes TAG_SCAN), untagged
     # ones, and ones with questions whose repeats share no tag.  The store must keep exactly what
     # comparing each memory with every memory kept before it keeps.
+    from memfit_jupyter.memory.candidates import TAG_SCAN
     from memfit_jupyter.memory.dedup import batch_repeats
-    from memfit_jupyter.memory.store import TAG_SCAN
 
     rng = np.random.default_rng(11)
     dim = 384
@@ -209,8 +210,8 @@ def test_store_keeps_what_pairwise_compare_against_every_kept_memory_keeps(tmp_p
         ids = []
         for s in range(0, len(items), 40):
             ids += store.add_many(items[s : s + 40], vectors=vecs[s : s + 40])
-        assert len(store._tag_postings({"common"})["common"]) == TAG_SCAN  # "common" became popular
-        entities = [store._prepare(it, "now") for it in items]
+        assert len(store._db.tag_postings({"common"}, TAG_SCAN)["common"]) == TAG_SCAN  # "common" became popular
+        entities = [prepare(it, "now") for it in items]
         qvecs = store._question_vectors(entities)
     probes = [Probe(frozenset(e.tags), qvecs[i], vecs[i]) for i, e in enumerate(entities)]
     repeats = batch_repeats(probes, DedupConfig())  # [i, j]: i repeats the earlier j (pairwise compare)

@@ -251,9 +251,9 @@ def test_failed_batch_leaves_neither_rows_nor_index_entries(tmp_path):
 @given(st.lists(st.text()))
 def test_stored_lists_read_back_exactly(values):
     # tags and questions are stored as JSON and read back on every search by a faster path
-    from memfit_jupyter.memory.store import _json_list, _list_of
+    from memfit_jupyter.memory.db import json_list, list_of
 
-    assert _list_of(_json_list(values)) == values
+    assert list_of(json_list(values)) == values
 
 
 def _recorded_count(path):

@@ -11,16 +11,41 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
-from .entity import SearchResults
+from .entity import MemoryEntity, SearchResults
 from .ranking import RankingConfig, rank, select_by_bytes
 
 TAG_LIMIT = 20
 SEMANTIC_LIMIT = 15
 LEXICAL_LIMIT = 15
+
+
+@dataclass(slots=True)
+class Candidates:
+    """What a store's retrievers found for one query (step 4 done: each memory once).
+
+    ``entities`` and ``vectors`` (their stored content vectors, unit rows) are aligned;
+    ``found`` names, for each retriever ("tags", "semantic", "lexical"), the ids it found
+    in its own order, best first; ``lexical`` is the BM25 score (higher is better) of each
+    lexical find.  Every backend's ``candidates()`` returns one; the ranking needs no more.
+    """
+
+    entities: list[MemoryEntity]
+    vectors: np.ndarray
+    found: dict[str, list[str]] = field(default_factory=dict)
+    lexical: dict[str, float] = field(default_factory=dict)
+
+    def sources(self) -> dict[str, tuple[str, ...]]:
+        """For each id, the retrievers that found it (in the order tags, semantic, lexical)."""
+        out: dict[str, list[str]] = {}
+        for name, ids in self.found.items():
+            for i in ids:
+                out.setdefault(i, []).append(name)
+        return {i: tuple(s) for i, s in out.items()}
 
 
 def select_tags(llm: Any, query: str, known: list[str], iteration: int = 0) -> list[str]:
@@ -56,30 +81,19 @@ def search_memory(store: Any, query: str, *, k: int | None = 10, bytes_limit: in
         selected = select_tags(llm, query, list(store.tags()), iteration)
 
     q = store.embed_query(query)
-    sources: dict[int, list[str]] = {}
-    with store._lock:
-        store._sync()
-        for key in store._tag_keys(selected, limit=TAG_LIMIT) if selected else ():
-            sources.setdefault(key, []).append("tags")
-        for key, _ in store._nearest(q, SEMANTIC_LIMIT, only):
-            sources.setdefault(key, []).append("semantic")
-        lexical_by_key: dict[int, float] = {}
-        if config.mode == "hybrid":
-            for key, score in store._lexical_keys(query, LEXICAL_LIMIT * (3 if only else 1)):
-                lexical_by_key[key] = float(score)
-        for key in lexical_by_key:
-            sources.setdefault(key, []).append("lexical")
-        # step 4: one entry per memory; one read of every candidate's row and vector
-        keys, entities, vecs = store._rows(list(sources))
+    cands = store.candidates(q, query, tags=selected, only=only, tag_limit=TAG_LIMIT,
+                             semantic_limit=SEMANTIC_LIMIT,
+                             lexical_limit=LEXICAL_LIMIT * (3 if only else 1) if config.mode == "hybrid" else 0)
+    entities, vecs = cands.entities, cands.vectors
     if only is not None:
         wanted = set(only)
         keep = [i for i, e in enumerate(entities) if wanted & set(e.tags)]
-        keys, entities, vecs = [keys[i] for i in keep], [entities[i] for i in keep], vecs[keep]
+        entities, vecs = [entities[i] for i in keep], vecs[keep]
     # every candidate's true cosine (tag and lexical finds too), from the stored vectors
-    sims = np.clip(vecs @ q, -1.0, 1.0).tolist() if len(keys) else []
+    sims = np.clip(vecs @ q, -1.0, 1.0).tolist() if len(entities) else []
     semantic = {e.id: s for e, s in zip(entities, sims, strict=True)}
-    lexical = {e.id: lexical_by_key[key] for key, e in zip(keys, entities, strict=True) if key in lexical_by_key}
+    lexical = {e.id: cands.lexical[e.id] for e in entities if e.id in cands.lexical}
     ranked = rank(entities, query, semantic=semantic, lexical=lexical, config=config,
-                  sources={e.id: tuple(sources[key]) for key, e in zip(keys, entities, strict=True)}, limit=k)
+                  sources=cands.sources(), limit=k)
     return SearchResults(select_by_bytes(ranked, bytes_limit), query=query, bytes_limit=bytes_limit,
                          selected_tags=selected, candidates=len(entities))

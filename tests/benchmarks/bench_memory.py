@@ -168,7 +168,7 @@ def bench(n: int, workdir: Path, opts: dict, questions: float = 0.0, rebuild: bo
     # Two HNSW graphs built from the same vectors search at different speeds (the insertion order
     # of a threaded add varies; 12% apart in one run), so the ratio above mixes that in.  What the
     # store itself adds to a bare usearch search: the same comparison on the store's own graph.
-    own_t, store2_t = interleaved([lambda q: store._index.search(q, 15),
+    own_t, store2_t = interleaved([lambda q: store._vectors.index.search(q, 15),
                                    lambda q: store.search_by_semantics(q, 15)], queries)
     r["own_index_p50_ms"], r["store_vs_own_index_p50"] = pct(own_t)[0], pct(store2_t)[0] / pct(own_t)[0]
 
@@ -178,7 +178,7 @@ def bench(n: int, workdir: Path, opts: dict, questions: float = 0.0, rebuild: bo
                               for f, e in zip(found_keys, exact_top, strict=True)]))
 
     r["bare_recall@10"] = recall([bare.search(q, 10).keys for q in queries])
-    key_of = dict(store._conn.execute("SELECT id, key FROM memories"))
+    key_of = dict(store._db.conn.execute("SELECT id, key FROM memories"))
     r["store_recall@10"] = recall([[key_of[e.id] for e, _ in store.search_by_semantics(q, 10)] for q in queries])
 
     # --- the whole pipeline, no model calls (tag step skipped), hybrid ranking

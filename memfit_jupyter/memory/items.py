@@ -1,0 +1,78 @@
+"""Turning what callers hand to ``add`` into clean ``MemoryEntity`` values: backend-neutral.
+
+Every store (SQLite here, PostgreSQL elsewhere) validates, normalises and redacts the same
+way before it deduplicates and writes: ``prepare`` one item, ``redact_all`` a batch,
+``question_texts`` for the question vectors that dedup compares.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from ..secrets import redact
+from .entity import DIMENSIONS, MemoryEntity, clean_scores
+
+MAX_CONTENT_BYTES = 64_000
+_SEP = "\n\x1e\n"
+
+
+def clean_list(values: Any, what: str) -> list[str]:
+    """Tags (lower-cased; a string is split on commas) or questions: stripped, distinct, in order."""
+    if isinstance(values, str):
+        values = [v for v in values.split(",")] if what == "tags" else [values]
+    out: list[str] = []
+    for v in values or ():
+        if not isinstance(v, str):
+            raise ValueError(f"{what} must be strings, got {v!r}")
+        v = v.strip()
+        if v and v not in out:
+            out.append(v.lower() if what == "tags" else v)
+    return out
+
+
+def prepare(item: dict[str, Any] | MemoryEntity, stamp: str) -> MemoryEntity:
+    """A new entity from a dict (content, tags, questions or potential_questions, scores or
+    ``<dim>_score`` keys, optionally id and created_at) or an entity; ``stamp`` is its
+    ``created_at`` when it has none.  Bad input raises ``ValueError`` with one clear line."""
+    if isinstance(item, MemoryEntity):
+        item = item.to_dict()
+    content = item.get("content")
+    if not isinstance(content, str) or not content.strip():
+        raise ValueError("a memory needs non-empty text content")
+    content = content.strip()
+    if len(content) * 4 > MAX_CONTENT_BYTES and len(content.encode()) > MAX_CONTENT_BYTES:
+        raise ValueError(f"a memory holds at most {MAX_CONTENT_BYTES} bytes; this one has "
+                         f"{len(content.encode())}: split it")
+    scores = item.get("scores")
+    if scores is None and any(f"{k}_score" in item for k in DIMENSIONS):
+        scores = {k: item[f"{k}_score"] for k in DIMENSIONS if f"{k}_score" in item}
+    sc = clean_scores(scores)
+    return MemoryEntity(
+        id=str(item.get("id") or os.urandom(8).hex()), content=content,  # 64 random bits, as uuid4().hex[:16]
+        tags=clean_list(item.get("tags"), "tags"),
+        potential_questions=clean_list(item.get("questions") or item.get("potential_questions"), "questions"),
+        created_at=str(item.get("created_at") or stamp),
+        c_score=sc["c"], o_score=sc["o"], r_score=sc["r"], e_score=sc["e"], p_score=sc["p"],
+        a_score=sc["a"], t_score=sc["t"])
+
+
+def redact_all(entities: list[MemoryEntity]) -> None:
+    """Redact every string of a batch in one pass (redaction scans the environment per call)."""
+    parts = [s for e in entities for s in (e.content, *e.tags, *e.potential_questions)]
+    if any("\x1e" in s for s in parts):
+        clean = [redact(s) for s in parts]
+    else:
+        clean = redact(_SEP.join(parts)).split(_SEP)
+    it = iter(clean)
+    for e in entities:
+        e.content = next(it)
+        e.tags = [next(it) for _ in e.tags]
+        e.potential_questions = [next(it) for _ in e.potential_questions]
+
+
+def question_texts(entities: list[MemoryEntity]) -> tuple[list[int], list[str]]:
+    """Positions of the entities with questions, and the text embedded for each (its questions
+    joined): the question vector that dedup compares."""
+    with_q = [i for i, e in enumerate(entities) if e.potential_questions]
+    return with_q, ["\n".join(entities[i].potential_questions) for i in with_q]
