@@ -87,6 +87,7 @@ class Agent:
         namespace: dict[str, Any] | None = None,
         extensions: Iterable[Any] = (),
         extra_tools: Iterable[Tool] = (),
+        otel: Any = None,
     ):
         self.model = model or DEFAULT_MODEL
         self.fast_model = fast_model
@@ -121,6 +122,8 @@ class Agent:
         self.workdir = Path(workdir)
         self.namespace = namespace if namespace is not None else {}
         self.extensions = list(extensions)
+        #: Live OpenTelemetry export of every run: an endpoint, a file, True (OTEL_* env), options.
+        self.otel = otel
         # Fail now, not at the first step, on a tool name that does not exist.
         select_tools(self.tool_names, self.extra_tools, also_known=EXTENSION_TOOL_NAMES)
 
@@ -157,7 +160,12 @@ class Agent:
         """A new run of ``task``, not started: call ``step()`` or ``run()``."""
         if not task or not task.strip():
             raise ValueError("the task is empty: say what the agent should do")
-        return Run(self, task.strip())
+        run = Run(self, task.strip())
+        if self.otel:
+            from .otel.live import attach
+
+            attach(run, self.otel)
+        return run
 
     @classmethod
     def replay(cls, trace: dict[str, Any], **overrides: Any) -> Run:
