@@ -82,7 +82,7 @@ SESSION = textwrap.dedent("""
     result = run.run()
     out = {"status": result.status,
            "trials": [e.to_dict() for e in run.events if e.type == "trial"],
-           "retrieved": [e.to_dict() for e in run.events if e.type == "memory" and e.data["op"] == "failures"],
+           "retrieved": [e.to_dict() for e in run.events if e.type == "memory" and e["op"] == "failures"],
            "diary": failures(run.memory).to_dicts()}
     print("RESULT " + json.dumps(out))
 """)

@@ -144,7 +144,7 @@ def test_approve_and_reject_buttons(kernel):
                    "What is the total of the numbers in data.txt?")
     assert kernel.value("gated.waiting_for_approval['tool']") == "'read_file'"
     kernel.click(kernel.button("Reject"))
-    assert kernel.value("[e.data.get('state') for e in gated.events if e.type == 'approval'][:2]") == \
+    assert kernel.value("[e.get('state') for e in gated.events if e.type == 'approval'][:2]") == \
         "['waiting', 'rejected']"
     assert kernel.value("gated.records[0].ok") == "False"
     assert kernel.value("gated.waiting_for_approval is not None") == "True"
@@ -187,7 +187,7 @@ def test_override_button_asks_for_confirmation_then_the_run_goes_on(kernel):
     assert kernel.visible(override)
     kernel.click(override)  # only asks: nothing changes until the person confirms
     assert kernel.value("burnt.status") == "'degraded'"
-    assert kernel.value("[e.data.get('override') for e in burnt.events if e.type == 'guarantee']").count("True") == 0
+    assert kernel.value("[e.get('override') for e in burnt.events if e.type == 'guarantee']").count("True") == 0
     confirm = kernel.button("Confirm override")
     assert kernel.visible(confirm) and not kernel.visible(override)
     amount = [cid for cid, s in kernel.widgets.items()
@@ -204,10 +204,10 @@ def test_diverse_choice_buttons_record_the_choice(kernel):
     kernel.execute("%%memfit_task --model memfit/disagree --strategy diverse --samples 6 --name split\n"
                    "In which year was the Peace of Westphalia signed?")
     alternatives = kernel.value("[a['answer'] for a in [e for e in split.events if e.type == 'synthesis']"
-                                "[-1].data['alternatives']]")
+                                "[-1]['alternatives']]")
     assert alternatives.startswith("[") and alternatives.count(",") >= 1
     kernel.click(kernel.button("1: ", prefix=True))
-    choice = kernel.value("[e.data.get('choice') for e in split.events if e.type == 'synthesis'][-1]")
+    choice = kernel.value("[e.get('choice') for e in split.events if e.type == 'synthesis'][-1]")
     assert choice.startswith("{'index': 1, 'answer': ")
     assert kernel.value("split.trace()['events'][-1]['choice']['index']") == "1"
     # the choice is made: the buttons are gone
@@ -229,7 +229,7 @@ def test_escalation_asks_the_person_and_more_trials_go_on(kernel, tmp_path):
     assert "Lessons from this run" in lessons[-1]
     kernel.click(more)
     assert kernel.value("diaried.status") == "'done'"
-    assert kernel.value("[(e.data['trial'], e.data['max_trials'], e.data['passed']) "
+    assert kernel.value("[(e['trial'], e['max_trials'], e['passed']) "
                         "for e in diaried.events if e.type == 'trial']") == "[(1, 1, False), (2, 3, True)]"
     assert kernel.value("[e['choice'] for e in diaried.trace()['events'] if e['type'] == 'escalation']") == \
         "['open_diary', 'more_trials']"

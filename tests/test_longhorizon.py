@@ -81,7 +81,7 @@ SCRIPT = textwrap.dedent("""
     run = agent.start("Build the features listed in features.json.")
     writes = []
     def on(event):
-        if event.type == "observation" and event.data["tool"] == "write_file":
+        if event.type == "observation" and event["tool"] == "write_file":
             writes.append(event)
             print("WROTE", len(writes), flush=True)
             if hang and len(writes) == 2:   # in the middle of the second feature

@@ -19,7 +19,7 @@ def test_a_lesson_from_one_run_is_found_by_the_next(tmp_path):
     assert len(triage) == 3 and triage[0]["added"] and triage[0]["source"] == "model"
     assert triage[1]["duplicates"] == 1  # the same lesson again: 2-of-3 dedup
     for e in triage:
-        assert set(e.data) >= {"op", "query", "results", "added", "bytes"}
+        assert set(e.fields()) >= {"op", "query", "results", "added", "bytes"}
     second = Agent(model="memfit/memory-lesson", workdir=tmp_path).start(TASK)
     second.run()
     (found,) = memory_events(second, "task_search")

@@ -35,7 +35,7 @@ def test_minimal_is_a_record_without_a_model_call(tmp_path):
     assert not [t for t in run.timeline.entries if t.kind == "reflection"]
     fields = {"level", "level_name", "trigger", "action_type", "tool", "success", "summary", "suggestions",
               "impact", "memory_used", "ok", "error"}
-    assert set(reflections[0].data) == fields
+    assert set(reflections[0].fields()) == fields
 
 
 def test_failure_gets_critical_reflection_in_the_seeds_words(tmp_path):

@@ -20,9 +20,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from .. import events as ev
 from ..errors import Escalated, Finished, RunFailed
 from ..records import ToolResult
-from ..timeline import Entry
 from ..tools import Param, Tool
 from .diary import FailureDiary, failures
 from .longhorizon import LongHorizon, PlanError
@@ -77,8 +77,7 @@ class ContextExtension:
                            answer=f"All {len(self.plan.features)} feature(s) already pass; nothing to do.")
         note = self.plan.resume_note()
         if note:
-            run.timeline.add("note", 0, note)
-            run.emit("note", text=note)
+            run.emit(ev.Note(text=note, timeline="append"))
 
     def before_iteration(self, run: Any) -> None:
         if self.diary is not None and not self.diary.retrieved:
@@ -138,7 +137,7 @@ class ContextExtension:
             info = self.plan.mark_done(answer)
             data.update(info)
             if info.get("commit"):
-                self.run.emit("note", text=f"checkpoint {info['commit']}: feat: {info['feature_done']}")
+                self.run.emit(ev.Note(text=f"checkpoint {info['commit']}: feat: {info['feature_done']}"))
             if not info["final"]:
                 return ToolResult(output=f"feature {info['feature_done']} passes; next: {info['next']}",
                                   data=data)
@@ -150,13 +149,13 @@ class ContextExtension:
         fields = {"trial": verdict["trial"], "max_trials": diary.max_trials, "passed": verdict["passed"],
                   "oracle_output": verdict["output"]}
         if verdict["passed"]:
-            run.emit("trial", **fields, lesson=None)
+            run.emit(ev.Trial(**fields, lesson=None))
             diary.trial = 1  # a plan's next feature gets its own trials
             return
         lesson = diary.reflect(run, verdict["output"])
         diary.lessons.append(lesson)
         diary.store(run, store_of(run), lesson, verdict["output"])
-        run.emit("trial", **fields, lesson=lesson)
+        run.emit(ev.Trial(**fields, lesson=lesson))
         if diary.trial >= diary.max_trials:
             raise Escalated(f"the oracle still fails after {diary.max_trials} trial(s); a person should decide "
                             f"what to do. Last lesson: {lesson}", answer=record.params.get("answer"))
@@ -176,21 +175,18 @@ class ContextExtension:
         diary = self.diary
         diary.max_trials += extra
         diary.trial += 1
-        run.emit("escalation", choice="more_trials", extra_trials=extra, max_trials=diary.max_trials)
+        run.emit(ev.Escalation(choice="more_trials", extra_trials=extra, max_trials=diary.max_trials))
         lesson = diary.lessons[-1] if diary.lessons else "none yet"
         self._reset_note = (f"[TRIAL {diary.trial}/{diary.max_trials}] The person allowed {extra} more trial(s) "
                             f"after the oracle kept failing. Lesson: {lesson}")
-        run.result, run.status = None, "running"  # step() goes on from where the run stopped
+        run.reopen()  # step() goes on from where the run stopped
         return diary.max_trials
 
     def _fresh_queue(self, run: Any, note: str) -> None:
         """A new trial or feature: the old queue goes to recall; the task and a note remain."""
-        entries = run.timeline.entries
-        head = entries[:1] if entries and entries[0].kind == "task" else []
-        self.tiers.recall.extend(entries[len(head):])
+        self.tiers.recall.extend(run.timeline.queue())
         self.tiers.summary, self.tiers.warned = None, False
-        run.timeline.replace_entries([*head, Entry("note", run.iteration, note)])
-        run.emit("note", text=note)
+        run.emit(ev.Note(text=note, timeline="reset"))
 
     def _flush_to_progress(self, summary: str) -> None:
         current = self.plan.current["id"] if self.plan.current else "-"

@@ -28,12 +28,14 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from ..timeline import Entry
+from .. import events as ev
+from ..timeline import SUMMARY_TAG, Entry
+
+__all__ = ["PRESSURE_TAG", "SUMMARY_TAG", "ContextConfig", "TieredContext"]
 
 #: Tokens a chat message costs beyond its text (role and separators), as litellm counts them.
 MESSAGE_OVERHEAD = 4
 PRESSURE_TAG = "[MEMORY PRESSURE]"
-SUMMARY_TAG = "[summary so far]"
 
 
 @dataclass
@@ -156,7 +158,10 @@ class TieredContext:
         mark = self.watermark(used)
         if mark == "flush":
             evicted = self.flush(run)
+            # The context event moves the entries: the timeline is written from the events.
             self._emit(run, used, "flush", evicted=len(evicted), summary=self.summary)
+            for listener in self.on_flush if evicted else ():
+                listener(self.summary or "")
             used = self.used_tokens(run)
             mark = self.watermark(used)
             if mark == "flush":  # the system prompt and the newest entries alone fill the window
@@ -164,11 +169,11 @@ class TieredContext:
         if mark == "warning" and not self.warned:
             self.warned = True
             pct = round(100 * used / self.window)
-            run.timeline.add("memory_pressure", run.iteration, (
+            run.emit(ev.Guidance(kind="memory_pressure", text=(
                 f"{PRESSURE_TAG} The context is {pct}% full ({used} of {self.window} tokens). "
                 "Save what must survive now: core_memory_append to the task_notes block, or "
                 "archival_memory_insert for long-term facts. Older messages will soon be "
-                "summarised and moved to recall (conversation_search finds them)."))
+                "summarised and moved to recall (conversation_search finds them).")))
         self._emit(run, used, mark)
         return mark
 
@@ -176,13 +181,12 @@ class TieredContext:
         self.last = {"used_tokens": used, "window": self.window, "ratio": round(used / self.window, 4),
                      "watermark": mark, "evicted": evicted, "recall_size": len(self.recall),
                      "summary": summary}
-        run.emit("context", **self.last)
+        run.emit(ev.Context(**self.last))
 
     def flush(self, run: Any) -> list[Entry]:
-        """Move about half a window of the oldest entries to recall; summarise them recursively."""
-        entries = run.timeline.entries
-        head = [e for e in entries[:1] if e.kind == "task"]
-        queue = [e for e in entries[len(head):] if e.kind != "summary"]
+        """Choose about half a window of the oldest entries, move them to recall and summarise them
+        recursively; the ``context`` event of the flush then takes them out of the timeline."""
+        queue = [e for e in run.timeline.queue() if e.kind != "summary"]
         keep = max(0, self.config.keep_last)
         candidates = queue[: len(queue) - keep] if keep else queue
         target = self.config.evict_fraction * self.window
@@ -200,12 +204,7 @@ class TieredContext:
             self._entry_tokens.pop(id(e), None)
         self.summary = self._summarise(run, evicted)
         self.summaries.append(self.summary)
-        rest = queue[len(evicted):]
-        summary_entry = Entry("summary", run.iteration, f"{SUMMARY_TAG} {self.summary}")
-        run.timeline.replace_entries([*head, summary_entry, *rest])
         self.warned = False
-        for listener in self.on_flush:
-            listener(self.summary)
         return evicted
 
     def _summarise(self, run: Any, evicted: list[Entry]) -> str:

@@ -302,9 +302,8 @@ class RunWidget:
         except KeyboardInterrupt:
             if not self.run.done:
                 self.run.cancel("interrupted by the person")
-        except Exception as exc:
-            self.state.errors.append({"iteration": self.run.iteration, "message": f"{type(exc).__name__}: {exc}"})
-            self._dirty.add("errors")
+        except Exception as exc:  # an event like any other: the trace keeps it, the view shows it
+            self.run.emit("error", message=f"{type(exc).__name__}: {exc}")
         finally:
             self._busy = False
             self.settle()

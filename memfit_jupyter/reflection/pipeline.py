@@ -20,6 +20,7 @@ from collections import deque
 from datetime import UTC, datetime
 from typing import Any
 
+from .. import events as ev
 from ..errors import RunEnded
 from ..records import ActionRecord, ReflectionLevel
 from .config import ReflectionConfig
@@ -99,15 +100,17 @@ class Reflector:
             reflection.memory_used = self._search_memory(run, reflection, level)
             ok, error = self._analyse(run, record, level, reflection, spin)
             # Stage 4: timeline injection.
-            run.timeline.add("reflection", record.iteration, reflection_timeline_text(reflection))
+            run.emit(ev.Guidance(kind="reflection", iteration=record.iteration,
+                                 text=reflection_timeline_text(reflection)))
         # Stage 5: caching.
         self.cache.append(reflection)
         self.history.append(reflection)
         impact = reflection.environmental_impact or EnvironmentalImpact()
-        run.emit("reflection", iteration=record.iteration, level=int(level), level_name=level.name,
-                 trigger=trigger, action_type=record.action_type, tool=record.tool, success=record.ok,
-                 summary=reflection.summary, suggestions=list(reflection.suggestions),
-                 impact=impact.to_dict(), memory_used=list(reflection.memory_used), ok=ok, error=error)
+        run.emit(ev.Reflection(iteration=record.iteration, level=int(level), level_name=level.name,
+                               trigger=trigger, action_type=record.action_type, tool=record.tool,
+                               success=record.ok, summary=reflection.summary,
+                               suggestions=list(reflection.suggestions), impact=impact.to_dict(),
+                               memory_used=list(reflection.memory_used), ok=ok, error=error))
         return reflection
 
     def _search_memory(self, run: Any, reflection: ActionReflection, level: ReflectionLevel) -> list[str]:

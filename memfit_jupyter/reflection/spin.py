@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..errors import RunEnded, SpinExit
+from ..events import Guidance
 from ..records import ActionRecord
 from . import detectors as d
 from .config import ReflectionConfig
@@ -159,4 +160,4 @@ class SpinMonitor:
             edit = d.ModifyRecord.of(actions(run.records)[-1])
             if edit is not None:
                 text += "\n\n" + code_spin_text(edit.start_line, edit.end_line, code.reason)
-        run.timeline.add("logic_spin_warning", verdict.iteration, text)
+        run.emit(Guidance(kind="logic_spin_warning", iteration=verdict.iteration, text=text))

@@ -195,9 +195,6 @@ def override(run: Any, *, confirm: bool = False, **limits: Any) -> ExecutionGuar
              cost_usd=round(budget.spent.cost_usd, 6), elapsed_s=round(budget.elapsed(), 3),
              recursive_calls=budget.recursive_calls)
     if run.status == "degraded":
-        # Reopen the run: step() goes on from where it stopped, under the new limits.
-        run.result = None
-        run.status = "running"
-        run.timeline.add("note", run.iteration, f"[SYSTEM] The person raised the limits ({message}). "
-                                                "Continue the task.")
+        # step() goes on from where the run stopped, under the new limits.
+        run.reopen(f"[SYSTEM] The person raised the limits ({message}). Continue the task.")
     return budget.guarantees

@@ -28,6 +28,7 @@ import logging
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..events import Guidance
 from ..records import SynthesisStrategy
 from .confidence import LOW_CONFIDENCE, Sample, Similarity
 
@@ -189,7 +190,7 @@ def choose(run: Any, index: int) -> dict[str, Any]:
              low_confidence=picked["confidence"] < LOW_CONFIDENCE,
              choice={"index": index, "answer": picked["answer"]},
              rationale=f"the person chose alternative {index}")
-    run.timeline.add("note", run.iteration,
-                     f"[SYSTEM] The person chose alternative {index} for {last.get('question')!r}: {picked['answer']}")
+    run.emit(Guidance(kind="note", text=(
+        f"[SYSTEM] The person chose alternative {index} for {last.get('question')!r}: {picked['answer']}")))
     log.info("synthesis choice recorded: alternative %s (%s)", index, picked["answer"])
     return picked

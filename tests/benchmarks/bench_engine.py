@@ -54,8 +54,8 @@ def main() -> None:
         run.step()
         wall = time.perf_counter() - t0
         new = run.events[first:]
-        inside = sum(e.data.get("latency_s", 0.0) for e in new if e.type == "model_call")
-        inside += sum(e.data.get("duration_s", 0.0) for e in new if e.type == "observation")
+        inside = sum(e.get("latency_s", 0.0) for e in new if e.type == "model_call")
+        inside += sum(e.get("duration_s", 0.0) for e in new if e.type == "observation")
         overheads.append(wall - inside)
         steps.append(wall)
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # Linux: KiB

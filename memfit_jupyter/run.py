@@ -1,0 +1,479 @@
+"""A run: the loop, stepwise, with one typed event stream as its only record.
+
+An iteration builds the prompt from the timeline, asks the model for the next
+action, runs the tool and emits typed events (``events.py``).  The run's
+records, its timeline (what the model sees) and its trace are built from
+those events as they are emitted, in ``Run.emit``: nothing keeps a second
+copy of the truth.
+
+A run ends in exactly one place, ``Run._finish``, which every ending reaches
+through a ``RunEnded`` exception carrying its status and reason; a finished
+run goes on only through ``Run.reopen`` (an override, more trials).
+"""
+
+from __future__ import annotations
+
+import importlib
+import time
+import traceback
+import uuid
+from collections.abc import Callable, Iterator
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
+
+from . import events as ev
+from .errors import Cancelled, Finished, LimitsExceeded, RunEnded, RunFailed
+from .events import TIMING_FIELDS, Event
+from .records import ActionRecord, GracefulDegradationPlan, RunResult, ToolResult
+from .reliability.guarantees import BudgetTracker, ExecutionGuarantees
+from .secrets import package_logger, redact_obj, refresh_env_secrets
+from .timeline import Timeline
+from .tools import ToolContext, select_tools
+
+if TYPE_CHECKING:
+    from .agent import Agent
+
+log = package_logger()  # one logger for the package; secrets redacted
+
+TRACE_VERSION = 1
+#: Feature packages that may contribute an extension to every run, in hook order.
+EXTENSION_MODULES = ("context", "memory", "reliability", "reflection")
+#: The model may fail to give a usable reply this many times in a row before the run fails.
+MAX_CONSECUTIVE_BAD_REPLIES = 3
+#: The action type of the record of a reply that gave no usable action.
+INVALID_REPLY = "invalid_reply"
+
+Subscriber = Callable[[Any], None]
+
+
+class Run:
+    """One run of a task.  Iterate with ``step()``; drain with ``run()``."""
+
+    def __init__(self, agent: Agent, task: str, *, backend: Any = None, recording: dict | None = None):
+        self.agent = agent
+        self.task = task
+        self.id = (recording or {}).get("run_id") or uuid.uuid4().hex[:12]
+        self.started_at = (recording or {}).get("started_at") or datetime.now(UTC).isoformat(timespec="seconds")
+        #: The events of the trace, in order: the run's record.
+        self.events: list[Event] = []
+        self._records: list[ActionRecord] = []
+        self._action: ev.Action | None = None
+        self.timeline = Timeline(task)
+        self.iteration = 0
+        self.status = "pending"
+        self.result: RunResult | None = None
+        self.last_prompt: list[dict[str, str]] | None = None
+        #: The working directory as the prompt names it (a replay keeps the recorded one).
+        self.prompt_workdir = str(agent.workdir.resolve())
+        self._subscribers: list[tuple[Subscriber, tuple[type[Event], ...] | None]] = []
+        self._recorded_events = (recording or {}).get("events")
+        self._t0 = time.monotonic()
+        self._bad_replies = 0
+        self._pending: tuple[int, Any] | None = None
+        self._decision: tuple[bool, str] | None = None
+        self.budget = BudgetTracker(agent.guarantees, on_violation=self._on_violation)
+        if backend is None:
+            from .llm.backend import LiteLLMBackend
+
+            backend = LiteLLMBackend()
+        self.backend = backend
+        from .llm.client import LLMClient
+
+        self.llm = LLMClient(agent.tiers, backend, self.emit, run_key=self.id, budget=self.budget)
+        self.tool_context = ToolContext(workdir=agent.workdir, namespace=agent.namespace,
+                                        ask_user=agent.ask_user, run=self)
+        self.extensions = list(agent.extensions) + self._discover_extensions()
+        extra = list(agent.extra_tools)
+        for ext in self.extensions:
+            extra.extend(getattr(ext, "tools", lambda: ())())
+        self.tools = select_tools(agent.tool_names, extra)
+        self._hooks = {name: [getattr(e, name) for e in self.extensions if hasattr(e, name)]
+                       for name in ("on_start", "before_iteration", "system_sections", "after_action",
+                                    "on_finish")}
+        refresh_env_secrets()  # keys loaded since the last run (a .env file) are redacted too
+
+    def _discover_extensions(self) -> list[Any]:
+        found = []
+        for name in EXTENSION_MODULES:
+            ext = importlib.import_module(f"{__package__}.{name}").extension_for(self)
+            if ext is not None:
+                found.append(ext)
+        return found
+
+    # --- events -----------------------------------------------------------------------
+    def subscribe(self, callback: Subscriber, *types: type[Event]) -> Callable[[], None]:
+        """Deliver events to ``callback`` as they happen: every event of the trace, or, given
+        event classes, only the events of those classes.  Returns an unsubscribe function.
+
+        >>> run.subscribe(lambda e: print(e.tool), events.Observation)   # doctest: +SKIP
+        """
+        entry = (callback, tuple(types) or None)
+        self._subscribers.append(entry)
+        return lambda: self._subscribers.remove(entry) if entry in self._subscribers else None
+
+    def emit(self, event: Event | str, iteration: int | None = None, **fields: Any) -> Event:
+        """Record ``event`` (secrets redacted), build the views from it, deliver it to the subscribers.
+
+        ``emit("note", text=...)`` is the same as ``emit(events.Note(text=...))``.
+        """
+        if isinstance(event, str):
+            event = ev.make(event, iteration, **fields)
+        elif iteration is not None or fields:
+            raise TypeError("emit(event) takes a typed event alone")
+        if event.iteration is None:
+            event.iteration = self.iteration
+        event.ts = round(time.monotonic() - self._t0, 6)
+        for name, _ in event._FIELDS:
+            value = getattr(event, name)
+            if isinstance(value, str | dict | list):
+                setattr(event, name, redact_obj(value))
+        if event.TRACED:
+            if self._recorded_events is not None:
+                self._restore_timing(event)
+            self.events.append(event)
+        self._project(event)
+        for callback, types in list(self._subscribers):
+            if (event.TRACED if types is None else isinstance(event, types)):
+                try:
+                    callback(event)
+                except Exception:  # a broken display must not break the run
+                    log.exception("event subscriber failed on %s", event.TYPE)
+        return event
+
+    def _project(self, event: Event) -> None:
+        """The views written from the events: the timeline and the action records."""
+        self.timeline.apply(event)
+        if isinstance(event, ev.Action):
+            self._action = event
+        elif isinstance(event, ev.Observation):
+            act, self._action = self._action, None
+            i = event.iteration or 0
+            if act is None:
+                record = ActionRecord(iteration=i, thought="", action_type=INVALID_REPLY, tool="", params={},
+                                      ok=False, error=event.error, data=dict(event.data))
+            else:
+                record = ActionRecord(iteration=i, thought=act.thought, action_type=act.action_type,
+                                      tool=act.tool, params=act.params, output=event.output, ok=event.ok,
+                                      error=event.error, duration_s=event.duration_s, data=dict(event.data))
+                if act.reflection:
+                    record.data["requested_reflection"] = act.reflection
+            self._records.append(record)
+
+    @property
+    def records(self) -> list[ActionRecord]:
+        """One ``ActionRecord`` per iteration, built from its action and observation events."""
+        return self._records
+
+    def _restore_timing(self, event: Event) -> None:
+        index = len(self.events)
+        recorded_events = self._recorded_events or []
+        if index < len(recorded_events):
+            recorded = recorded_events[index]
+            if recorded.get("type") == event.TYPE:
+                event.ts = recorded.get("ts", event.ts)
+                for key in TIMING_FIELDS[1:]:
+                    if key in event._names() and key in recorded:
+                        setattr(event, key, recorded[key])
+
+    def _on_violation(self, message: str, context: dict[str, Any]) -> None:
+        self.emit("guarantee", violated=True, message=message, **context)
+
+    # --- state ------------------------------------------------------------------------
+    @property
+    def done(self) -> bool:
+        return self.result is not None
+
+    @property
+    def elapsed(self) -> float:
+        return time.monotonic() - self._t0
+
+    @property
+    def waiting_for_approval(self) -> dict[str, Any] | None:
+        """The tool call waiting for the person's approval, if any."""
+        if self._pending is None:
+            return None
+        _, act = self._pending
+        return {"tool": act.tool, "params": act.params, "thought": act.thought, "action_type": act.action_type}
+
+    def system_prompt(self) -> str:
+        from .llm.prompts import action_system
+
+        sections = []
+        for hook in self._hooks["system_sections"]:
+            sections.extend(hook(self) or ())
+        return action_system(self.tools.values(), self.prompt_workdir, sections)
+
+    def next_prompt(self) -> list[dict[str, str]]:
+        """The messages the next action call will send (for step mode: see guidance before it goes)."""
+        return [{"role": "system", "content": self.system_prompt()}, *self.timeline.messages()]
+
+    # --- running ----------------------------------------------------------------------
+    def step(self) -> ActionRecord | None:
+        """Run exactly one iteration; return its record (None if no action was taken)."""
+        if self.done:
+            raise RuntimeError(f"this run has ended (status {self.status!r}); start a new one")
+        before = len(self.records)
+        try:
+            if self.status == "pending":
+                self._begin()
+            self._iterate()
+        except RunEnded as end:
+            self._finish(end)
+        except KeyboardInterrupt:
+            self._finish(Cancelled("interrupted by the person"))
+        except Exception as exc:
+            self.emit(ev.Error(message=f"{type(exc).__name__}: {exc}",
+                               traceback="".join(traceback.format_exception(exc))[-4000:]))
+            self._finish(RunFailed(f"internal error: {type(exc).__name__}: {exc}"))
+        return self.records[-1] if len(self.records) > before else None
+
+    def __iter__(self) -> Iterator[ActionRecord]:
+        while not self.done:
+            record = self.step()
+            if record is not None:
+                yield record
+            elif self._pending is not None and self._decision is None:
+                return
+
+    def run(self) -> RunResult:
+        """Run to the end and return how it ended."""
+        while not self.done:
+            self.step()
+            if self._pending is not None and self._decision is None and not self.done:
+                break  # waiting for a person's approval: resume with approve() then run()
+        return self.result  # type: ignore[return-value]
+
+    def cancel(self, reason: str = "cancelled by the person") -> RunResult:
+        if not self.done:
+            self._finish(Cancelled(reason))
+        return self.result  # type: ignore[return-value]
+
+    def reopen(self, note: str | None = None) -> None:
+        """Let a finished run go on: ``step()``/``run()`` continue from where it stopped.
+
+        The one way a run that ended goes on (an override of its limits, more trials);
+        ``note``, if given, tells the model why.
+        """
+        if self.result is None:
+            raise RuntimeError(f"this run has not ended (status {self.status!r})")
+        self.result = None
+        self.status = "running"
+        if note:
+            self.emit(ev.Guidance(kind="note", text=note))
+
+    def override(self, confirm: bool = False, **limits: Any) -> ExecutionGuarantees:
+        """Raise this run's limits (needs ``confirm=True``); a degraded run then goes on with step()/run()."""
+        from .reliability.guarantees import override
+
+        return override(self, confirm=confirm, **limits)
+
+    def choose(self, index: int) -> dict[str, Any]:
+        """Choose alternative ``index`` of the last diverse synthesis; the choice goes into the trace."""
+        from .reliability.synthesis import choose
+
+        return choose(self, index)
+
+    def approve(self, ok: bool = True, reason: str = "") -> None:
+        """Decide on the tool call waiting for approval; the next step() carries it out (or not)."""
+        if self._pending is None:
+            raise RuntimeError("no tool call is waiting for approval")
+        self._decision = (bool(ok), reason)
+
+    def _begin(self) -> None:
+        self.status = "running"
+        self.emit(ev.RunStart(task=self.task, tiers=self.agent.tiers, settings=self.agent.settings(),
+                              tools=sorted(self.tools), extensions=[type(e).__name__ for e in self.extensions]))
+        self._place_scenario_files()
+        for hook in self._hooks["on_start"]:
+            hook(self)
+
+    def _place_scenario_files(self) -> None:
+        """A scripted scenario brings the files its story needs; existing files are left alone."""
+        if not self.agent.model.startswith("memfit/"):
+            return
+        if self._recorded_events is not None:  # a replay touches no files; it repeats the note
+            index = len(self.events)
+            if index < len(self._recorded_events):
+                recorded = self._recorded_events[index]
+                if recorded.get("type") == "note" and recorded.get("text", "").startswith("scenario "):
+                    self.emit(ev.Note(text=recorded["text"]))
+            return
+        from .llm.scenarios import load_scenario
+
+        placed = []
+        for rel, content in load_scenario(self.agent.model.split("/", 1)[1]).files.items():
+            target = self.tool_context.resolve(rel)
+            if not target.exists():
+                target.parent.mkdir(parents=True, exist_ok=True)
+                target.write_text(content)
+                placed.append(rel)
+        if placed:
+            self.emit(ev.Note(text=f"scenario {self.agent.model} placed its files: {', '.join(placed)}"))
+
+    def _iterate(self) -> None:
+        if self._pending is not None:
+            iteration, act = self._pending
+            if self._decision is None:
+                return
+            self._execute(iteration, act)
+            return
+        if self.iteration >= self.agent.max_iterations:
+            raise RunFailed(f"reached max_iterations ({self.agent.max_iterations}) without finishing")
+        self.iteration += 1
+        i = self.iteration
+        for hook in self._hooks["before_iteration"]:
+            hook(self)
+        self.budget.check_time("the next iteration")
+        messages = self.next_prompt()
+        self.last_prompt = messages
+        reply = self.llm.call("action", messages, iteration=i)
+        if not reply.ok:
+            self._bad_reply(i, reply)
+            return
+        self._bad_replies = 0
+        act = reply.value
+        self.emit(ev.Action(thought=act.thought, action_type=act.action_type, tool=act.tool,
+                            params=act.params, reflection=act.reflection))
+        if self.agent.approve is not None and act.tool != "finish":
+            decision = self.agent.approve({"tool": act.tool, "params": act.params, "thought": act.thought,
+                                           "action_type": act.action_type, "iteration": i})
+            if decision is None:
+                self._pending = (i, act)
+                self.emit(ev.Approval(state="waiting", tool=act.tool))
+                return
+            self._decision = decision if isinstance(decision, tuple) else (bool(decision), "")
+        self._execute(i, act)
+
+    def _execute(self, i: int, act: Any) -> None:
+        self._pending = None
+        decision, self._decision = self._decision, None
+        if decision is not None:
+            self.emit(ev.Approval(state="approved" if decision[0] else "rejected", tool=act.tool,
+                                  reason=decision[1]))
+        tool = self.tools.get(act.tool)
+        started = time.perf_counter()
+        if decision is not None and not decision[0]:
+            result = ToolResult(ok=False, error="the person rejected this tool call"
+                                + (f": {decision[1]}" if decision[1] else ""))
+        elif self._recorded_events is not None:
+            result = self._recorded_observation(i)
+        elif tool is None:
+            result = ToolResult(ok=False, error=f"unknown tool {act.tool!r}; available: {', '.join(sorted(self.tools))}")
+        else:
+            self.budget.check_time(f"tool {act.tool}")
+            result = tool(self.tool_context, act.params)
+        duration = time.perf_counter() - started
+        self.emit(ev.Observation(tool=act.tool, ok=result.ok, output=result.output, error=result.error,
+                                 duration_s=duration, data=result.data))
+        record = self.records[-1]
+        for hook in self._hooks["after_action"]:
+            hook(self, record)
+        if result.ok and result.data.get("final"):
+            raise Finished("the agent called finish", answer=str(act.params.get("answer", result.output)))
+
+    def _recorded_observation(self, iteration: int) -> ToolResult:
+        for e in self._recorded_events or ():
+            if e.get("type") == "observation" and e.get("iteration") == iteration:
+                return ToolResult(output=e.get("output") or "", ok=bool(e.get("ok")), error=e.get("error"),
+                                  data=dict(e.get("data") or {}))
+        return ToolResult(ok=False, error="the recording has no observation for this iteration")
+
+    def _bad_reply(self, i: int, reply: Any) -> None:
+        """The model gave no usable action: record it as a failed action, tell the model, go on."""
+        self._bad_replies += 1
+        self.emit(ev.Observation(tool="", ok=False, output="", error=reply.error, duration_s=0.0,
+                                 data={"error_kind": reply.error_kind}))
+        record = self.records[-1]
+        for hook in self._hooks["after_action"]:
+            hook(self, record)
+        if self._bad_replies >= MAX_CONSECUTIVE_BAD_REPLIES:
+            raise RunFailed(f"the model gave no usable reply {self._bad_replies} times in a row "
+                            f"(last: {reply.error})")
+
+    def _finish(self, end: RunEnded) -> None:
+        """The one place where a run ends."""
+        status = end.status
+        plan = end.plan
+        if plan is None and isinstance(end, LimitsExceeded):
+            plan = self.degradation_plan(end.reason)
+        answer = end.answer
+        if answer is None and plan is not None:
+            answer = plan.partial_result
+        spent = self.budget.spent
+        self.result = RunResult(
+            status=status, answer=answer, reason=end.reason, iterations=self.iteration,
+            cost_usd=spent.cost_usd, calls=spent.calls, prompt_tokens=spent.prompt_tokens,
+            completion_tokens=spent.completion_tokens, duration_s=self.elapsed, plan=plan,
+        )
+        self.status = status
+        if plan is not None:
+            self.emit(ev.Degradation(**plan.to_dict()))
+        for hook in self._hooks["on_finish"]:
+            try:
+                hook(self, self.result)
+            except Exception as exc:
+                self.emit(ev.Error(message=f"on_finish hook failed: {type(exc).__name__}: {exc}"))
+        self.emit(ev.RunEnd(status=status, answer=answer, reason=end.reason))
+        self.backend.forget(self.id)
+
+    def best_answer(self) -> str | None:
+        """The best answer so far: the last successful observation."""
+        for record in reversed(self.records):
+            if record.ok and record.output:
+                return record.output[:2000]
+        return None
+
+    def degradation_plan(self, reason: str, tried: list[str] | None = None,
+                         recommendations: list[str] | None = None) -> GracefulDegradationPlan:
+        spent = self.budget.spent
+        if recommendations is None:
+            recommendations = []
+            if "cost" in reason:
+                recommendations.append("raise max_cost_usd (run.override(confirm=True, max_cost_usd=...)) "
+                                       "or use a cheaper model")
+            if "time" in reason:
+                recommendations.append("raise max_duration_seconds or split the task into smaller ones")
+            if "recursive" in reason:
+                recommendations.append("raise max_recursive_calls or ask for fewer samples")
+            recommendations.append("read the partial result and the trace before running again")
+        return GracefulDegradationPlan(
+            reason=reason, partial_result=self.best_answer(),
+            explanation=f"The run stopped after {self.iteration} iteration(s): {reason}.",
+            recommendations=recommendations, cost_usd=spent.cost_usd, duration_s=self.elapsed,
+            calls=spent.calls, iterations=self.iteration, tried=list(tried or []),
+        )
+
+    # --- the trace --------------------------------------------------------------------
+    def trace(self) -> dict[str, Any]:
+        """The run as a JSON-serialisable dict: the ``application/vnd.memfit.run+json`` payload."""
+        spent = self.budget.spent
+        g = self.budget.guarantees  # the run's own: an override may have raised them
+        return {
+            "version": TRACE_VERSION,
+            "run_id": self.id,
+            "task": self.task,
+            "model": self.agent.model,
+            "tiers": self.agent.tiers,
+            "status": self.status,
+            "answer": self.result.answer if self.result else None,
+            "reason": self.result.reason if self.result else "",
+            "started_at": self.started_at,
+            "settings": self.agent.settings(),
+            "workdir": self.prompt_workdir,
+            "limits": {"max_cost_usd": g.max_cost_usd, "max_duration_seconds": g.max_duration_seconds,
+                       "max_recursive_calls": g.max_recursive_calls,
+                       "max_iterations": self.agent.max_iterations},
+            "totals": {
+                "cost_usd": spent.cost_usd,
+                "tokens": {"prompt": spent.prompt_tokens, "completion": spent.completion_tokens,
+                           "total": spent.prompt_tokens + spent.completion_tokens},
+                "calls": spent.calls,
+                "iterations": self.iteration,
+                "recursive_calls": self.budget.recursive_calls,
+                "duration_s": (self.result.duration_s if self.result else self.elapsed),
+            },
+            "events": [e.to_dict() for e in self.events],
+        }
+
+    def __repr__(self) -> str:
+        return f"<Run {self.id} {self.status} iteration={self.iteration} task={self.task[:40]!r}>"
