@@ -25,6 +25,7 @@ from types import SimpleNamespace
 from typing import Any
 
 from .errors import SpinExit
+from .events import Event, Guidance
 from .records import ActionRecord, ReflectionLevel
 from .reflection.config import ReflectionConfig
 from .reflection.levels import decide_level
@@ -102,8 +103,7 @@ class _Replay:
     def __init__(self, trace: dict[str, Any], judge: Any):
         self.task = str(trace.get("task") or "")
         self.records: list[ActionRecord] = []
-        self.timeline = Timeline()
-        self.timeline.add("task", 0, f"Task: {self.task}")
+        self.timeline = Timeline(self.task)
         self.out: dict[int, list[dict[str, Any]]] = {}
         self.iteration = 0
         self.model_events: list[dict[str, Any]] = []
@@ -117,8 +117,16 @@ class _Replay:
     def _emit_model(self, type: str, iteration: int | None = None, **data: Any) -> None:
         self.emit(type, iteration=iteration, **data)
 
-    def emit(self, type: str, iteration: int | None = None, **data: Any) -> None:
-        it = self.iteration if iteration is None else iteration
+    def emit(self, type: Any, iteration: int | None = None, **data: Any) -> None:
+        if isinstance(type, Event):  # a typed event: what the model is told goes to the timeline
+            event = type
+            it = self.iteration if event.iteration is None else event.iteration
+            if isinstance(event, Guidance):
+                self.timeline.add(event.kind, it, event.text)
+                return
+            type, data = event.TYPE, event.fields()
+        else:
+            it = self.iteration if iteration is None else iteration
         self.out.setdefault(it, []).append({"type": type, "iteration": it, **data, "analysis": True})
 
     def degradation_plan(self, reason: str, tried: list[str] | None = None,

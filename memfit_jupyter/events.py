@@ -28,6 +28,7 @@ note            Note (guidance or a message placed in the timeline)
 reflection      Reflection
 spin            Spin
 guarantee       GuaranteeViolated, GuaranteeOverride (the person raised a limit)
+guard           Guard (a failure-mode guard fired: reliability/guards.py)
 breaker         BreakerTransition, BreakerRejected (a call was turned away)
 synthesis       Synthesis, SynthesisChoice (the person chose an alternative)
 memory          Memory (op: search | insert | triage | task_search | failures)
@@ -353,6 +354,17 @@ class GuaranteeOverride(Event):
     cost_usd: float
     elapsed_s: float
     recursive_calls: int
+
+
+@event("guard")
+class Guard(Event):
+    """A guard of ``reliability/guards.py`` fired; ``refused`` names the tool call it turned away."""
+
+    guard: str
+    reason: str
+    refused: str = optional()
+    refusals: int = optional()
+    max_refusals: int = optional()
 
 
 @event("breaker")

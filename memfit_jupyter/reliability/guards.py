@@ -29,6 +29,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..events import Guidance
 from ..records import ActionRecord, ToolResult
 
 GUARDS = ("unverified_finish", "premature_finish", "termination_condition", "reasoning_action_mismatch")
@@ -219,9 +220,9 @@ class GuardMonitor:
             reason = (f"the task ends when the output is {condition!r}; iteration {self._end_seen} showed it, "
                       f"and the run went on with {record.tool}")
             run.emit("guard", iteration=record.iteration, guard="termination_condition", reason=reason)
-            run.timeline.add("guard_warning", record.iteration, (
+            run.emit(Guidance(kind="guard_warning", iteration=record.iteration, text=(
                 f"[TERMINATION CONDITION MET] {reason}. The task is done: call finish with the answer now, "
-                "unless the task asks for something more."))
+                "unless the task asks for something more.")))
             return
         lines = [line.strip() for line in (record.output or "").splitlines()]
         if record.ok and record.tool in RUNNING_TOOLS and condition in lines and self._end_seen is None:
@@ -251,10 +252,10 @@ class GuardMonitor:
             return
         reason = result.value.mismatch_reason or result.value.summary or "the action does not do what the thought says"
         run.emit("guard", iteration=record.iteration, guard="reasoning_action_mismatch", reason=reason)
-        run.timeline.add("guard_warning", record.iteration, (
+        run.emit(Guidance(kind="guard_warning", iteration=record.iteration, text=(
             f"[REASONING-ACTION MISMATCH] At iteration {record.iteration} your thought was: {record.thought!r}; "
             f"the action was {record.tool} {_text(record)[:300]}. {reason}. "
-            "Put right what the action did before you go on."))
+            "Put right what the action did before you go on.")))
 
 
 def _replaced_finish(run: Any, builtin_finish: Any, skip: Any) -> Any:
