@@ -45,6 +45,7 @@ _EXPORTS = {
     "load_trajectory": ".trajectories",
     "TrajectoryFormatError": ".trajectories",
     "analyze": ".analysis",
+    "sweep": ".sweep",
 }
 
 __all__ = sorted([*_EXPORTS, "load_ipython_extension", "unload_ipython_extension", "__version__"])
@@ -75,6 +76,7 @@ if TYPE_CHECKING:  # pragma: no cover
         ToolResult,
     )
     from .reliability.guarantees import ExecutionGuarantees
+    from .sweep import sweep
     from .tools import Param, Tool
     from .trajectories import TrajectoryFormatError, load_trajectory
 

@@ -242,6 +242,9 @@ def load(ipython: Any) -> None:
     from .demo_magic import DemoMagics
 
     ipython.register_magics(DemoMagics)
+    from .sweep_magic import SweepMagics
+
+    ipython.register_magics(SweepMagics)
     events = ipython.events
     if settle_all not in events.callbacks.get("post_run_cell", []):
         events.register("post_run_cell", settle_all)

@@ -1,0 +1,99 @@
+"""``%memfit_sweep`` / ``%%memfit_sweep``: a sweep from a cell.
+
+::
+
+    %%memfit_sweep --grid model=memfit/demo,memfit/spin-demo --grid max_iterations=5,10
+    total: What is the total of the numbers in data.txt?
+    Count the lines of data.txt.
+
+Each line of the cell is a task (``name: task`` names it); ``--task`` gives one on the
+line form.  ``--grid KEY=V1,V2`` is repeatable; values are JSON where they parse
+(``5``, ``false``, ``0.5``), text otherwise.  The magic returns the sweep's polars
+DataFrame (``df = %memfit_sweep ...``) and binds it to ``--name``.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from IPython.core.error import UsageError
+from IPython.core.magic import Magics, line_cell_magic, magics_class
+from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
+
+
+def _value(text: str) -> Any:
+    try:
+        return json.loads(text)
+    except ValueError:
+        return text
+
+
+def parse_grid(items: list[str]) -> dict[str, list[Any]]:
+    grid: dict[str, list[Any]] = {}
+    for item in items:
+        key, sep, values = item.partition("=")
+        if not sep or not key.strip() or not values.strip():
+            raise UsageError(f"--grid takes KEY=V1,V2,..., got {item!r}")
+        grid[key.strip().replace("-", "_")] = [_value(v.strip()) for v in values.split(",") if v.strip()]
+    return grid
+
+
+def parse_tasks(cell: str | None, line_tasks: list[str]) -> list[str] | dict[str, str]:
+    lines = [t for t in line_tasks if t.strip()]
+    lines += [t.strip() for t in (cell or "").splitlines() if t.strip() and not t.strip().startswith("#")]
+    if not lines:
+        raise UsageError("no tasks: write one task per line of the cell, or give --task")
+    named = {}
+    for t in lines:
+        name, sep, rest = t.partition(":")
+        if not sep or " " in name.strip() or not rest.strip():
+            return lines
+        named[name.strip()] = rest.strip()
+    return named
+
+
+@magics_class
+class SweepMagics(Magics):
+    """``%memfit_sweep``: every combination of tasks and settings, as a DataFrame."""
+
+    @magic_arguments()
+    @argument("--task", action="append", default=[], help="a task (repeatable; or one per line of the cell)")
+    @argument("--grid", action="append", default=[], metavar="KEY=V1,V2",
+              help="an Agent setting and its values (repeatable), e.g. model=memfit/demo,memfit/spin-demo")
+    @argument("--set", action="append", default=[], metavar="KEY=V",
+              help="a setting every run shares (repeatable), e.g. memory=false")
+    @argument("--engine", choices=("local", "ray"), default="local", help="where runs execute (default local)")
+    @argument("--max-parallel", type=int, metavar="N", help="runs at once (default: the cores)")
+    @argument("--out", metavar="DIR", help="the sweep's directory; the same DIR resumes the sweep")
+    @argument("--max-cost", type=float, metavar="USD", help="hard budget over all runs")
+    @argument("--retries", type=int, default=1, metavar="N", help="retries of a run whose worker failed")
+    @argument("--address", metavar="ADDR", help="an existing Ray cluster (engine ray), e.g. ray://host:10001")
+    @argument("--name", metavar="VAR", help="bind the DataFrame to VAR")
+    @argument("--quiet", action="store_true", help="no progress widget")
+    @line_cell_magic
+    def memfit_sweep(self, line: str, cell: str | None = None) -> Any:
+        """Run a sweep (``memfit_jupyter.sweep``) and return its DataFrame."""
+        args = parse_argstring(self.memfit_sweep, line)
+        tasks = parse_tasks(cell, args.task)
+        grid = parse_grid(args.grid)
+        shared = {k: v[0] if len(v) == 1 else v for k, v in parse_grid(args.set).items()}
+        if args.address and args.engine != "ray":
+            raise UsageError("--address is for --engine ray")
+        from ..sweep import sweep
+
+        try:
+            df = sweep(tasks, grid, engine=args.engine, max_parallel=args.max_parallel, out=args.out,
+                       settings=shared, max_cost_usd=args.max_cost, retries=args.retries,
+                       address=args.address, progress=not args.quiet)
+        except (ValueError, TypeError, NotADirectoryError) as exc:
+            raise UsageError(str(exc)) from None
+        except Exception as exc:  # unknown models and tools are MemfitErrors: one line, no traceback
+            from ..errors import MemfitError
+
+            if isinstance(exc, MemfitError | ImportError):
+                raise UsageError(str(exc)) from None
+            raise
+        if args.name:
+            self.shell.user_ns[args.name] = df
+        return df

@@ -1,0 +1,151 @@
+"""Sweeps: every combination of tasks and settings as an independent run.
+
+>>> df = sweep(["What is the total of the numbers in data.txt?"],      # doctest: +SKIP
+...            {"model": ["memfit/demo", "memfit/spin-demo"], "max_iterations": [5, 10]},
+...            max_parallel=2, out="sweeps/first")
+
+Each run gets its own working directory and trace file under ``out/runs/<key>/``, where
+``key`` hashes the run's task and settings; the result is a polars DataFrame, one row
+per run.  Running the same sweep over the same ``out`` again resumes it: runs whose
+traces exist are read back, not redone.  Modules: ``spec`` (combinations, keys, rows),
+``runner`` (one run, in a worker), ``engines`` (local processes; ``ray_engine``: Ray),
+``core`` (the scheduler and the sweep-wide budget).  Ray is imported only for
+``engine="ray"``; IPython only to show the progress widget inside a kernel.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import sys
+import types
+from collections.abc import Callable, Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+__all__ = ["sweep", "SweepProgress"]
+
+#: Where a sweep keeps its runs when ``out`` is not given (relative to the working directory).
+DEFAULT_OUT = ".memfit-sweeps"
+
+
+def sweep(tasks: Iterable[str] | Mapping[str, str] | str, grid: Mapping[str, Iterable[Any]] | None = None, *,
+          engine: str = "local", max_parallel: int | None = None, out: str | os.PathLike | None = None,
+          settings: Mapping[str, Any] | None = None, max_cost_usd: float | None = None, retries: int = 1,
+          address: str | None = None, resources: Mapping[str, Any] | None = None,
+          ray_init: Mapping[str, Any] | None = None,
+          progress: bool | str | Callable[[Any], None] = "auto") -> Any:
+    """Run every combination of a task and the ``grid``'s settings; a polars DataFrame back.
+
+    - ``tasks``: task strings, or a mapping name -> task (the ``task`` column shows names).
+    - ``grid``: ``Agent`` arguments (and the limits ``max_cost_usd``, ``max_duration_seconds``,
+      ``max_recursive_calls``) to lists of values; every combination is one run.
+    - ``settings``: values every run shares (e.g. ``{"memory": False}``).
+    - ``engine``: ``"local"`` (worker processes here) or ``"ray"`` (Ray tasks: a local Ray,
+      or the cluster at ``address=``, with ``resources=`` per run, e.g. ``{"num_cpus": 1}``).
+    - ``max_parallel``: runs at once (default: this machine's cores; on Ray, the cluster's CPUs).
+    - ``out``: the sweep's directory; the same ``out`` resumes (default: a directory under
+      ``.memfit-sweeps/`` named after the sweep's runs, so repeating a sweep resumes it).
+    - ``max_cost_usd``: a hard budget over all runs: no run starts unless the budget left can
+      pay for its worst case (its own ``max_cost_usd``); runs that cannot are ``skipped``.
+    - ``retries``: how many more times a run whose worker failed is tried in this call.
+    - ``progress``: ``"auto"`` shows the live widget inside a kernel; a callable gets every
+      ``SweepProgress``; ``False`` shows nothing.
+
+    Columns: ``run`` (the key), ``task``, one per setting, ``status`` (a run's status, or
+    ``error`` / ``skipped`` / ``cancelled`` for runs without a trace), ``iterations``,
+    ``cost_usd``, ``prompt_tokens``, ``completion_tokens``, ``tokens``, ``duration_s``,
+    ``mechanisms`` (what fired: reflection, spin, breaker...), ``answer``, ``trace`` (its
+    path), ``attempts``, ``error``.
+    """
+    from .core import run_specs
+    from .engines import make_engine
+    from .spec import expand, validate
+
+    if engine not in ("local", "ray"):
+        raise ValueError(f"unknown engine {engine!r}; choose 'local' or 'ray'")
+    if max_parallel is not None and (isinstance(max_parallel, bool) or int(max_parallel) < 1):
+        raise ValueError(f"max_parallel must be at least 1, got {max_parallel!r}")
+    if max_cost_usd is not None and not max_cost_usd > 0:
+        raise ValueError(f"max_cost_usd must be above 0, got {max_cost_usd!r}")
+    if retries < 0:
+        raise ValueError(f"retries must be 0 or more, got {retries!r}")
+    specs = expand(tasks, grid, settings)
+    validate(specs)
+    if out is None:
+        digest = hashlib.sha256(" ".join(sorted(s.key for s in specs)).encode()).hexdigest()[:12]
+        out = Path(DEFAULT_OUT) / digest
+    out = Path(out).expanduser().resolve()
+    if out.exists() and not out.is_dir():
+        raise NotADirectoryError(f"sweep out= must be a directory, and {out} is a file")
+    out.mkdir(parents=True, exist_ok=True)
+    eng = make_engine(engine, str(out), int(max_parallel or 0), address=address,
+                      resources=dict(resources or {}), ray_init=dict(ray_init or {}))
+    parallel = int(max_parallel or eng.default_parallel())
+    eng.max_parallel = parallel
+    on_progress = _progress_callback(progress, len(specs), engine)
+    rows = run_specs(specs, out, eng, max_parallel=parallel, max_cost_usd=max_cost_usd, retries=retries,
+                     on_progress=on_progress)
+    return _frame(rows)
+
+
+def _progress_callback(progress: Any, total: int, engine: str) -> Callable[[Any], None] | None:
+    if callable(progress):
+        return progress
+    if progress is False or progress is None:
+        return None
+    if progress == "auto" and not _in_kernel():
+        return None
+    from ..jupyter.sweep_widget import SweepWidget
+
+    widget = SweepWidget(total, engine)
+    widget.show()
+    return widget.update
+
+
+def _in_kernel() -> bool:
+    ipython = sys.modules.get("IPython")
+    if ipython is None:
+        return False
+    shell = ipython.get_ipython()
+    return shell is not None and getattr(shell, "kernel", None) is not None
+
+
+def _frame(rows: list[dict[str, Any]]) -> Any:
+    """Rows as a DataFrame; a setting whose values differ in type across runs (``memory``:
+    False or a path) becomes a column of their JSON text, since a column has one type."""
+    import json
+
+    import polars as pl
+
+    keys = list(dict.fromkeys(k for row in rows for k in row))
+    for key in keys:
+        kinds = {type(row.get(key)) for row in rows if row.get(key) is not None}
+        if len(kinds) > 1 and not kinds <= {int, float}:
+            for row in rows:
+                if row.get(key) is not None:
+                    row[key] = json.dumps(row[key])
+    data = {key: [row.get(key) for row in rows] for key in keys}
+    overrides = {"mechanisms": pl.List(pl.String), "error": pl.String, "answer": pl.String, "trace": pl.String,
+                 "cost_usd": pl.Float64, "duration_s": pl.Float64}
+    return pl.DataFrame(data, schema_overrides={k: v for k, v in overrides.items() if k in data},
+                        strict=False)
+
+
+class _CallableModule(types.ModuleType):
+    """``memfit_jupyter.sweep(...)`` must call the function even once a submodule import has
+    bound the package itself to that name on ``memfit_jupyter`` (the import system does so)."""
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return sweep(*args, **kwargs)
+
+
+sys.modules[__name__].__class__ = _CallableModule
+
+
+def __getattr__(name: str) -> Any:
+    if name == "SweepProgress":
+        from .core import SweepProgress
+
+        return SweepProgress
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -1,0 +1,95 @@
+"""Where a sweep's runs execute: worker processes on this machine, or Ray tasks.
+
+An engine has three methods: ``submit(spec_json) -> handle``, ``wait(handles, timeout)``
+(the handles that ended, each with its row or the exception that ended it) and
+``close()``.  ``LostWorker`` says a run's process died under it (killed, out of memory):
+the scheduler retries such runs like any other failed attempt.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures as cf
+import multiprocessing
+import os
+from collections.abc import Iterable
+from typing import Any
+
+from . import runner
+
+
+class LostWorker(RuntimeError):
+    """The process carrying out a run died before the run ended."""
+
+
+class LocalEngine:
+    """Runs on worker processes of this machine (``concurrent.futures``).
+
+    Workers start from a fork server, not by forking the caller: a Jupyter kernel has
+    threads, and forking a process with threads can deadlock the child.  The fork server
+    imports litellm before it forks (``preload``), so workers, and the replacements of
+    workers that died, start warm, and then take runs one after another.  As with any
+    ``multiprocessing`` code, a script that calls ``sweep`` needs an
+    ``if __name__ == "__main__":`` guard (workers import the caller's main module).
+    """
+
+    name = "local"
+
+    def __init__(self, out: str, max_parallel: int):
+        self.out = out
+        self.max_parallel = max_parallel
+        self._pool: cf.ProcessPoolExecutor | None = None
+
+    def default_parallel(self) -> int:
+        return max(1, os.cpu_count() or 1)
+
+    def _ensure_pool(self) -> cf.ProcessPoolExecutor:
+        if self._pool is None:
+            ctx = multiprocessing.get_context("forkserver")
+            # Only takes effect if this process has not started its fork server yet.
+            ctx.set_forkserver_preload([f"{__package__}.preload"])
+            self._pool = cf.ProcessPoolExecutor(self.max_parallel, mp_context=ctx, initializer=runner.warm)
+        return self._pool
+
+    def submit(self, spec_json: dict[str, Any]) -> Any:
+        try:
+            return self._ensure_pool().submit(runner.execute, spec_json, self.out)
+        except cf.process.BrokenProcessPool:
+            self._reset()
+            return self._ensure_pool().submit(runner.execute, spec_json, self.out)
+
+    def wait(self, handles: Iterable[Any], timeout: float) -> list[tuple[Any, dict | None, BaseException | None]]:
+        done, _ = cf.wait(list(handles), timeout=timeout, return_when=cf.FIRST_COMPLETED)
+        ended = []
+        broken = False
+        for fut in done:
+            exc = fut.exception()
+            if isinstance(exc, cf.process.BrokenProcessPool):
+                broken = True
+                exc = LostWorker(f"a worker process died during the run ({exc})")
+            ended.append((fut, None if exc else fut.result(), exc))
+        if broken:  # the pool is unusable once a worker died: later submissions get a new one
+            self._reset()
+        return ended
+
+    def _reset(self) -> None:
+        if self._pool is not None:
+            self._pool.shutdown(wait=False, cancel_futures=True)
+            self._pool = None
+
+    def close(self) -> None:
+        if self._pool is not None:
+            self._pool.shutdown(wait=True, cancel_futures=True)
+            self._pool = None
+
+
+def make_engine(engine: str, out: str, max_parallel: int, *, address: str | None = None,
+                resources: dict[str, Any] | None = None, ray_init: dict[str, Any] | None = None) -> Any:
+    if engine == "local":
+        if address is not None or resources:
+            raise ValueError("address= and resources= are for engine='ray'")
+        return LocalEngine(out, max_parallel)
+    if engine == "ray":
+        from .ray_engine import RayEngine
+
+        return RayEngine(out, max_parallel, address=address, resources=resources, ray_init=ray_init)
+    raise ValueError(f"unknown engine {engine!r}; choose 'local' or 'ray'")

@@ -1,0 +1,79 @@
+"""One run of a sweep, as a worker process or a Ray task carries it out.
+
+Everything here takes and returns JSON values, so the local and the Ray engine call the
+same function with the same arguments and get the same row back.  The trace is written
+to a temporary file and moved into place, so a trace that exists is a whole one: a worker
+killed mid-run leaves no trace, and the run is redone (from a clean working directory)
+on the next attempt or the next resume.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from pathlib import Path
+from typing import Any
+
+from .spec import RunSpec, agent_kwargs, row_from_trace
+
+TRACE_FILE = "trace.json"
+WORK_DIR = "work"
+
+
+def run_dir(out: str | Path, key: str) -> Path:
+    """Where run ``key`` of the sweep in ``out`` keeps its working directory and trace."""
+    return Path(out) / "runs" / key
+
+
+def trace_path(out: str | Path, key: str) -> Path:
+    return run_dir(out, key) / TRACE_FILE
+
+
+def warm() -> None:
+    """Import what every run needs (litellm, the scripted provider) once per worker, so that
+    the first run's duration is its own and not the worker's start-up."""
+    from ..llm.backend import import_litellm
+
+    import_litellm()
+
+
+def execute(spec_json: dict[str, Any], out: str) -> dict[str, Any]:
+    """Carry out one run and write its trace; return its DataFrame row (``attempts`` unset)."""
+    from ..agent import Agent
+
+    spec = RunSpec.from_json(spec_json)
+    home = run_dir(out, spec.key)
+    work = home / WORK_DIR
+    if work.exists():  # what an earlier, interrupted attempt left: start from nothing again
+        shutil.rmtree(work)
+    work.mkdir(parents=True)
+    run = Agent(**agent_kwargs(spec.settings), workdir=work).start(spec.task)
+    try:
+        run.run()
+        if not run.done:  # only a tool call waiting for approval stops run(); a sweep has no one to ask
+            run.cancel("a sweep cannot approve tool calls")
+        trace = run.trace()
+    finally:
+        store = getattr(run, "memory", None)  # opened for this run alone (settings are JSON, not stores)
+        if store is not None:
+            store.close()
+    path = home / TRACE_FILE
+    tmp = home / f".{TRACE_FILE}.{os.getpid()}.tmp"
+    with open(tmp, "w") as fh:
+        json.dump(trace, fh, separators=(",", ":"))
+    os.replace(tmp, path)
+    return row_from_trace(spec, trace, path, attempts=0)
+
+
+def read_finished(spec: RunSpec, out: str | Path) -> dict[str, Any] | None:
+    """The row of a run that a previous sweep over ``out`` finished, or None."""
+    path = trace_path(out, spec.key)
+    try:
+        with open(path) as fh:
+            trace = json.load(fh)
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError):
+        return None  # unreadable: run it again (the new trace replaces it)
+    return row_from_trace(spec, trace, path, attempts=0)

@@ -1,0 +1,240 @@
+"""Sweeps on local worker processes: results equal to runs one by one, resume after a kill,
+a worker that dies, the sweep-wide budget, bad input, and ``%%memfit_sweep`` in a real kernel."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import nbformat
+import polars as pl
+import pytest
+from nbclient import NotebookClient
+
+from memfit_jupyter import Agent
+from memfit_jupyter.errors import UnknownModelError
+from memfit_jupyter.sweep import sweep
+from memfit_jupyter.sweep.spec import expand
+
+ROOT = Path(__file__).resolve().parents[1]
+TASKS = {"total": "What is the total of the numbers in data.txt?",
+         "count": "How many numbers does data.txt hold?"}
+#: 2 tasks x 6 scripted scenarios x 2 iteration limits = 24 runs: finishing, spinning, failing
+#: on bad output, unknown tools, samples that disagree, a budget that runs out.
+GRID = {"model": ["memfit/demo", "memfit/spin-demo", "memfit/unknown-tool", "memfit/bad-output",
+                  "memfit/disagree", "memfit/budget-burn"],
+        "max_iterations": [4, 12]}
+SHARED = {"memory": False}
+KEYS = ("status", "iterations", "cost_usd")
+
+
+def solo_results(specs, out: Path) -> dict[str, tuple]:
+    """Each run by itself, through the public API, in a directory laid out as the sweep's
+    (the prompt names the working directory, so its length is part of the token count)."""
+    from memfit_jupyter.sweep.spec import agent_kwargs
+
+    results = {}
+    for spec in specs:
+        work = out / "runs" / spec.key / "work"
+        work.mkdir(parents=True)
+        r = Agent(**agent_kwargs(spec.settings), workdir=work).start(spec.task).run()
+        results[spec.key] = (r.status, r.iterations, r.cost_usd)
+    return results
+
+
+def by_run(df: pl.DataFrame) -> dict[str, tuple]:
+    return {row["run"]: tuple(row[k] for k in KEYS) for row in df.iter_rows(named=True)}
+
+
+def test_24_runs_equal_one_by_one(tmp_path):
+    # "local" and "solo_" have the same length: the runs' prompts are the same size.
+    df = sweep(TASKS, GRID, settings=SHARED, out=tmp_path / "local", max_parallel=2, progress=False)
+    assert df.height == 24
+    assert set(df.columns) >= {"run", "task", "model", "max_iterations", "status", "iterations", "cost_usd",
+                               "tokens", "duration_s", "mechanisms", "trace", "attempts"}
+    assert df["error"].null_count() == 24 and (df["attempts"] == 1).all()
+    # The scenarios end in different ways, and mechanisms fired.
+    assert {"done", "failed", "degraded"} <= set(df["status"])
+    assert "spin" in df.filter(pl.col("model") == "memfit/spin-demo")["mechanisms"].explode().to_list()
+    expected = solo_results(expand(TASKS, GRID, SHARED), tmp_path / "solo_")
+    assert by_run(df) == expected
+    for row in df.iter_rows(named=True):  # each run has its own directory and whole trace
+        trace = json.loads(Path(row["trace"]).read_text())
+        assert trace["status"] == row["status"] and trace["totals"]["cost_usd"] == row["cost_usd"]
+        assert Path(trace["workdir"]) == Path(row["trace"]).parent / "work"
+    # Again over the same out: nothing is redone, the rows are read back as they were.
+    before = {p: p.stat().st_mtime_ns for p in (tmp_path / "local").glob("runs/*/trace.json")}
+    again = sweep(TASKS, GRID, settings=SHARED, out=tmp_path / "local", max_parallel=2, progress=False)
+    assert again.equals(df)
+    assert {p: p.stat().st_mtime_ns for p in before} == before
+
+
+SCRIPT = textwrap.dedent("""
+    import json, sys
+    from memfit_jupyter import sweep
+
+    def show(p):
+        print(json.dumps({"done": p.done, "running": p.running, "failed": p.failed}), flush=True)
+
+    if __name__ == "__main__":
+        df = sweep(["Count slowly. [slow]", "Keep counting, slowly. [slow]"], {"max_iterations": [2, 3, 4, 5, 6]},
+                   settings={"model": "memfit/long-run", "memory": False}, out=sys.argv[1],
+                   max_parallel=2, progress=show)
+        print("RESULT " + df.select("run", "status", "iterations", "attempts").write_json(), flush=True)
+""")
+
+
+def _start(tmp_path: Path, out: Path) -> subprocess.Popen:
+    script = tmp_path / "run_sweep.py"
+    script.write_text(SCRIPT)
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
+    return subprocess.Popen([sys.executable, str(script), str(out)], stdout=subprocess.PIPE, text=True,
+                            env=env, start_new_session=True)
+
+
+def _result(proc: subprocess.Popen) -> list[dict]:
+    out, _ = proc.communicate(timeout=300)
+    assert proc.returncode == 0, out
+    line = next(li for li in out.splitlines() if li.startswith("RESULT "))
+    return json.loads(line[len("RESULT "):])
+
+
+def _children(pid: int) -> list[int]:
+    found = []
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        found += [int(c) for c in (task / "children").read_text().split()]
+    return found
+
+
+def _workers(pid: int) -> list[int]:
+    """The sweep's worker processes: children of its fork server that run a run."""
+    workers = []
+    for child in _children(pid):
+        workers += _children(child)
+    return workers
+
+
+def _wait_for(predicate, seconds: float = 120):
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(0.05)
+    raise AssertionError("timed out")
+
+
+def test_killed_sweep_resumes_without_redoing_finished_runs(tmp_path):
+    out = tmp_path / "out"
+    proc = _start(tmp_path, out)
+    _wait_for(lambda: len(list(out.glob("runs/*/trace.json"))) >= 2)
+    os.killpg(proc.pid, signal.SIGKILL)  # the sweep and its workers, mid-sweep
+    proc.wait()
+    finished = {p: (p.stat().st_ino, p.stat().st_mtime_ns) for p in out.glob("runs/*/trace.json")}
+    assert 2 <= len(finished) < 10
+    rows = _result(_start(tmp_path, out))
+    assert [r["status"] for r in rows] == ["failed"] * 10 and [r["iterations"] for r in rows] == [2, 3, 4, 5, 6] * 2
+    assert {p: (p.stat().st_ino, p.stat().st_mtime_ns) for p in finished} == finished  # not redone
+    assert len(list(out.glob("runs/*/trace.json"))) == 10
+    resumed = {p.parent.name for p in finished}
+    for r in rows:  # runs cut short by the kill were tried again; finished ones once
+        assert (r["attempts"] == 1) if r["run"] in resumed else (r["attempts"] >= 1)
+    assert not list(out.glob("runs/*/.trace.json.*"))  # no half-written trace anywhere
+
+
+def test_a_worker_that_dies_mid_run_is_retried(tmp_path):
+    out = tmp_path / "out"
+    proc = _start(tmp_path, out)
+    first = proc.stdout.readline()  # the sweep has started
+    assert json.loads(first)["done"] == 0
+    victim = _wait_for(lambda: (_workers(proc.pid) or [None])[0])
+    _wait_for(lambda: list(out.glob("runs/*/attempts.json")))
+    time.sleep(0.3)  # into a run
+    os.kill(victim, signal.SIGKILL)
+    rows = _result(proc)
+    assert [r["status"] for r in rows] == ["failed"] * 10  # every run ended as it does by itself
+    assert [r["iterations"] for r in rows] == [2, 3, 4, 5, 6] * 2
+    assert max(r["attempts"] for r in rows) == 2
+    errors = [json.loads(p.read_text()).get("errors") for p in out.glob("runs/*/attempts.json")]
+    assert any(e and "LostWorker" in e[0] for e in errors)
+
+
+def test_sweep_budget_is_hard(tmp_path):
+    # Each run may spend up to 0.004; the sweep 0.01: two run at once, and a run starts only
+    # when the finished runs' spend plus the running runs' worst cases leaves room for it.
+    seen = []
+    df = sweep(["What is the total of the numbers in data.txt?"], {"max_iterations": [3, 4, 5, 6, 7, 8]},
+               settings={"model": "memfit/demo", "memory": False, "max_cost_usd": 0.004},
+               out=tmp_path / "b", max_parallel=2, max_cost_usd=0.01, progress=seen.append)
+    ran = df.filter(pl.col("status") != "skipped")
+    skipped = df.filter(pl.col("status") == "skipped")
+    assert ran.height >= 2 and skipped.height >= 1
+    assert ran["cost_usd"].sum() <= 0.01
+    assert all("worst case" in e for e in skipped["error"])
+    for p in seen:  # never more committed than the budget
+        assert p.cost_usd + p.reserved_usd <= 0.01 + 1e-12
+    # A larger budget over the same out runs only what was skipped.
+    more = sweep(["What is the total of the numbers in data.txt?"], {"max_iterations": [3, 4, 5, 6, 7, 8]},
+                 settings={"model": "memfit/demo", "memory": False, "max_cost_usd": 0.004},
+                 out=tmp_path / "b", max_parallel=2, max_cost_usd=1.0, progress=False)
+    assert (more["status"] != "skipped").all()
+    assert more.filter(pl.col("run").is_in(ran["run"].to_list()))["attempts"].to_list() == [1] * ran.height
+
+
+def test_bad_input_is_one_clear_error_before_anything_runs(tmp_path):
+    with pytest.raises(UnknownModelError):
+        sweep(["t"], {"model": ["memfit/demo", "memfit/no-such-scenario"]}, out=tmp_path / "x", progress=False)
+    with pytest.raises(ValueError, match="unknown setting 'max_iteration'"):
+        sweep(["t"], {"max_iteration": [1]}, out=tmp_path / "x", progress=False)
+    with pytest.raises(ValueError, match="cannot be swept"):
+        sweep(["t"], {"workdir": ["a"]}, out=tmp_path / "x", progress=False)
+    with pytest.raises(ValueError, match="is empty"):
+        sweep(["t"], {"model": []}, out=tmp_path / "x", progress=False)
+    with pytest.raises(ValueError, match="unknown engine"):
+        sweep(["t"], {}, engine="dask", out=tmp_path / "x", progress=False)
+    (tmp_path / "file").write_text("")
+    with pytest.raises(NotADirectoryError):
+        sweep(["t"], {}, out=tmp_path / "file", progress=False)
+    assert not (tmp_path / "x" / "runs").exists()
+
+
+def test_package_name_stays_callable_and_import_is_light():
+    import memfit_jupyter.sweep.spec  # noqa: F401  (binds the package on memfit_jupyter)
+
+    assert callable(memfit_jupyter.sweep)
+    code = ("import sys, memfit_jupyter; memfit_jupyter.sweep; import memfit_jupyter.sweep.core; "
+            "print(sorted(m for m in ('ray', 'litellm', 'IPython', 'psycopg') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                         env={**os.environ, "PYTHONPATH": str(ROOT)}).stdout
+    assert out.strip() == "[]"
+
+
+def test_sweep_magic_in_a_real_kernel(tmp_path):
+    cells = [
+        "%load_ext memfit_jupyter",
+        "%%memfit_sweep --grid model=memfit/demo,memfit/unknown-tool --set memory=false --out sw --max-parallel 2"
+        " --name df\ntotal: What is the total of the numbers in data.txt?",
+        "print(type(df).__name__, df.height, sorted(df['status']))",
+        "%memfit_sweep --task hi --grid model=memfit/nope",
+        "%memfit_sweep --grid model=memfit/demo",
+    ]
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_code_cell(c) for c in cells]
+    NotebookClient(nb, timeout=300, kernel_name="python3", allow_errors=True,
+                   resources={"metadata": {"path": str(tmp_path)}}).execute()
+    shown = [o for o in nb.cells[1].outputs if o.output_type == "display_data"]
+    assert shown and "application/vnd.jupyter.widget-view+json" in shown[0].data
+    state = nb.metadata["widgets"]["application/vnd.jupyter.widget-state+json"]["state"]
+    values = [m["state"].get("value", "") for m in state.values() if m["model_name"] == "HTMLModel"]
+    assert any("2/2 done" in v and "finished" in v for v in values)
+    assert nb.cells[2].outputs[0].text.strip() == "DataFrame 2 ['done', 'done']"
+    errors = ["".join(o.get("text", "") + o.get("evalue", "") for o in nb.cells[i].outputs) for i in (3, 4)]
+    for err in errors:  # IPython shows a UsageError as one line, no traceback
+        assert "Traceback" not in err and len(err.strip().splitlines()) == 1, err
+    assert "unknown scenario 'nope'" in errors[0] and "no tasks" in errors[1]
