@@ -27,7 +27,7 @@ def trajectory(steps: int) -> dict:
     for n in range(steps):
         cmd = COMMANDS[(n * 5 + n // 7) % len(COMMANDS)]
         code = 1 if "check" in cmd and n % 3 else 0
-        out = f"line {n}: value {n * 7 % 13}\n" * (1 + n % 5) if code == 0 else "AssertionError at 0x7f%04x" % n
+        out = f"line {n}: value {n * 7 % 13}\n" * (1 + n % 5) if code == 0 else f"AssertionError at 0x7f{n:04x}"
         messages.append({"role": "assistant", "content": f"step {n}", "tool_calls": [
             {"id": f"c{n}", "function": {"name": "bash", "arguments": json.dumps({"command": cmd})}}]})
         messages.append({"role": "tool", "tool_call_id": f"c{n}",
