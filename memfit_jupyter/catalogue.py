@@ -216,7 +216,8 @@ def _expected(expect: dict[str, Any]) -> str:
 
 def catalogue() -> Any:
     """Every failure mode as a polars DataFrame: id, name, its MAST and TRAIL classes, the
-    scenario that reproduces it, the mechanism, and what the on and off runs show.
+    scenario that reproduces it, the mechanism, and what the on and off runs show; ordered
+    by class (MAST's modes first).
 
     >>> from memfit_jupyter import catalogue
     >>> catalogue().select("id", "mast", "trail").head(3)      # doctest: +SKIP
@@ -224,7 +225,8 @@ def catalogue() -> Any:
     import polars as pl
 
     rows = []
-    for m in modes():
+    # MAST modes first, in the taxonomy's order, then the TRAIL-only ones.
+    for m in sorted(modes(), key=lambda m: (m.classes[0] if m.classes else "~", m.id)):
         mast = [c for c in m.classes if c in MAST]
         trail = [c for c in m.classes if c in TRAIL]
         rows.append({

@@ -64,7 +64,8 @@ def test_a_mode_runs_on_and_off_side_by_side(nb):
     assert traces[1]["settings"]["reflection"] == "none"
     table = outs[-1].data
     assert "as_stated" in table["text/html"] and "spin:same_action_type" in table["text/html"]
-    assert "no:" not in table["text/html"]
+    assert table["text/plain"].splitlines()[1].startswith("off (reflection none): failed, 8 iterations")
+    assert all(line.endswith("as stated: yes") for line in table["text/plain"].splitlines())
     assert text_of(outputs(nb, "after")).strip() == "['off', 'on'] done failed"
 
 

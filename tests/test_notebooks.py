@@ -101,52 +101,38 @@ def test_quickstart(copy_of_notebooks):
     assert "same events as the recording: True" in text_of(cell(nb, "from memfit_jupyter import Agent"))
 
 
-#: scenario -> (status with the mechanism on, status with it off), as the catalogue shows them.
-FAILURE_MODES = {
-    "spin-demo": ("done", "failed"), "logic-spin": ("done", "failed"), "code-spin": ("done", "failed"),
-    "budget-burn": ("degraded", "done"), "outage": ("done", "failed"),
-    "context-overflow": ("done", "done"), "disagree": ("done", "done"), "diary": ("done", "done"),
-    "unknown-tool": ("done", "done"), "bad-output": ("done", "failed"),
-}
-
-
 def test_failure_modes(copy_of_notebooks):
+    from memfit_jupyter.catalogue import modes
+
     nb = executed("failure_modes", copy_of_notebooks)
     no_errors(nb)
-    by_model: dict[str, list[dict]] = {}
-    for c in nb.cells:
-        if c.cell_type == "code":
-            for trace in runs_in(c):
-                by_model.setdefault(trace["model"].removeprefix("memfit/"), []).append(trace)
-    assert set(by_model) == set(FAILURE_MODES)
-    for scenario, expected in FAILURE_MODES.items():
-        on, off = by_model[scenario]
-        assert (on["status"], off["status"]) == expected, scenario
-    spin_on, spin_off = by_model["spin-demo"]
-    assert any(e["type"] == "spin" for e in spin_on["events"])
-    assert not any(e["type"] == "spin" for e in spin_off["events"])
-    # The budget guard stops under the limit; without it the run spends more than $1.
-    budget_on, budget_off = by_model["budget-burn"]
-    assert budget_on["totals"]["cost_usd"] <= 1.0 < budget_off["totals"]["cost_usd"]
-    outage_on, _ = by_model["outage"]
-    states = [e.get("to_state") for e in outage_on["events"] if e["type"] == "breaker"]
-    assert "OPEN" in states
-    # Tiered context keeps each prompt inside the 1800-token window; without watermarks it overflows.
-    peaks = [max(e["prompt_tokens"] for e in t["events"] if e["type"] == "model_call")
-             for t in by_model["context-overflow"]]
-    assert peaks[0] <= 1800 < peaks[1]
-    weighted, consensus = by_model["disagree"]
-    assert "1648" in weighted["answer"] and "1648" not in consensus["answer"]
-    diary = text_of(cell(nb, "ORACLE = "))
-    assert "pytest afterwards" in diary and "passes" in diary and "fails" in diary
-    # The summary table and the chart, built from the traces.
-    summary = cell(nb, "summary = pl.DataFrame")
-    html = summary.outputs[-1].data["text/html"]
-    assert all(s in html for s in FAILURE_MODES) and html.count("<tr>") >= 20
+    catalogued = modes()
+    table = cell(nb, "table = catalogue()").outputs[-1].data["text/html"]
+    assert all(m.id in table for m in catalogued)
+    coverage = cell(nb, "from memfit_jupyter.catalogue import MAST").outputs[-1].data["text/html"]
+    assert coverage.count("<tr>") >= 15 and "Disobey role specification" in coverage  # all 14 + header
+    assert "code-edit-spin, logic-spin, monitor-call-faults, step-repetition" in coverage
+    # One %memfit_demo line per mode of the catalogue, each with the two saved runs and the
+    # table that holds them against what the scenario file states.
+    demos = [c for c in nb.cells if c.cell_type == "code" and c.source.startswith("%memfit_demo ")]
+    assert sorted(c.source.split()[1] for c in demos) == sorted(m.id for m in catalogued)
+    for m in catalogued:
+        c = cell(nb, f"%memfit_demo {m.id} ")
+        on, off = runs_in(c)
+        assert (on["status"], off["status"]) == (m.on.expect["status"], m.off.expect["status"]), m.id
+        assert on["model"] == off["model"] == f"memfit/{m.scenario}"
+        verdict = c.outputs[-1].data["text/plain"].splitlines()
+        assert [line.split(" ", 1)[0] for line in verdict] == ["on", "off"], m.id
+        assert all(line.endswith("; as stated: yes") for line in verdict), (m.id, verdict)
+        assert "as_stated" in c.outputs[-1].data["text/html"]
+        assert m.name in c.outputs[0].data["text/plain"]
+    # The summary of every run, and the chart, built from them.
+    summary = cell(nb, "from memfit_jupyter.jupyter.demo_magic import summary").outputs[-1].data["text/html"]
+    assert all(m.id in summary for m in catalogued) and summary.count("<tr>") >= 2 * len(catalogued)
     (svg,) = [o.data["image/svg+xml"] for o in cell(nb, "from html import escape").outputs
               if "image/svg+xml" in o.get("data", {})]
-    assert svg.startswith("<svg") and all(s in svg for s in FAILURE_MODES)
-    assert svg.count("<rect") >= 2 * 2 * len(FAILURE_MODES)  # on and off, two panels
+    assert svg.startswith("<svg") and all(m.id in svg for m in catalogued)
+    assert svg.count("<rect") >= 2 * len(catalogued)
 
 
 def test_memory(copy_of_notebooks):

@@ -26,6 +26,8 @@ from IPython.core.error import UsageError
 from IPython.core.magic import Magics, line_magic, magics_class
 from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
 
+#: Every pair shown in this kernel, by mode id (the last one of each): its outcomes, for ``summary()``.
+SHOWN_PAIRS: dict[str, dict[str, Any]] = {}
 #: The signals worth a column in the table, in order (others are left out).
 SHOWN = ("spin", "guard", "breaker", "format_error", "degradation", "trial", "synthesis", "context")
 
@@ -59,7 +61,9 @@ def outcome_table(m: Any, seen: dict[str, dict[str, Any]], scripted: bool) -> An
         s = seen[side]
         expect = m.side(side).expect
         wrong = check(expect, s)
-        shown = _notable(s["signals"])
+        named = [*m.on.expect.get("signals", ()), *m.on.expect.get("absent", ()),
+                 *m.off.expect.get("signals", ()), *m.off.expect.get("absent", ())]
+        shown = _notable(s["signals"], named)
         rows.append({
             "side": side, "setting": m.side(side).label, "status": s["status"], "iterations": s["iterations"],
             "cost_usd": round(s["cost_usd"], 4), "peak_prompt_tokens": s["peak_prompt_tokens"],
@@ -71,12 +75,14 @@ def outcome_table(m: Any, seen: dict[str, dict[str, Any]], scripted: bool) -> An
     return pl.DataFrame(rows)
 
 
-def _notable(signals: set[str]) -> list[str]:
-    """The signals of the kinds in SHOWN: the detailed ones (spin:code_modify), else the kind."""
+def _notable(signals: set[str], named: list[str]) -> list[str]:
+    """The signals of the kinds in SHOWN (the detailed ones, spin:code_modify, else the kind)
+    and those the mode's expectations name; not the context tier's ordinary "ok"."""
     found = []
     for kind in SHOWN:
-        detailed = sorted(x for x in signals if x.startswith(kind + ":"))
-        found += detailed or ([kind] if kind in signals else [])
+        detailed = sorted(x for x in signals if x.startswith(kind + ":") and x != "context:ok")
+        found += detailed or ([kind] if kind in signals and kind != "context" else [])
+    found += sorted(x for x in set(named) & signals if x not in found)
     return found
 
 
@@ -143,8 +149,35 @@ class DemoMagics(Magics):
             view.settle()
             view.show_bundle()
             seen[side] = outcome(m, runs[side].trace(), root / side)
-        table = outcome_table(m, seen, scripted=model is None or model.startswith("memfit/"))
-        display(frame_bundle(table), raw=True)
+        scripted = model is None or model.startswith("memfit/")
+        table = outcome_table(m, seen, scripted=scripted)
+        SHOWN_PAIRS[m.id] = {"mode": m, "table": table, "model": model or f"memfit/{m.scenario}"}
+        display({**frame_bundle(table), "text/plain": outcome_text(table)}, raw=True)
+
+
+def outcome_text(table: Any) -> str:
+    """The on/off table as plain text: one line per side (a wide table does not fit a terminal)."""
+    lines = []
+    for r in table.iter_rows(named=True):
+        lines.append(f"{r['side']} ({r['setting']}): {r['status']}, {r['iterations']} iterations, "
+                     f"${r['cost_usd']:.4f}; signals: {r['signals']}; check afterwards: {r['check_afterwards']}; "
+                     f"the catalogue says: {r['catalogue_says']}; as stated: {r['as_stated']}")
+    return "\n".join(lines)
+
+
+def summary() -> Any:
+    """One row per side of every pair ``%memfit_demo`` showed in this kernel, in the order shown:
+    the mode, its classes, what the run showed and whether it is what the catalogue states."""
+    import polars as pl
+
+    frames = [entry["table"].with_columns(pl.lit(mode_id).alias("mode"),
+                                          pl.lit(", ".join(entry["mode"].classes)).alias("classes"),
+                                          pl.lit(entry["model"]).alias("model"))
+              for mode_id, entry in SHOWN_PAIRS.items()]
+    if not frames:
+        return pl.DataFrame()
+    frame = pl.concat(frames)
+    return frame.select("mode", "classes", *[c for c in frame.columns if c not in ("mode", "classes")])
 
 
 def frame_bundle(frame: Any) -> dict[str, str]:
