@@ -61,19 +61,18 @@ def test_no_detector_fires_on_demo_and_healthy_long(tmp_path):
     assert "north: 320 (71%)" in (tmp_path / "healthy" / "report" / "summary.md").read_text()
 
 
-def test_logic_spin_only_layer_2_tells_spin_from_progress(tmp_path):
+def test_logic_spin_layer_1_waits_for_no_progress_and_layer_2_confirms(tmp_path):
     run = start("logic-spin", tmp_path)
     result = run.run()
     assert result.status == "done" and result.answer == "Version 2.4.1 is going to be released."
+    layer1 = [e.iteration for e in events(run, "spin") if e["layer"] == 1]
     layer2 = {e.iteration: e for e in events(run, "spin") if e["layer"] == 2}
-    # layer 1 fires on the productive reads too; the model calls them progress: no warning
-    for i in (3, 4, 5):
-        assert layer2[i]["is_task_progressing"] is True and layer2[i]["is_spinning"] is False
-        assert layer2[i]["warning_count"] == 0
-    # once every read in the window fails, the model confirms a spin
+    # the three productive reads bring new text each: layer 1 stays quiet, no model call is spent
+    assert min(layer1) == 6 and not [e for e in events(run, "model_call") if e["purpose"] == "spin"
+                                     and e.iteration < 6]
+    # three guessed paths in a row fail the same way (the path aside): layer 1 fires, layer 2 confirms
     assert layer2[6]["is_spinning"] is True and layer2[6]["warning_count"] == 1
     assert layer2[7]["warning_count"] == 2
-    # no other detector sees it: the parameters and errors all differ
     assert {d for _, d in fired(run)} == {"same_action_type", "logic_spin"}
     warnings = [t.content for t in run.timeline.entries if t.kind == "logic_spin_warning"]
     assert "Change your approach" in warnings[0] and "SECOND WARNING" in warnings[1]
@@ -82,23 +81,53 @@ def test_logic_spin_only_layer_2_tells_spin_from_progress(tmp_path):
 
 def test_task_progressing_resets_the_warning_count(tmp_path):
     run = start("logic-spin", tmp_path)
-    run.step()
-    run.step()
+    for _ in range(5):
+        run.step()
     extension(run).spin.warnings = 2
-    run.step()  # the third read: layer 1 fires, layer 2 says the task progresses
+    run.step()  # the third failed guess: layer 1 fires, and this time layer 2 sees a spin
+    assert extension(run).spin.warnings == 3
+    monitor = extension(run).spin
+    progressing = SpinDetectionResult(is_spinning=False, layer=2, detector="logic_spin", is_task_progressing=True)
+    monitor.analyse = lambda *_: progressing  # the judge now says the task moves on
+    monitor.warnings = 2
+    run.step()  # another failed guess: layer 1 fires again, layer 2 calls it progress
     assert extension(run).spin.warnings == 0
     assert events(run, "spin")[-1]["warning_count"] == 0
 
 
-def test_spin_exit_after_max_consecutive_warnings(tmp_path):
-    run = start("logic-spin", tmp_path, max_consecutive_spin_warnings=1)
+def test_a_judge_alone_warns_but_does_not_end_the_run(tmp_path):
+    # logic-spin's loop is seen only by layer 1 and the judge: with one warning allowed, the
+    # next confirmed spin would end the run, but no deterministic detector agrees: it warns again
+    run = start("logic-spin", tmp_path, max_consecutive_spin_warnings=1, max_iterations=9)
     result = run.run()
+    assert result.status == "failed" and "max_iterations (9)" in result.reason
+    assert [e["warning_count"] for e in events(run, "spin") if e["layer"] == 2] == [1, 2, 3, 4]
+
+
+def test_spin_exit_after_max_consecutive_warnings_when_the_evidence_repeats(tmp_path):
+    run = start("spin-demo", tmp_path, max_consecutive_spin_warnings=1)
+    monitor = extension(run).spin
+    run.step()
+    run.step()
+    run.step()  # the third identical failing read: layer 1, layer 2, repeat_observation
+    assert monitor.warnings == 1 and {d for _, d in fired(run)} >= {"repeat_observation"}
+    evidence = SpinDetectionResult(is_spinning=True, layer="detector", detector="repeat_observation",
+                                   reason="the same step gave the same output 4 times")
+    with pytest.raises(SpinExit) as ended:
+        monitor.apply(run, SpinVerdict(4, results=[evidence], confirmed=[evidence]))
+    assert "after 1 spin warning" in str(ended.value) and len(ended.value.plan.tried) == 1
+    assert ended.value.plan.tried[0].startswith("iteration 3: spin warning 1")
+
+
+def test_seed_rules_keep_the_first_build(tmp_path):
+    # the seed's layer 1 fires on the productive reads too, and a judge alone can end the run
+    run = start("logic-spin", tmp_path, extensions=[__import__("memfit_jupyter.reflection", fromlist=["x"])
+                                                   .ReflectionConfig(spin_rules="seed",
+                                                                     max_consecutive_spin_warnings=1)])
+    result = run.run()
+    layer2 = {e.iteration: e for e in events(run, "spin") if e["layer"] == 2}
+    assert layer2[3]["is_task_progressing"] is True
     assert result.status == "spin_exit" and result.iterations == 7
-    assert "after 1 spin warning" in result.reason
-    assert result.plan is not None and len(result.plan.tried) == 1
-    assert result.plan.tried[0].startswith("iteration 6: spin warning 1 (logic_spin)")
-    degradation = events(run, "degradation")
-    assert degradation and degradation[0]["tried"] == result.plan.tried
     assert run.trace()["status"] == "spin_exit"
 
 
@@ -157,11 +186,11 @@ def test_code_spin_detector_switched_off_burns(tmp_path):
 
 
 def test_detectors_can_be_switched_off_by_name(tmp_path):
-    # without layer 1, the exact-repeat detectors still catch spin-demo's loop
+    # without layer 1, the exact-repeat detector still catches spin-demo's loop
     run = start("spin-demo", tmp_path / "a", detectors={"same_action_type": False})
     assert run.run().status == "done"
-    assert {d for _, d in fired(run)} == {"repeat_observation", "repeated_error"}
-    # with all three off, nothing does
+    assert {d for _, d in fired(run)} == {"repeat_observation"}
+    # with both off, nothing does
     off = {"same_action_type": False, "repeat_observation": False, "repeated_error": False}
     run = start("spin-demo", tmp_path / "b", detectors=off, max_iterations=6)
     assert run.run().status == "failed"

@@ -16,7 +16,13 @@ DETECTORS = (
     "alternation",          # A, B, A, B: two actions taking turns
     "repeated_error",       # the same error, N times in a row
     "empty_replies",        # the model gave no usable reply, N times in a row
+    "edit_rerun",           # edit, rerun the same check, the same failing result, N cycles
+    "monologue",            # N messages in a row with no observation (OpenHands' pattern)
+    "context_window",       # N context condensations in a row (OpenHands' pattern)
 )
+#: "progress": detectors that ask for repetition without progress (reflection/detectors.py);
+#: "seed": the seed's detectors as first built (reflection/seed_detectors.py).
+SPIN_RULES = ("progress", "seed")
 
 
 @dataclass
@@ -58,14 +64,26 @@ class ReflectionConfig:
     #: Thresholds of the extra detectors (None = spin_threshold).
     repeat_observation_threshold: int | None = None
     repeated_error_threshold: int | None = None
-    #: A/B alternation: this many full A-B cycles fire it (2 = A, B, A, B).
-    alternation_cycles: int = 2
+    #: A/B alternation: this many full A-B cycles fire it (3 = A, B, A, B, A, B, as OpenHands counts).
+    alternation_cycles: int = 3
     #: Unusable model replies in a row (the loop itself gives up at 3).
     empty_replies_threshold: int = 2
     #: Detectors switched on or off by name (missing names are on).
     detectors: dict[str, bool] = field(default_factory=dict)
     #: How much of the recent timeline goes into the analysis prompts.
     timeline_chars: int = 3000
+    #: Which detectors decide (SPIN_RULES); "seed" keeps the seed's layers exactly as first built.
+    spin_rules: str = "progress"
+    #: Progress: a step's output is new when not seen among this many steps before it.
+    progress_window: int = 10
+    #: repeat_observation: repeats count when at most this many steps apart.
+    repeat_gap: int = 3
+    #: edit_rerun: this many edit-then-same-result cycles fire it, each rerun at most rerun_gap steps on.
+    rerun_cycles: int = 2
+    rerun_gap: int = 6
+    #: OpenHands' patterns: messages with no observation, context condensations, in a row.
+    monologue_threshold: int = 3
+    context_window_threshold: int = 3
 
     def __post_init__(self) -> None:
         if self.reflection != "auto":
@@ -74,6 +92,8 @@ class ReflectionConfig:
             raise ValueError("spin_threshold must be at least 2")
         if self.max_consecutive_spin_warnings < 0:
             raise ValueError("max_consecutive_spin_warnings must be 0 (never end the run) or more")
+        if self.spin_rules not in SPIN_RULES:
+            raise ValueError(f"unknown spin_rules {self.spin_rules!r}; choose one of: {', '.join(SPIN_RULES)}")
         unknown = sorted(set(self.detectors) - set(DETECTORS))
         if unknown:
             raise ValueError(f"unknown detector(s) {', '.join(unknown)}; detectors are: {', '.join(DETECTORS)}")

@@ -1,144 +1,306 @@
-"""Heuristic spin detectors: pure functions of the action records, no model calls.
+"""Spin detectors that ask for repetition *without progress*: pure functions of a run's steps.
 
-Each returns a ``SpinDetectionResult`` when it fires, else None.  Layer 1 and
-layer 3 are seed 000's (2.1, 2.3); the others go beyond the seed.
+``History`` derives, once per step, what the detectors compare: the step's
+action key (tool and normalised parameters), its normalised output, its error
+line, whether it is an edit or a check, and whether it made progress: a
+non-edit step makes progress when its output (normalised; for a failure, with
+the names it failed on folded away) was not seen in the last ``window`` steps,
+when a check's status changed since its last run, or when it is a search
+with a query not asked in the window.
+Edits make no progress by themselves; the check after them shows whether they
+did.  Each detector returns a ``SpinDetectionResult`` when it fires, else None.
+
+==================  ===========================================================
+same_action_type    layer 1: the last N steps share tool, action type and shell
+                    program, none is an edit, and none after the first made progress
+code_modify         layer 3: N small edits in the same region, each reverted or
+                    followed by no check whose result changed
+repeat_observation  the same step with the same output, N times, no edit between
+edit_rerun          edit, rerun the same check, same failing result: N cycles
+repeated_error      N failing steps in a row with the same normalised error line
+alternation         A, B, A, B...: two steps taking turns with unchanged outputs
+empty_replies       N replies in a row that were no usable action
+monologue           N messages in a row with no observation (OpenHands' pattern)
+context_window      N context condensations in a row, nothing between (OpenHands')
+==================  ===========================================================
 """
 
 from __future__ import annotations
 
-import json
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Iterable
+from dataclasses import dataclass, field
 
 from ..records import ActionRecord
-from .levels import NOT_AN_ACTION, actions, same_action_type_spin
+from ..trajectories.common import command_program  # the package's one parser of shell programs
+from .levels import NOT_AN_ACTION
+from .progress import (
+    Edit,
+    action_key,
+    edit_info,
+    error_signature,
+    fold_names,
+    is_check,
+    is_edit,
+    looks_failing,
+    normalise_output,
+    reverts,
+    same_region,
+    shell_command,
+)
 from .prompts import LAYER1_SUGGESTIONS
 from .records import SpinDetectionResult
 
-
-def _key(record: ActionRecord) -> tuple[str, str]:
-    return record.tool, json.dumps(record.params, sort_keys=True, default=str)
-
-
-def layer1(records: Sequence[ActionRecord], threshold: int) -> SpinDetectionResult | None:
-    """Layer 1: the last ``threshold`` actions share action type and tool."""
-    if not same_action_type_spin(records, threshold):
-        return None
-    last = actions(records)[-1]
-    return SpinDetectionResult(
-        is_spinning=True, layer=1, detector="same_action_type", action_type=last.action_type,
-        consecutive_count=threshold, suggestions=list(LAYER1_SUGGESTIONS),
-        reason=f"{threshold} actions in a row of type {last.action_type!r} with tool {last.tool!r}",
-    )
-
-
-def repeat_observation(records: Sequence[ActionRecord], threshold: int) -> SpinDetectionResult | None:
-    """The same action (tool and parameters) with the same observation, ``threshold`` times in a row."""
-    history = actions(records)[-threshold:]
-    if threshold < 2 or len(history) < threshold:
-        return None
-    first = history[0]
-    if any(_key(r) != _key(first) or r.observation != first.observation for r in history[1:]):
-        return None
-    return SpinDetectionResult(
-        is_spinning=True, layer="detector", detector="repeat_observation", action_type=first.action_type,
-        consecutive_count=threshold,
-        reason=f"the same {first.tool} call gave the same observation {threshold} times in a row",
-        suggestions=["Repeating an action that gave this observation will give it again: change the "
-                     "action or its parameters"],
-    )
-
-
-def alternation(records: Sequence[ActionRecord], cycles: int) -> SpinDetectionResult | None:
-    """Two different actions (tool and parameters) taking turns: A, B, A, B for ``cycles`` = 2."""
-    n = 2 * cycles
-    history = actions(records)[-n:]
-    if cycles < 2 or len(history) < n:
-        return None
-    a, b = _key(history[0]), _key(history[1])
-    if a == b or any(_key(r) != (a if i % 2 == 0 else b) for i, r in enumerate(history)):
-        return None
-    return SpinDetectionResult(
-        is_spinning=True, layer="detector", detector="alternation", action_type=history[-1].action_type,
-        consecutive_count=n,
-        reason=f"two actions ({a[0]} and {b[0]}) took turns {cycles} times without progress",
-        suggestions=["Going back and forth between two actions undoes the work: decide on one "
-                     "direction or try something new"],
-    )
-
-
-def repeated_error(records: Sequence[ActionRecord], threshold: int) -> SpinDetectionResult | None:
-    """The same error, ``threshold`` actions in a row."""
-    history = actions(records)[-threshold:]
-    if threshold < 2 or len(history) < threshold or any(r.ok for r in history):
-        return None
-    error = history[0].error
-    if any(r.error != error for r in history[1:]):
-        return None
-    return SpinDetectionResult(
-        is_spinning=True, layer="detector", detector="repeated_error", action_type=history[-1].action_type,
-        consecutive_count=threshold, reason=f"the same error {threshold} times in a row: {error}",
-        suggestions=["The error will not go away by itself: find out what causes it before acting again"],
-    )
-
-
-def empty_replies(records: Sequence[ActionRecord], threshold: int) -> SpinDetectionResult | None:
-    """The model gave no usable reply ``threshold`` times in a row."""
-    history = list(records)[-threshold:]
-    if threshold < 1 or len(history) < threshold or any(r.action_type != NOT_AN_ACTION for r in history):
-        return None
-    return SpinDetectionResult(
-        is_spinning=True, layer="detector", detector="empty_replies", action_type=NOT_AN_ACTION,
-        consecutive_count=threshold,
-        reason=f"no usable reply {threshold} times in a row (last: {history[-1].error})",
-        suggestions=["Reply with exactly one JSON object with the fields thought, action_type, tool, params"],
-    )
+#: Detectors whose finding is deterministic evidence of a loop: only a verdict with one of them
+#: can end a run (a layer-2 "spinning" alone warns).
+EVIDENCE = frozenset({"repeat_observation", "edit_rerun", "repeated_error", "code_modify", "alternation",
+                      "empty_replies", "monologue", "context_window"})
+_QUIET = ("message",)
 
 
 @dataclass(slots=True)
-class ModifyRecord:
-    """Seed 000, 2.3.1: one modify_code edit."""
+class Step:
+    """One record and what the detectors derive from it."""
 
-    start_line: int
-    end_line: int
-    content: str
+    index: int
+    record: ActionRecord
+    key: str
+    type_key: str
+    out: str
+    error: str
+    failing: bool
+    edit: Edit | None
+    check: bool
+    progress: bool
+    #: A check: whether its result differs from its previous run (None: it had not run before).
+    changed: bool | None = None
+
+
+@dataclass
+class History:
+    """The steps of a run, derived incrementally (``add`` once per new record)."""
+
+    window: int = 10
+    steps: list[Step] = field(default_factory=list)
+    _last_check: dict[str, Step] = field(default_factory=dict)
 
     @classmethod
-    def of(cls, record: ActionRecord) -> ModifyRecord | None:
-        data = record.data.get("modify") if record.ok else None
-        if not isinstance(data, dict):
-            return None
-        try:
-            return cls(int(data["start_line"]), int(data["end_line"]), str(data.get("content", "")))
-        except (KeyError, TypeError, ValueError):
-            return None
+    def of(cls, records: Iterable[ActionRecord], window: int = 10) -> History:
+        history = cls(window)
+        for r in records:
+            history.add(r)
+        return history
+
+    def add(self, record: ActionRecord) -> Step:
+        out = normalise_output(record.output if record.ok else f"{record.error or ''}\n{record.output}")
+        if not record.ok:
+            out = fold_names(out)  # a failure says what failed; which name it failed on is no news
+        command = shell_command(record)
+        program = command_program(command) if command else ""
+        edit = edit_info(record) if is_edit(record) else None
+        check = is_check(record)
+        step = Step(index=len(self.steps), record=record, key=action_key(record),
+                    type_key=f"{record.tool}:{record.action_type}:{program}", out=out,
+                    error=error_signature(record.output) if looks_failing(record) else "",
+                    failing=looks_failing(record), edit=edit, check=check, progress=False)
+        if not is_edit(record) and record.action_type not in (NOT_AN_ACTION, *_QUIET):
+            window = self.steps[-self.window:]
+            step.progress = out not in {s.out for s in window if s.edit is None}
+            if record.action_type == "search" and step.key not in {s.key for s in window}:
+                step.progress = True  # a new query that finds nothing still rules a place out
+            previous = self._last_check.get(step.key)
+            if check and previous is not None:
+                step.changed = previous.out != out or previous.failing != step.failing
+                if previous.failing != step.failing:
+                    step.progress = True  # the check's status changed: something moved
+        if check:
+            self._last_check[step.key] = step
+        self.steps.append(step)
+        return step
+
+    def actions(self) -> list[Step]:
+        return [s for s in self.steps if s.record.action_type != NOT_AN_ACTION]
 
 
-def code_modify(records: Sequence[ActionRecord], *, count: int = 3, window: int = 10, tolerance: int = 5,
+def _h(steps: History | Iterable[ActionRecord]) -> History:
+    """Detectors take a ``History`` or, for one-off checks, a list of records."""
+    return steps if isinstance(steps, History) else History.of(steps)
+
+
+def _result(detector: str, layer: int | str, last: Step, count: int, reason: str, suggestions: list[str],
+            next_actions: list[str] | None = None) -> SpinDetectionResult:
+    return SpinDetectionResult(is_spinning=True, layer=layer, detector=detector,
+                               action_type=last.record.action_type, consecutive_count=count, reason=reason,
+                               suggestions=suggestions, next_actions=list(next_actions or []))
+
+
+def layer1(h: History | Iterable[ActionRecord], threshold: int) -> SpinDetectionResult | None:
+    """Layer 1: the last ``threshold`` steps share tool, action type and program, none is an
+    edit, and none after the first brought new output or a changed status."""
+    h = _h(h)
+    steps = h.actions()[-threshold:]
+    if threshold < 2 or len(steps) < threshold:
+        return None
+    last = steps[-1]
+    if any(s.type_key != last.type_key or s.edit is not None or is_edit(s.record)
+           or s.record.action_type in _QUIET for s in steps):
+        return None
+    if any(s.progress for s in steps[1:]):
+        return None
+    return _result("same_action_type", 1, last, threshold,
+                   f"{threshold} steps in a row of type {last.record.action_type!r} with tool "
+                   f"{last.record.tool!r} and nothing new in their output", list(LAYER1_SUGGESTIONS))
+
+
+def repeat_observation(h: History | Iterable[ActionRecord], threshold: int, gap: int = 3) -> SpinDetectionResult | None:
+    """The newest step repeats an earlier one (same key, same output) ``threshold`` times in all,
+    each within ``gap`` steps of the one before, with no edit between."""
+    h = _h(h)
+    steps = h.steps
+    if threshold < 2 or not steps or steps[-1].edit is not None or steps[-1].record.action_type in (
+            NOT_AN_ACTION, *_QUIET):
+        return None
+    last, count, at = steps[-1], 1, len(steps) - 1
+    for j in range(len(steps) - 2, max(-1, len(steps) - 2 - gap * threshold), -1):
+        s = steps[j]
+        if s.edit is not None or is_edit(s.record):
+            break
+        if s.key == last.key:
+            if s.out != last.out or at - j > gap:
+                break
+            count, at = count + 1, j
+            if count >= threshold:
+                return _result("repeat_observation", "detector", last, count,
+                               f"the same {last.record.tool} step gave the same output {count} times",
+                               ["Repeating a step that gave this output will give it again: change the "
+                                "step or its parameters"])
+    return None
+
+
+def edit_rerun(h: History | Iterable[ActionRecord], cycles: int = 2, gap: int = 6) -> SpinDetectionResult | None:
+    """Edit, rerun, same result: the newest step reruns a check after an edit and gets the same
+    failing result as the run before, ``cycles`` times in a row."""
+    h = _h(h)
+    steps = h.steps
+    if cycles < 1 or not steps or not steps[-1].check or not steps[-1].failing:
+        return None
+    last = steps[-1]
+    runs = [s for s in steps[max(0, len(steps) - 1 - gap * (cycles + 1)):] if s.check and s.key == last.key]
+    count = 0
+    for before, after in zip(reversed(runs[:-1]), reversed(runs), strict=False):
+        between = steps[before.index + 1:after.index]
+        same = after.out == before.out or (after.error and after.error == before.error and before.failing)
+        if after.index - before.index > gap or not any(s.edit is not None for s in between) or not same:
+            break
+        count += 1
+        if count >= cycles:
+            files = sorted({s.edit.path for s in steps[runs[-1 - count].index:] if s.edit and s.edit.path})
+            return _result("edit_rerun", "detector", last, count + 1,
+                           f"{count} edits{' to ' + ', '.join(files[:3]) if files else ''} left "
+                           f"{last.record.tool} {shell_command(last.record)[:80]!r} failing the same way",
+                           ["The edits do not reach the failure: read the failing output again and find "
+                            "what it points at before the next edit",
+                            "Check that the code the test runs is the code being edited"],
+                           ["print or inspect the value the failure is about", "revert to a known state"])
+    return None
+
+
+def repeated_error(h: History | Iterable[ActionRecord], threshold: int) -> SpinDetectionResult | None:
+    """``threshold`` failing steps in a row whose normalised error line is the same."""
+    h = _h(h)
+    steps = h.actions()[-threshold:]
+    if threshold < 2 or len(steps) < threshold:
+        return None
+    error = steps[-1].error
+    if not error or any(s.record.ok or s.error != error for s in steps):
+        return None
+    return _result("repeated_error", "detector", steps[-1], threshold,
+                   f"the same error {threshold} times in a row: {error[:200]}",
+                   ["The error will not go away by itself: find out what causes it before acting again"])
+
+
+def alternation(h: History | Iterable[ActionRecord], cycles: int) -> SpinDetectionResult | None:
+    """Two different steps taking turns ``cycles`` times (A, B, A, B for 2), outputs unchanged."""
+    h = _h(h)
+    n = 2 * cycles
+    steps = h.actions()[-n:]
+    if cycles < 2 or len(steps) < n:
+        return None
+    a, b = steps[0], steps[1]
+    if a.key == b.key:
+        return None
+    for i, s in enumerate(steps):
+        model = a if i % 2 == 0 else b
+        if s.key != model.key or s.out != model.out:
+            return None
+    return _result("alternation", "detector", steps[-1], n,
+                   f"two steps ({a.record.tool} and {b.record.tool}) took turns {cycles} times with "
+                   "the same outputs", ["Going back and forth between two steps undoes the work: decide on "
+                                        "one direction or try something new"])
+
+
+def empty_replies(h: History | Iterable[ActionRecord], threshold: int) -> SpinDetectionResult | None:
+    """The model gave no usable reply ``threshold`` times in a row."""
+    h = _h(h)
+    steps = h.steps[-threshold:]
+    if threshold < 1 or len(steps) < threshold or any(s.record.action_type != NOT_AN_ACTION for s in steps):
+        return None
+    return _result("empty_replies", "detector", steps[-1], threshold,
+                   f"no usable reply {threshold} times in a row (last: {steps[-1].record.error})",
+                   ["Reply with exactly one action in the format the task asks for"])
+
+
+def monologue(h: History | Iterable[ActionRecord], threshold: int = 3) -> SpinDetectionResult | None:
+    """``threshold`` messages in a row with no observation: the agent talks to itself."""
+    h = _h(h)
+    steps = h.steps[-threshold:]
+    if threshold < 2 or len(steps) < threshold:
+        return None
+    if any(s.record.action_type not in _QUIET or s.record.data.get("final") for s in steps):
+        return None
+    return _result("monologue", "detector", steps[-1], threshold,
+                   f"{threshold} messages in a row with no action or observation between them",
+                   ["Act: run a command or read a file instead of writing another message"])
+
+
+def context_window(h: History | Iterable[ActionRecord], threshold: int = 3) -> SpinDetectionResult | None:
+    """``threshold`` context condensations in a row with nothing between them."""
+    h = _h(h)
+    steps = h.steps[-threshold:]
+    if threshold < 2 or len(steps) < threshold or any(s.record.action_type != "condense" for s in steps):
+        return None
+    return _result("context_window", "detector", steps[-1], threshold,
+                   f"the context was condensed {threshold} times in a row and still does not fit",
+                   ["Drop long outputs from the context or start a new run with a summary"])
+
+
+def code_modify(h: History | Iterable[ActionRecord], *, count: int = 3, window: int = 10, tolerance: int = 5,
                 small_lines: int = 3) -> SpinDetectionResult | None:
-    """Layer 3: the last ``count`` modify_code edits (among the last ``window`` actions) are small
-    (at most ``small_lines`` lines) and each lies within ``tolerance`` lines of the one before.
-
-    It is checked only when the newest action is such an edit.
-    """
-    history = actions(records)
-    if not history or ModifyRecord.of(history[-1]) is None:
+    """Layer 3: the last ``count`` edits (among the last ``window`` steps) are small, each in the
+    region of the one before, and none led anywhere: each was reverted, or no check after it gave
+    a result other than that check's run before it.  Checked only when the newest step is an edit."""
+    h = _h(h)
+    steps = h.steps
+    if count < 2 or not steps or steps[-1].edit is None:
         return None
-    edits = [m for m in (ModifyRecord.of(r) for r in history[-window:]) if m is not None][-count:]
-    if count < 2 or len(edits) < count:
-        return None
-    if any(e.end_line - e.start_line + 1 > small_lines for e in edits):
+    recent = steps[-window:]
+    edits = [s for s in recent if s.edit is not None][-count:]
+    if len(edits) < count or any(s.edit.lines > small_lines for s in edits):
         return None
     for before, after in zip(edits, edits[1:], strict=False):
-        if abs(after.start_line - before.start_line) > tolerance or abs(after.end_line - before.end_line) > tolerance:
+        if not same_region(before.edit, after.edit, tolerance):
+            return None
+    earlier = [s.edit for s in steps[:-1] if s.edit is not None][-window:]
+    for i, e in enumerate(edits[:-1]):
+        following = steps[e.index + 1:edits[i + 1].index]
+        led_somewhere = any(s.check and s.changed for s in following)
+        if led_somewhere and not reverts(edits[i + 1].edit, earlier):
             return None
     last = edits[-1]
-    return SpinDetectionResult(
-        is_spinning=True, layer=3, detector="code_modify", action_type=history[-1].action_type,
-        consecutive_count=count,
-        reason=(f"{count} small edits in a row near lines {last.start_line}-{last.end_line}: "
-                "the code modification may be stuck in a loop"),
-        suggestions=["Step back and explain what each edit was meant to change",
-                     "Consider a different strategy: data, algorithm, API or library"],
-        next_actions=["read the whole function and the failing output before editing again"],
-    )
+    where = (f"lines {last.edit.start}-{last.edit.end}" if last.edit.start is not None
+             else f"the same lines of {last.edit.path or 'the file'}")
+    return _result("code_modify", 3, last, count,
+                   f"{count} small edits in a row near {where}, none of them changing what the checks "
+                   "show: the code modification may be stuck in a loop",
+                   ["Step back and explain what each edit was meant to change",
+                    "Consider a different strategy: data, algorithm, API or library"],
+                   ["read the whole function and the failing output before editing again"])

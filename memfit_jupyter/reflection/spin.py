@@ -5,8 +5,14 @@ After each action ``SpinMonitor.detect`` runs every enabled detector and
 returns a ``SpinVerdict``; ``SpinMonitor.apply`` then writes the seed's
 logic_spin_warning into the timeline, or ends the run with ``SpinExit`` when
 ``max_consecutive_spin_warnings`` warnings have not broken the loop.
-A layer-1 finding is a spin only once layer 2 confirms it; if the layer-2
-call fails, layer 1's finding stands, so an outage cannot hide a loop.
+
+With ``spin_rules="progress"`` (the default) the detectors of ``detectors``
+ask for repetition without progress; a layer-1 finding is a spin once layer 2
+confirms it (if the layer-2 call fails, or there is no model to ask, layer 1
+stands), and a run ends only on a verdict that holds deterministic evidence
+(a finding of a detector in ``detectors.EVIDENCE``): a judge can warn,
+evidence stops.  ``spin_rules="seed"`` runs the seed's detectors as first built
+(``seed_detectors``), where a layer-2 verdict alone can end a run.
 """
 
 from __future__ import annotations
@@ -18,6 +24,7 @@ from ..errors import RunEnded, SpinExit
 from ..events import Guidance
 from ..records import ActionRecord
 from . import detectors as d
+from . import seed_detectors as seed
 from .config import ReflectionConfig
 from .levels import actions
 from .prompts import code_spin_text, spin_messages, spin_warning_text
@@ -47,16 +54,35 @@ class SpinMonitor:
         self.warnings = 0
         self.quiet = 0
         self.tried: list[str] = []
+        self.history = d.History(window=getattr(config, "progress_window", 10))
+
+    @property
+    def seed_rules(self) -> bool:
+        return getattr(self.config, "spin_rules", "progress") == "seed"
+
+    def _history(self, records: list[ActionRecord]) -> d.History:
+        """The derived steps, brought up to date with the run's records (one new step a call)."""
+        h = self.history
+        if len(h.steps) > len(records) or (h.steps and h.steps[-1].record is not records[len(h.steps) - 1]):
+            h = self.history = d.History(window=h.window)  # the records were replaced: derive again
+        for record in records[len(h.steps):]:
+            h.add(record)
+        return h
 
     # --- detection --------------------------------------------------------------------
     def detect(self, run: Any, record: ActionRecord) -> SpinVerdict:
         cfg = self.config
         verdict = SpinVerdict(record.iteration)
+        records = run.records
+        if not self.seed_rules:
+            h = self._history(records)
         if record.ok and record.data.get("final"):
             return verdict  # the run is finishing: nothing to break out of
-        records = run.records
         threshold = cfg.spin_threshold
-        l1 = d.layer1(records, threshold) if cfg.enabled("same_action_type") else None
+        if cfg.enabled("same_action_type"):
+            l1 = seed.layer1(records, threshold) if self.seed_rules else d.layer1(h, threshold)
+        else:
+            l1 = None
         if l1 is not None:
             verdict.results.append(l1)
             if cfg.enabled("logic_spin"):
@@ -68,21 +94,44 @@ class SpinMonitor:
                     verdict.confirmed.append(l2)
             else:
                 verdict.confirmed.append(l1)
-        checks = (
-            ("code_modify", lambda: d.code_modify(records, count=cfg.code_spin_count, window=cfg.code_spin_window,
-                                                  tolerance=cfg.region_tolerance, small_lines=cfg.small_edit_lines)),
-            ("repeat_observation", lambda: d.repeat_observation(records, cfg.repeat_observation_threshold or threshold)),
-            ("alternation", lambda: d.alternation(records, cfg.alternation_cycles)),
-            ("repeated_error", lambda: d.repeated_error(records, cfg.repeated_error_threshold or threshold)),
-            ("empty_replies", lambda: d.empty_replies(records, cfg.empty_replies_threshold)),
-        )
-        for name, check in checks:
+        for name, check in (self._seed_checks(records) if self.seed_rules else self._checks(h)):
             if cfg.enabled(name):
                 found = check()
                 if found is not None:
                     verdict.results.append(found)
                     verdict.confirmed.append(found)
         return verdict
+
+    def _checks(self, h: d.History) -> list[tuple[str, Any]]:
+        cfg = self.config
+        threshold = cfg.spin_threshold
+        return [
+            ("code_modify", lambda: d.code_modify(h, count=cfg.code_spin_count, window=cfg.code_spin_window,
+                                                  tolerance=cfg.region_tolerance, small_lines=cfg.small_edit_lines)),
+            ("repeat_observation", lambda: d.repeat_observation(h, cfg.repeat_observation_threshold or threshold,
+                                                                gap=getattr(cfg, "repeat_gap", 3))),
+            ("edit_rerun", lambda: d.edit_rerun(h, cycles=getattr(cfg, "rerun_cycles", 2),
+                                                gap=getattr(cfg, "rerun_gap", 6))),
+            ("alternation", lambda: d.alternation(h, cfg.alternation_cycles)),
+            ("repeated_error", lambda: d.repeated_error(h, cfg.repeated_error_threshold or threshold)),
+            ("empty_replies", lambda: d.empty_replies(h, cfg.empty_replies_threshold)),
+            ("monologue", lambda: d.monologue(h, getattr(cfg, "monologue_threshold", 3))),
+            ("context_window", lambda: d.context_window(h, getattr(cfg, "context_window_threshold", 3))),
+        ]
+
+    def _seed_checks(self, records: list[ActionRecord]) -> list[tuple[str, Any]]:
+        cfg = self.config
+        threshold = cfg.spin_threshold
+        return [
+            ("code_modify", lambda: seed.code_modify(records, count=cfg.code_spin_count, window=cfg.code_spin_window,
+                                                     tolerance=cfg.region_tolerance,
+                                                     small_lines=cfg.small_edit_lines)),
+            ("repeat_observation", lambda: seed.repeat_observation(records, cfg.repeat_observation_threshold
+                                                                   or threshold)),
+            ("alternation", lambda: seed.alternation(records, cfg.alternation_cycles)),
+            ("repeated_error", lambda: seed.repeated_error(records, cfg.repeated_error_threshold or threshold)),
+            ("empty_replies", lambda: seed.empty_replies(records, cfg.empty_replies_threshold)),
+        ]
 
     def analyse(self, run: Any, record: ActionRecord, l1: SpinDetectionResult) -> SpinDetectionResult:
         """Layer 2: the model judges the last N actions and the recent timeline. Never raises.
@@ -126,9 +175,11 @@ class SpinMonitor:
         exit_now = False
         if verdict.confirmed:
             self.quiet = 0
-            if cfg.max_consecutive_spin_warnings and self.warnings >= cfg.max_consecutive_spin_warnings:
+            evidence = self.seed_rules or any(r.detector in d.EVIDENCE for r in verdict.confirmed)
+            if cfg.max_consecutive_spin_warnings and self.warnings >= cfg.max_consecutive_spin_warnings \
+                    and evidence:
                 exit_now = True
-            else:
+            else:  # a judge's verdict with no deterministic evidence warns again, never ends the run
                 self.warnings += 1
         elif not verdict.results:
             self.quiet += 1
@@ -157,7 +208,7 @@ class SpinMonitor:
         text = spin_warning_text(verdict.confirmed, self.warnings, cfg.max_consecutive_spin_warnings)
         code = next((r for r in verdict.confirmed if r.layer == 3), None)
         if code is not None:
-            edit = d.ModifyRecord.of(actions(run.records)[-1])
+            edit = seed.ModifyRecord.of(actions(run.records)[-1])
             if edit is not None:
                 text += "\n\n" + code_spin_text(edit.start_line, edit.end_line, code.reason)
         run.emit(Guidance(kind="logic_spin_warning", iteration=verdict.iteration, text=text))

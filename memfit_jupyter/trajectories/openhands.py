@@ -1,4 +1,5 @@
-"""OpenHands event stream JSON: a list of events (or ``{"events"|"history": [...]}``).
+"""OpenHands event stream JSON (a list of events, or ``{"events"|"history": [...]}``), and the
+LLM completion logs that OpenHands' published SWE-bench runs keep.
 
 An action event has ``action`` and ``args``; an observation has
 ``observation``, ``content``, ``extras`` and ``cause`` (the id of its action).
@@ -10,6 +11,8 @@ condensation is a ``condense`` step.  Where an action carries
 
 from __future__ import annotations
 
+import json
+import re
 from typing import Any
 
 from .common import TraceBuilder, classify_command, format_error, text_of
@@ -39,7 +42,7 @@ def events_of(data: Any) -> list[dict[str, Any]] | None:
 
 
 def looks_like(data: Any) -> bool:
-    return events_of(data) is not None
+    return events_of(data) is not None or is_completion_log(data)
 
 
 def _reply(event: dict[str, Any]) -> tuple[Any, int, int, str] | None:
@@ -62,6 +65,8 @@ def _params(kind: str, args: dict[str, Any]) -> dict[str, Any]:
 
 
 def convert(data: Any, *, meta: dict[str, Any] | None = None) -> dict[str, Any]:
+    if is_completion_log(data):
+        return convert_completion_log(data, meta=meta)
     events = events_of(data)
     if events is None:
         raise format_error("not an OpenHands event stream (no events with action or observation)")
@@ -135,3 +140,76 @@ def convert(data: Any, *, meta: dict[str, Any] | None = None) -> dict[str, Any]:
                        if e.get("observation") == "agent_state_changed"), "")
     status = "done" if finished else "failed"
     return b.build(status=status, reason=f"OpenHands: {'finished' if finished else last_state or 'no finish'}")
+
+
+# --- OpenHands LLM completion logs ----------------------------------------------------------
+# OpenHands' published SWE-bench runs keep, per instance, the last completion call:
+# ``{"messages" | "fncall_messages": [...], "response" | "fncall_response": {...}, "kwargs"}``.
+# The conversation holds every step (assistant tool calls, tool results) up to that call.
+_EXIT = re.compile(r"\[Command finished with exit code (-?\d+)\]|\[The command completed with exit code (-?\d+)\.\]")
+
+
+def is_completion_log(data: Any) -> bool:
+    return isinstance(data, dict) and (isinstance(data.get("fncall_messages"), list) or (
+        isinstance(data.get("messages"), list) and "response" in data and "kwargs" in data))
+
+
+def _editor_kind(args: dict[str, Any]) -> str:
+    command = str(args.get("command", ""))
+    return "read" if command == "view" else "edit" if command in ("create", "str_replace", "insert",
+                                                                   "undo_edit") else "tool"
+
+
+def convert_completion_log(data: dict[str, Any], *, meta: dict[str, Any] | None = None) -> dict[str, Any]:
+    messages = [m for m in (data.get("fncall_messages") or data.get("messages") or []) if isinstance(m, dict)]
+    task = next((text_of(m.get("content")) for m in messages if m.get("role") == "user"), "")
+    b = TraceBuilder(FORMAT, task=task, meta={"log": "llm-completion", **(meta or {})})
+    results = {m.get("tool_call_id"): m for m in messages if m.get("role") == "tool"}
+    for m in messages:
+        if m.get("role") != "assistant":
+            continue
+        calls = m.get("tool_calls") or []
+        thought = text_of(m.get("content"))
+        b.begin_step()
+        b.model_call({"content": m.get("content"), "tool_calls": calls} if calls else thought)
+        if not calls:
+            b.step(thought=thought, action_type="message", tool="", params={}, data={"no_observation": True},
+                   begin=False)
+            continue
+        for n, call in enumerate(calls):
+            fn = call.get("function") or {}
+            try:
+                args = json.loads(fn.get("arguments") or "{}")
+            except (TypeError, ValueError):
+                args = {"arguments": fn.get("arguments")}
+            args = args if isinstance(args, dict) else {"arguments": args}
+            name = str(fn.get("name") or "")
+            result = results.get(call.get("id"))
+            output = text_of(result.get("content")) if result else ""
+            m_exit = _EXIT.search(output)
+            code = int(next(g for g in m_exit.groups() if g is not None)) if m_exit else None
+            ok = not (code not in (None, 0) or output.startswith(("ERROR:", "Error:")))
+            if name == "execute_bash":
+                kind, tool = classify_command(str(args.get("command", ""))), "bash"
+            elif name == "str_replace_editor":
+                kind, tool = _editor_kind(args), "str_replace_editor"
+            elif name == "finish":
+                kind, tool = "submit", ""
+            else:
+                kind, tool = _KINDS.get(name, "tool"), name
+            extra: dict[str, Any] = {} if code is None else {"exit_code": code}
+            if kind == "submit":
+                extra["final"] = True
+            if n:
+                b.begin_step()
+            b.step(thought=thought, action_type=kind, tool=tool, params=args, output=output, ok=ok,
+                   error=None if ok else (f"exit code {code}" if code is not None else "error"), data=extra,
+                   begin=False)
+    response = data.get("fncall_response") or data.get("response")
+    if isinstance(response, dict):
+        choice = (response.get("choices") or [{}])[0]
+        b.model_call(choice.get("message") if isinstance(choice, dict) else response, model=str(
+            response.get("model") or ""))
+    finished = any(tc.get("function", {}).get("name") == "finish" for m in messages for tc in m.get("tool_calls") or [])
+    return b.build(status="done" if finished else "failed",
+                   reason="OpenHands: finished" if finished else "OpenHands: the log ends without finish")
