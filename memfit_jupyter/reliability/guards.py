@@ -19,6 +19,13 @@ refuses at most ``max_refusals`` times per run and then lets the finish through,
 agent that cannot run the check still ends.  Every firing is a ``guard`` event: guard,
 reason, iteration.  All guards are off unless switched on:
 ``Agent(extensions=[GuardConfig.only("all")])``.
+
+On real runs (``tests/benchmarks/guards_eval.py``: 145 mini-swe-agent runs on SWE-bench
+tasks with their evaluation reports), the rules fire on resolved runs as follows:
+``unverified_finish`` 3 of 73 (and 10 of 72 unresolved), ``termination_condition`` 0 of 73;
+``premature_finish`` fires on most of them (46 of 73, counting only files the run saw),
+because those prompts name files as context, not as inputs: switch it on for tasks that
+list what they must read.  The judged guard was not measured (it needs a judge model).
 """
 
 from __future__ import annotations
@@ -39,9 +46,14 @@ CHANGING_TOOLS = ("write_file", "modify_code")
 RUNNING_TOOLS = ("shell", "python")
 
 _BACKTICKS = re.compile(r"`([^`\n]+)`")
+#: Programs that run checks: a span in backticks is a check command only if it starts with one
+#: (issue texts put code identifiers in backticks too, and those are no checks).
+RUNNERS = ("python", "python3", "pytest", "py.test", "tox", "nox", "make", "npm", "npx", "yarn", "pnpm",
+           "cargo", "go", "node", "bash", "sh", "ruff", "mypy")
 _TEST_FILE = re.compile(r"\b((?:tests?_\w+|\w+_tests?|check\w*)\.py)\b")
-#: A file name: a path with an extension that has a letter (so "2.4.1" is not one).
-_FILE = re.compile(r"(?<![\w/.-])((?:[\w-]+/)*[\w-]+\.(?=[A-Za-z0-9]*[A-Za-z])[A-Za-z0-9]{1,8})\b")
+#: A file name: a path with an extension that has a letter (so "2.4.1" is not one) and two
+#: characters or more, but for the one-letter ones of source files (so "e.g" is not one).
+_FILE = re.compile(r"(?<![\w/.-])((?:[\w-]+/)*[\w-]+\.(?=[A-Za-z0-9]*[A-Za-z])(?:[A-Za-z0-9]{2,8}|[chrsm]))\b")
 _END = re.compile(r"\b(?:prints?|outputs?)\s+([\"'`]?)([^\s\"'`,;]+?)\1(?=[\s.,;]|$)")
 
 
@@ -87,10 +99,14 @@ class GuardConfig:
 
 
 def named_checks(task: str) -> list[str]:
-    """The checks a task names: commands in backticks and test files, each as the text an
-    action must mention to count as running it (a command's file, else the command)."""
+    """The checks a task names: commands in backticks that start with a test runner or an
+    interpreter, and test files; each as the text an action must mention to count as running
+    it (a command's file, else the command)."""
     found: list[str] = []
     for command in _BACKTICKS.findall(task):
+        program = command.split()[0] if command.split() else ""
+        if program not in RUNNERS and not program.startswith("./"):
+            continue
         files = _FILE.findall(command)
         key = files[0] if files else command.strip()
         if key not in found:
