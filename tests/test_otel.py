@@ -149,9 +149,12 @@ def test_breaker_transitions_and_failed_calls(outage_trace, tmp_path):
     assert "primary:CLOSED->OPEN" in transitions
     assert root["attrs"]["memfit.breaker.transitions"] == transitions
     assert root["attrs"]["memfit.breaker.opened"] is True
-    events = [e for s in spans for e in s.get("events", []) if e["name"] == "memfit.breaker"]
+    events = sorted((e for s in spans for e in s.get("events", []) if e["name"] == "memfit.breaker"),
+                    key=lambda e: int(e["timeUnixNano"]))
     assert len(events) == sum(1 for e in outage_trace["events"] if e["type"] == "breaker")
-    assert {e["attrs"].get("memfit.to_state") for e in events} >= {"OPEN", "HALF_OPEN"}
+    # (whether a probe half-opens it within the run depends on the clock: compare with the trace)
+    assert [e["attrs"]["memfit.to_state"] for e in events if "memfit.to_state" in e["attrs"]] == \
+        [t.split("->")[1] for t in transitions]
     failed = [s for s in spans if s["name"].startswith("chat ") and (s.get("status") or {}).get("code") == 2]
     kinds = [e["error_kind"] for e in outage_trace["events"] if e["type"] == "model_call" and not e["ok"]]
     assert sorted(s["attrs"]["error.type"] for s in failed) == sorted(kinds)

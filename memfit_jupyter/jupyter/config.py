@@ -60,6 +60,11 @@ class MemfitSettings(Configurable):
         100, help="Iteration cards the live widget keeps; older ones stay in the saved output.",
     ).tag(config=True)
     read_dotenv = Bool(True, help="Read API keys from a .env file in the working directory.").tag(config=True)
+    otel_endpoint = Unicode(
+        None, allow_none=True,
+        help="Export every run live as OpenTelemetry spans: an OTLP/HTTP endpoint "
+             "(http://127.0.0.1:6006 for Phoenix) or a file path (OTLP/JSON). Unset: only --otel.",
+    ).tag(config=True)
 
 
 def resolve_model(option: str | None, configured: str | None) -> tuple[str, str | None]:

@@ -88,6 +88,9 @@ class MemfitMagics(MemfitSettings, Magics):
     @argument("--step", action="store_true", help="start paused: Step runs one iteration")
     @argument("--name", metavar="VAR", help="bind the Run to this variable")
     @argument("--quiet", action="store_true", help="show only the final summary")
+    @argument("--otel", nargs="?", const=True, metavar="ENDPOINT|FILE",
+              help="export the run live as OpenTelemetry spans (default: MemfitMagics.otel_endpoint, "
+                   "then $OTEL_EXPORTER_OTLP_ENDPOINT)")
     @cell_magic
     def memfit_task(self, line: str, cell: str) -> None:
         """Run an agent on the task written in the cell, live in a widget.
@@ -177,6 +180,10 @@ class MemfitMagics(MemfitSettings, Magics):
             kwargs["tools"] = [t.strip() for t in args.tools.split(",") if t.strip()]
         if args.approve:
             kwargs["approve"] = _wait_for_person
+        # --otel VALUE, else the configured endpoint, else (bare --otel) the OTEL_* environment
+        otel = args.otel if args.otel not in (None, True) else (self.otel_endpoint or args.otel)
+        if otel:
+            kwargs["otel"] = _otel_target(otel)
         given = {k for k in FEATURES if getattr(args, k, None) not in (None, False)}
         missing: dict[str, list[str]] = {}
         for option in sorted(given):
@@ -213,6 +220,19 @@ class MemfitMagics(MemfitSettings, Magics):
             raise UsageError("memory is not available yet")
         module = importlib.import_module("memfit_jupyter.jupyter.memory_magic")
         return module.memfit_memory(self, line)
+
+
+def _otel_target(otel: Any) -> Any:
+    """``--otel`` checked now, so that a bad endpoint is one line before the run starts."""
+    try:
+        from ..otel.live import options_for
+    except ImportError:
+        raise UsageError("--otel needs the otel extra: pip install 'memfit-jupyter[otel]'") from None
+    try:
+        options_for(otel)
+    except (ValueError, OSError) as exc:
+        raise UsageError(f"--otel: {exc}") from None
+    return otel
 
 
 def ask_person(question: str) -> str:

@@ -23,8 +23,9 @@ from importlib import import_module
 from typing import Any
 
 _EXPORTS = {
-    "export": ".export", "spans": ".export", "to_otlp_json": ".export", "ExportResult": ".export",
-    "OtelExportError": ".export", "load_trace": ".export",
+    # saved traces (not a module named "export": importing it would shadow the function)
+    "export": ".saved", "spans": ".saved", "to_otlp_json": ".saved", "ExportResult": ".saved",
+    "OtelExportError": ".saved", "load_trace": ".saved",
     "attach": ".live", "LiveExport": ".live", "ExportStats": ".live", "live_export_of": ".live",
     "read_otlp_json": ".otlp_json",
 }

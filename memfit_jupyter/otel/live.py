@@ -36,7 +36,7 @@ from opentelemetry.sdk.trace.export import BatchSpanProcessor
 from .. import __version__
 from ..secrets import package_logger, refresh_env_secrets
 from . import conventions, sdk
-from .export import TRACER_NAME
+from .saved import TRACER_NAME
 from .spans import SpanBuilder
 
 log = package_logger()
@@ -82,7 +82,7 @@ class LiveExport:
             raise ValueError("nowhere to export: give an endpoint (http://host:port) or a file path, "
                              "or set OTEL_EXPORTER_OTLP_ENDPOINT")
         if path is not None:  # appended to: one file can log a session's runs
-            path = Path(path)
+            path = Path(path).resolve()
             if not path.parent.is_dir():
                 raise FileNotFoundError(f"cannot write {path}: no folder {path.parent}")
         self.destination = str(path) if path is not None else str(url)
@@ -205,15 +205,15 @@ def _wait_at_exit() -> None:
 
 def options_for(otel: Any) -> dict[str, Any]:
     """``LiveExport`` options from what ``Agent(otel=...)`` / ``--otel`` accept: True (the
-    ``OTEL_EXPORTER_OTLP_*`` endpoint), an ``http(s)://`` endpoint, a file path (OTLP/JSON
-    lines), or a dict of options.  Raises ``ValueError`` (one line) when it names nowhere."""
+    ``OTEL_EXPORTER_OTLP_*`` endpoint), an ``http(s)://`` endpoint (any ``scheme://`` is read
+    as one, and refused unless HTTP), a file path (OTLP/JSON lines), or a dict of options.  Raises ``ValueError`` (one line) when it names nowhere."""
     if isinstance(otel, dict):
         options = dict(otel)
     elif otel is True:
         options = {}
     elif isinstance(otel, str | Path):
         target = str(otel)
-        options = {"endpoint" if target.startswith(("http://", "https://")) else "path": target}
+        options = {"endpoint" if "://" in target else "path": target}
     else:
         raise ValueError(f"otel= takes an endpoint, a file path, True or a dict, not {otel!r}")
     if options.get("endpoint") or not options.get("path"):
