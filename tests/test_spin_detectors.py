@@ -169,22 +169,36 @@ def test_empty_replies_monologue_and_context_window_boundaries():
 
 # --- layer 3 ----------------------------------------------------------------------------------
 def test_code_modify_boundary_on_unchecked_small_edits():
-    two = [edit(1, 10, 11), edit(2, 12, 12)]
+    two = [edit(1, 3, 3), edit(2, 3, 3)]
     assert d.code_modify(two) is None
-    found = d.code_modify(two + [edit(3, 14, 16)])
-    assert found.layer == 3 and "lines 14-16" in found.reason
+    found = d.code_modify(two + [edit(3, 3, 3)])
+    assert found.layer == 3 and "lines 3-3" in found.reason
     # reads between the edits do not break the run of edits
-    assert d.code_modify([edit(1, 10, 10), rec(2, action_type="inspect"), edit(3, 11, 11),
-                          rec(4, action_type="inspect"), edit(5, 12, 12)]) is not None
-    assert d.code_modify(two + [edit(3, 14, 16), rec(4)]) is None  # checked only on an edit
+    assert d.code_modify([edit(1, 3, 3), rec(2, action_type="inspect"), edit(3, 3, 3),
+                          rec(4, action_type="inspect"), edit(5, 3, 3)]) is not None
+    assert d.code_modify(two + [edit(3, 3, 3), rec(4)]) is None  # checked only on an edit
+    # nearby lines, never checked: nothing says they led nowhere (the seed's layer 3 fires anyway)
+    nearby = [edit(1, 10, 11), edit(2, 12, 12), edit(3, 14, 16)]
+    assert d.code_modify(nearby) is None
+    assert "lines 14-16" in seed.code_modify(nearby).reason
+
+
+def unchanged(*edits):
+    """The edits with the same failing check run before and after each: none changed anything."""
+    out = [check(99, output="FAIL: 5", command="python r.py")]
+    for n, e in enumerate(edits):
+        out.append(e)
+        if n < len(edits) - 1:
+            out.append(check(100 + n, output="FAIL: 5", command="python r.py"))
+    return out
 
 
 def test_code_modify_region_and_size_limits():
-    assert d.code_modify([edit(1, 10, 10), edit(2, 15, 15), edit(3, 20, 20)]) is not None
-    assert d.code_modify([edit(1, 10, 10), edit(2, 16, 16), edit(3, 17, 17)]) is None
-    assert d.code_modify([edit(1, 10, 12), edit(2, 10, 12), edit(3, 10, 12)]) is not None
-    assert d.code_modify([edit(1, 10, 13), edit(2, 10, 12), edit(3, 10, 12)]) is None
-    assert d.code_modify([edit(1, 10, 10), edit(2, 10, 10, ok=False), edit(3, 10, 10)]) is None
+    assert d.code_modify(unchanged(edit(1, 10, 10), edit(2, 15, 15), edit(3, 20, 20))) is not None
+    assert d.code_modify(unchanged(edit(1, 10, 10), edit(2, 16, 16), edit(3, 17, 17))) is None
+    assert d.code_modify(unchanged(edit(1, 10, 12), edit(2, 10, 12), edit(3, 10, 12))) is not None
+    assert d.code_modify(unchanged(edit(1, 10, 13), edit(2, 10, 12), edit(3, 10, 12))) is None
+    assert d.code_modify(unchanged(edit(1, 10, 10), edit(2, 10, 10, ok=False), edit(3, 10, 10))) is None
 
 
 def test_code_modify_spares_edits_that_lead_somewhere_and_catches_reverts():

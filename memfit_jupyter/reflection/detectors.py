@@ -276,25 +276,29 @@ def context_window(h: History | Iterable[ActionRecord], threshold: int = 3) -> S
 def code_modify(h: History | Iterable[ActionRecord], *, count: int = 3, window: int = 10, tolerance: int = 5,
                 small_lines: int = 3) -> SpinDetectionResult | None:
     """Layer 3: the last ``count`` edits (among the last ``window`` steps) are small, each in the
-    region of the one before, and none led anywhere: each was reverted, or no check after it gave
-    a result other than that check's run before it.  Checked only when the newest step is an edit."""
+    region of the one before, and none led anywhere: between each edit and the next, a check
+    gave the same result as its run before; or, with no check between them, the next edit
+    put back earlier text or rewrote exactly the same place.  An edit followed by a check whose
+    result changed (a debug print that printed something new) leads somewhere.  Checked only
+    when the newest step is an edit."""
     h = _h(h)
     steps = h.steps
     if count < 2 or not steps or steps[-1].edit is None:
         return None
-    recent = steps[-window:]
-    edits = [s for s in recent if s.edit is not None][-count:]
+    edits = [s for s in steps[-window:] if s.edit is not None][-count:]
     if len(edits) < count or any(s.edit.lines > small_lines for s in edits):
         return None
+    earlier = [s.edit for s in steps if s.edit is not None][-window:]
     for before, after in zip(edits, edits[1:], strict=False):
         if not same_region(before.edit, after.edit, tolerance):
             return None
-    earlier = [s.edit for s in steps[:-1] if s.edit is not None][-window:]
-    for i, e in enumerate(edits[:-1]):
-        following = steps[e.index + 1:edits[i + 1].index]
-        led_somewhere = any(s.check and s.changed for s in following)
-        if led_somewhere and not reverts(edits[i + 1].edit, earlier):
-            return None
+        checks = [s for s in steps[before.index + 1:after.index] if s.check]
+        if any(s.changed for s in checks):
+            return None  # the edit led somewhere
+        if not any(s.changed is False for s in checks):  # no check told: only the edits themselves can
+            previous = [e for e in earlier if e is not after.edit]
+            if not (reverts(after.edit, previous) or _same_place(before.edit, after.edit)):
+                return None
     last = edits[-1]
     where = (f"lines {last.edit.start}-{last.edit.end}" if last.edit.start is not None
              else f"the same lines of {last.edit.path or 'the file'}")
@@ -304,3 +308,10 @@ def code_modify(h: History | Iterable[ActionRecord], *, count: int = 3, window: 
                    ["Step back and explain what each edit was meant to change",
                     "Consider a different strategy: data, algorithm, API or library"],
                    ["read the whole function and the failing output before editing again"])
+
+
+def _same_place(a: Edit, b: Edit) -> bool:
+    """``b`` rewrites exactly what ``a`` changed: the same line range, or the text ``a`` wrote."""
+    if a.start is not None and b.start is not None:
+        return (a.start, a.end) == (b.start, b.end)
+    return b.old is not None and " ".join(b.old.split()) == " ".join(a.new.split())
