@@ -9,6 +9,8 @@ bash tests/browser/setup.sh
 
 python -m pip install --quiet --upgrade pip
 python -m pip install --quiet -e '.[test]'
+# Arize Phoenix for the OpenTelemetry export test, in its own virtualenv (a cache folder)
+bash tests/otel_phoenix_setup.sh >/dev/null
 
 export LITELLM_LOCAL_MODEL_COST_MAP=True
 python -m ruff check memfit_jupyter tests
