@@ -265,6 +265,9 @@ def load(ipython: Any) -> None:
     from .sweep_magic import SweepMagics
 
     ipython.register_magics(SweepMagics)
+    from .load_magic import LoadMagics
+
+    ipython.register_magics(LoadMagics)
     events = ipython.events
     if settle_all not in events.callbacks.get("post_run_cell", []):
         events.register("post_run_cell", settle_all)
