@@ -126,6 +126,11 @@ def test_failure_modes(copy_of_notebooks):
         assert all(line.endswith("; as stated: yes") for line in verdict), (m.id, verdict)
         assert "as_stated" in c.outputs[-1].data["text/html"]
         assert m.name in c.outputs[0].data["text/plain"]
+    # Step repetition in real runs: the scripted run analysed after the fact heads the table
+    # (public trajectories are read only where MEMFIT_TRAJECTORIES points at some).
+    real = cell(nb, "import os\nfrom pathlib import Path")
+    assert "memfit/spin-demo, detection off (scripted)" in real.outputs[-1].data["text/html"]
+    assert "public runs read" in text_of(real) or "no public trajectories in" in text_of(real)
     # The summary of every run, and the chart, built from them.
     summary = cell(nb, "from memfit_jupyter.jupyter.demo_magic import summary").outputs[-1].data["text/html"]
     assert all(m.id in summary for m in catalogued) and summary.count("<tr>") >= 2 * len(catalogued)

@@ -151,7 +151,7 @@ class DemoMagics(Magics):
             seen[side] = outcome(m, runs[side].trace(), root / side)
         scripted = model is None or model.startswith("memfit/")
         table = outcome_table(m, seen, scripted=scripted)
-        SHOWN_PAIRS[m.id] = {"mode": m, "table": table, "model": model or f"memfit/{m.scenario}"}
+        SHOWN_PAIRS[m.id] = {"mode": m, "table": table, "model": model or f"memfit/{m.scenario}", "runs": runs}
         display({**frame_bundle(table), "text/plain": outcome_text(table)}, raw=True)
 
 
