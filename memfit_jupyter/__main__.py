@@ -2,7 +2,11 @@
 
     python -m memfit_jupyter run "add up data.txt" --model memfit/demo
     python -m memfit_jupyter scenarios
-    python -m memfit_jupyter replay trace.json
+    python -m memfit_jupyter replay trace.json [--trace replayed.json]
+
+A replay writes nothing unless ``--trace`` says where.  Bad input gets one line
+on stderr and exit code 2; a trace that cannot be written where asked is
+written to the temporary directory instead, and its path is printed.
 """
 
 from __future__ import annotations
@@ -10,7 +14,9 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import tempfile
 from pathlib import Path
+from typing import Any
 
 
 def _print_event(event) -> None:
@@ -28,6 +34,38 @@ def _print_event(event) -> None:
         print(f"status: {d['status']}  answer: {d.get('answer')}  ({d.get('reason')})")
 
 
+def load_trace(path: str) -> dict[str, Any]:
+    """The trace in the file at ``path``, or ValueError with one line saying what is wrong."""
+    p = Path(path)
+    if not p.is_file():
+        raise ValueError(f"no such file: {path}" if not p.exists() else f"not a file: {path}")
+    try:
+        data = json.loads(p.read_text(encoding="utf-8"))
+    except UnicodeDecodeError:
+        raise ValueError(f"{path} is not a memfit trace: it is not text") from None
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"{path} is not a memfit trace: not JSON ({exc.msg} at line {exc.lineno}, "
+                         f"column {exc.colno})") from None
+    if not isinstance(data, dict) or not isinstance(data.get("events"), list) or "task" not in data:
+        raise ValueError(f"{path} is not a memfit trace: a JSON object with 'task' and 'events' is expected")
+    return data
+
+
+def write_trace(trace: dict[str, Any], path: str) -> int:
+    """Write ``trace`` to ``path``; if that fails, to the temporary directory, saying where (returns 2)."""
+    text = json.dumps(trace, indent=1)
+    try:
+        Path(path).write_text(text)
+        return 0
+    except OSError as exc:
+        fallback = Path(tempfile.gettempdir()) / f"memfit-trace-{trace.get('run_id') or 'run'}.json"
+        fallback.write_text(text)
+        reason = exc.strerror or type(exc).__name__
+        print(f"error: cannot write the trace to {path} ({reason}); it was written to {fallback}",
+              file=sys.stderr)
+        return 2
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m memfit_jupyter")
     sub = ap.add_subparsers(dest="command", required=True)
@@ -39,8 +77,9 @@ def main(argv: list[str] | None = None) -> int:
     r.add_argument("--trace", help="write the trace to this JSON file")
     r.add_argument("--no-memory", action="store_true")
     sub.add_parser("scenarios", help="list the built-in scripted scenarios")
-    p = sub.add_parser("replay", help="replay a saved trace offline")
-    p.add_argument("trace")
+    p = sub.add_parser("replay", help="replay a saved trace offline (writes nothing unless --trace)")
+    p.add_argument("input", metavar="TRACE", help="the saved trace (JSON) to replay")
+    p.add_argument("--trace", help="write the replayed trace to this JSON file")
     args = ap.parse_args(argv)
 
     from . import Agent, MemfitError, scenarios
@@ -51,19 +90,20 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"memfit/{name:<18} {text}")
             return 0
         if args.command == "replay":
-            run = Agent.replay(json.loads(Path(args.trace).read_text()))
+            run = Agent.replay(load_trace(args.input))
         else:
             agent = Agent(model=args.model, max_iterations=args.max_iterations, reflection=args.reflection,
                           memory=False if args.no_memory else None)
             run = agent.start(args.task)
-        run.subscribe(_print_event)
-        result = run.run()
-        if getattr(args, "trace", None):
-            Path(args.trace).write_text(json.dumps(run.trace(), indent=1))
-        return 0 if result.status == "done" else 1
-    except (MemfitError, ValueError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
+    except (MemfitError, ValueError, TypeError) as exc:
+        print(f"error: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}", file=sys.stderr)
         return 2
+    run.subscribe(_print_event)
+    result = run.run()
+    code = 0 if result.status == "done" else 1
+    if args.trace:
+        code = write_trace(run.trace(), args.trace) or code
+    return code
 
 
 if __name__ == "__main__":

@@ -145,34 +145,35 @@ class Agent:
 
     @classmethod
     def replay(cls, trace: dict[str, Any], **overrides: Any) -> Run:
-        """A run that replays ``trace`` offline: the recorded model replies and tool observations,
-        so its events equal the recording's.  Not started: call ``run()`` or ``step()``."""
-        from .llm.backend import ReplayBackend
+        """A run that replays ``trace`` offline: the recording answers for the model, the tools,
+        the memory and the clock (``replay.py``), so its events equal the recording's and it
+        writes nothing.  Not started: call ``run()`` or ``step()``."""
+        from .reliability.breakers import breakers_for
+        from .replay import RECORDED_ORACLE, Recording
 
-        if not isinstance(trace, dict) or "events" not in trace:
-            raise ValueError("not a memfit trace: a dict with 'events' is expected")
+        if not isinstance(trace, dict) or not isinstance(trace.get("events"), list) or "task" not in trace:
+            raise ValueError("not a memfit trace: a dict with 'task' and 'events' is expected")
+        recording = Recording(trace)
         settings = dict(trace.get("settings") or {})
         g = ExecutionGuarantees(
             max_cost_usd=settings.pop("max_cost_usd", 1.0),
             max_duration_seconds=settings.pop("max_duration_seconds", 300.0),
             max_recursive_calls=settings.pop("max_recursive_calls", 20),
         )
-        # The prompt names the recorded working directory, so a replay elsewhere sends the same text.
-        prompt_workdir = trace.get("workdir")
-        # A run recorded with memory replays against an empty scratch store, so that its memory
-        # calls happen again (their replies come from the recording) without touching a real store.
-        if settings.pop("memory", False) and "memory" not in overrides:
-            import tempfile
-
-            settings["memory"] = tempfile.mkdtemp(prefix="memfit-replay-")
-        else:
-            settings["memory"] = False
+        # The memory the recording saw answers its searches; no store is opened or written.
+        settings["memory"] = recording.store() if settings.pop("memory", False) else False
+        if recording.has("trial"):  # the oracle's verdicts are in the recorded observations
+            settings["oracle"] = RECORDED_ORACLE
         settings.update(overrides)
         agent = cls(guarantees=g, **settings)
-        calls = [e for e in trace["events"] if e["type"] == "model_call"]
-        run = Run(agent, trace["task"], backend=ReplayBackend(calls), recording=trace)
-        if prompt_workdir:
-            run.prompt_workdir = prompt_workdir
+        run = Run(agent, trace["task"], backend=recording.backend(agent.tiers), tools=recording.tools(),
+                  clock=recording.clock(), run_id=trace.get("run_id"), started_at=trace.get("started_at"))
+        # Breakers tell when the next probe is due: on the recorded time, they say what they said.
+        run.clock.run = run
+        breakers_for(agent).clock = run.clock.now
+        # The prompt names the recorded working directory, so a replay elsewhere sends the same text.
+        if trace.get("workdir"):
+            run.prompt_workdir = trace["workdir"]
         return run
 
 

@@ -13,7 +13,7 @@ Control flow inside a run (caught in exactly one place, ``Run._finish``)::
 
     RunEnded
     ├── Finished          the agent called finish(answer)
-    ├── LimitsExceeded    a guarantee ran out: carries the degradation plan
+    ├── LimitsExceeded    a guarantee ran out: carries its limit and the degradation plan
     ├── SpinExit          too many spin warnings: carries the degradation plan
     ├── Escalated         the failure diary ran out of trials
     └── RunFailed         the run cannot go on (reason)
@@ -75,7 +75,14 @@ class Finished(RunEnded):
 
 
 class LimitsExceeded(RunEnded):
+    """A guarantee ran out.  ``limit`` names it: max_cost_usd, max_duration_seconds or
+    max_recursive_calls (the degradation plan's recommendations follow from it)."""
+
     status = "degraded"
+
+    def __init__(self, reason: str = "", answer: Any = None, plan: Any = None, *, limit: str | None = None):
+        super().__init__(reason, answer, plan)
+        self.limit = limit
 
 
 class SpinExit(RunEnded):

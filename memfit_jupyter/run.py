@@ -23,9 +23,10 @@ from typing import TYPE_CHECKING, Any
 
 from . import events as ev
 from .errors import Cancelled, Finished, LimitsExceeded, RunEnded, RunFailed
-from .events import TIMING_FIELDS, Event
+from .events import Event
 from .records import ActionRecord, GracefulDegradationPlan, RunResult, ToolResult
 from .reliability.guarantees import BudgetTracker, ExecutionGuarantees
+from .replay import LiveClock, LiveTools
 from .secrets import package_logger, redact_obj, refresh_env_secrets
 from .timeline import Timeline
 from .tools import ToolContext, select_tools
@@ -49,11 +50,14 @@ Subscriber = Callable[[Any], None]
 class Run:
     """One run of a task.  Iterate with ``step()``; drain with ``run()``."""
 
-    def __init__(self, agent: Agent, task: str, *, backend: Any = None, recording: dict | None = None):
+    def __init__(self, agent: Agent, task: str, *, backend: Any = None, tools: Any = None, clock: Any = None,
+                 run_id: str | None = None, started_at: str | None = None):
+        """``backend`` answers the model calls, ``tools`` runs the tools, ``clock`` stamps the events:
+        the world's by default, a recording's in a replay (``replay.py``)."""
         self.agent = agent
         self.task = task
-        self.id = (recording or {}).get("run_id") or uuid.uuid4().hex[:12]
-        self.started_at = (recording or {}).get("started_at") or datetime.now(UTC).isoformat(timespec="seconds")
+        self.id = run_id or uuid.uuid4().hex[:12]
+        self.started_at = started_at or datetime.now(UTC).isoformat(timespec="seconds")
         #: The events of the trace, in order: the run's record.
         self.events: list[Event] = []
         self._records: list[ActionRecord] = []
@@ -66,7 +70,8 @@ class Run:
         #: The working directory as the prompt names it (a replay keeps the recorded one).
         self.prompt_workdir = str(agent.workdir.resolve())
         self._subscribers: list[tuple[Subscriber, tuple[type[Event], ...] | None]] = []
-        self._recorded_events = (recording or {}).get("events")
+        self.clock = clock if clock is not None else LiveClock()
+        self.tool_runner = tools if tools is not None else LiveTools()
         self._t0 = time.monotonic()
         self._bad_replies = 0
         self._pending: tuple[int, Any] | None = None
@@ -122,14 +127,12 @@ class Run:
             raise TypeError("emit(event) takes a typed event alone")
         if event.iteration is None:
             event.iteration = self.iteration
-        event.ts = round(time.monotonic() - self._t0, 6)
+        self.clock.stamp(event, len(self.events) if event.TRACED else -1, time.monotonic() - self._t0)
         for name, _ in event._FIELDS:
             value = getattr(event, name)
             if isinstance(value, str | dict | list):
                 setattr(event, name, redact_obj(value))
         if event.TRACED:
-            if self._recorded_events is not None:
-                self._restore_timing(event)
             self.events.append(event)
         self._project(event)
         for callback, types in list(self._subscribers):
@@ -143,7 +146,10 @@ class Run:
     def _project(self, event: Event) -> None:
         """The views written from the events: the timeline and the action records."""
         self.timeline.apply(event)
-        if isinstance(event, ev.Action):
+        if isinstance(event, ev.ModelCall):  # what was spent: the budget counts the calls' events
+            self.budget.record_call(event.cost_usd, event.prompt_tokens, event.completion_tokens,
+                                    event.latency_s)
+        elif isinstance(event, ev.Action):
             self._action = event
         elif isinstance(event, ev.Observation):
             act, self._action = self._action, None
@@ -163,17 +169,6 @@ class Run:
     def records(self) -> list[ActionRecord]:
         """One ``ActionRecord`` per iteration, built from its action and observation events."""
         return self._records
-
-    def _restore_timing(self, event: Event) -> None:
-        index = len(self.events)
-        recorded_events = self._recorded_events or []
-        if index < len(recorded_events):
-            recorded = recorded_events[index]
-            if recorded.get("type") == event.TYPE:
-                event.ts = recorded.get("ts", event.ts)
-                for key in TIMING_FIELDS[1:]:
-                    if key in event._names() and key in recorded:
-                        setattr(event, key, recorded[key])
 
     def _on_violation(self, message: str, context: dict[str, Any]) -> None:
         self.emit("guarantee", violated=True, message=message, **context)
@@ -291,22 +286,7 @@ class Run:
         """A scripted scenario brings the files its story needs; existing files are left alone."""
         if not self.agent.model.startswith("memfit/"):
             return
-        if self._recorded_events is not None:  # a replay touches no files; it repeats the note
-            index = len(self.events)
-            if index < len(self._recorded_events):
-                recorded = self._recorded_events[index]
-                if recorded.get("type") == "note" and recorded.get("text", "").startswith("scenario "):
-                    self.emit(ev.Note(text=recorded["text"]))
-            return
-        from .llm.scenarios import load_scenario
-
-        placed = []
-        for rel, content in load_scenario(self.agent.model.split("/", 1)[1]).files.items():
-            target = self.tool_context.resolve(rel)
-            if not target.exists():
-                target.parent.mkdir(parents=True, exist_ok=True)
-                target.write_text(content)
-                placed.append(rel)
+        placed = self.tool_runner.place_files(self)
         if placed:
             self.emit(ev.Note(text=f"scenario {self.agent.model} placed its files: {', '.join(placed)}"))
 
@@ -350,18 +330,12 @@ class Run:
         if decision is not None:
             self.emit(ev.Approval(state="approved" if decision[0] else "rejected", tool=act.tool,
                                   reason=decision[1]))
-        tool = self.tools.get(act.tool)
         started = time.perf_counter()
         if decision is not None and not decision[0]:
             result = ToolResult(ok=False, error="the person rejected this tool call"
                                 + (f": {decision[1]}" if decision[1] else ""))
-        elif self._recorded_events is not None:
-            result = self._recorded_observation(i)
-        elif tool is None:
-            result = ToolResult(ok=False, error=f"unknown tool {act.tool!r}; available: {', '.join(sorted(self.tools))}")
         else:
-            self.budget.check_time(f"tool {act.tool}")
-            result = tool(self.tool_context, act.params)
+            result = self.tool_runner(self, i, act, self.tools.get(act.tool))
         duration = time.perf_counter() - started
         self.emit(ev.Observation(tool=act.tool, ok=result.ok, output=result.output, error=result.error,
                                  duration_s=duration, data=result.data))
@@ -370,13 +344,6 @@ class Run:
             hook(self, record)
         if result.ok and result.data.get("final"):
             raise Finished("the agent called finish", answer=str(act.params.get("answer", result.output)))
-
-    def _recorded_observation(self, iteration: int) -> ToolResult:
-        for e in self._recorded_events or ():
-            if e.get("type") == "observation" and e.get("iteration") == iteration:
-                return ToolResult(output=e.get("output") or "", ok=bool(e.get("ok")), error=e.get("error"),
-                                  data=dict(e.get("data") or {}))
-        return ToolResult(ok=False, error="the recording has no observation for this iteration")
 
     def _bad_reply(self, i: int, reply: Any) -> None:
         """The model gave no usable action: record it as a failed action, tell the model, go on."""
@@ -395,7 +362,7 @@ class Run:
         status = end.status
         plan = end.plan
         if plan is None and isinstance(end, LimitsExceeded):
-            plan = self.degradation_plan(end.reason)
+            plan = self.degradation_plan(end.reason, limit=end.limit)
         answer = end.answer
         if answer is None and plan is not None:
             answer = plan.partial_result
@@ -424,24 +391,12 @@ class Run:
         return None
 
     def degradation_plan(self, reason: str, tried: list[str] | None = None,
-                         recommendations: list[str] | None = None) -> GracefulDegradationPlan:
-        spent = self.budget.spent
-        if recommendations is None:
-            recommendations = []
-            if "cost" in reason:
-                recommendations.append("raise max_cost_usd (run.override(confirm=True, max_cost_usd=...)) "
-                                       "or use a cheaper model")
-            if "time" in reason:
-                recommendations.append("raise max_duration_seconds or split the task into smaller ones")
-            if "recursive" in reason:
-                recommendations.append("raise max_recursive_calls or ask for fewer samples")
-            recommendations.append("read the partial result and the trace before running again")
-        return GracefulDegradationPlan(
-            reason=reason, partial_result=self.best_answer(),
-            explanation=f"The run stopped after {self.iteration} iteration(s): {reason}.",
-            recommendations=recommendations, cost_usd=spent.cost_usd, duration_s=self.elapsed,
-            calls=spent.calls, iterations=self.iteration, tried=list(tried or []),
-        )
+                         recommendations: list[str] | None = None, *,
+                         limit: str | None = None) -> GracefulDegradationPlan:
+        """The plan for stopping now for ``reason`` (``reliability/degradation.py``)."""
+        from .reliability.degradation import degradation_plan
+
+        return degradation_plan(self, reason, limit=limit, tried=tried, recommendations=recommendations)
 
     # --- the trace --------------------------------------------------------------------
     def trace(self) -> dict[str, Any]:

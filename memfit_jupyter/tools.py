@@ -62,6 +62,9 @@ class Tool:
     reflection_level: ReflectionLevel | None = None
     #: Complex actions get DEEP reflection.
     complex: bool = False
+    #: Its effects are the run's own (model calls, memory), not the world's: a replay runs it
+    #: again rather than taking its recorded observation.
+    internal: bool = False
 
     def validate(self, params: Any) -> str | None:
         """Return a one-line error for bad parameters, or None."""

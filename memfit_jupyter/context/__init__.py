@@ -48,10 +48,6 @@ class ContextExtension:
         self.plan = LongHorizon(agent.workdir, agent.plan, agent.progress) \
             if (agent.plan or agent.progress) else None
         self.diary = FailureDiary(agent) if agent.oracle is not None else None
-        recorded = getattr(run, "_recorded_events", None) or ()
-        if self.diary is None and any(e.get("type") == "trial" for e in recorded):
-            # A replay: the verdicts come from the recorded observations; the oracle never runs.
-            self.diary = FailureDiary(agent, oracle="(recorded)")
         self._reset_note: str | None = None
         if self.plan is not None:
             self.tiers.on_flush.append(self._flush_to_progress)

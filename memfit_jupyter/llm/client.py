@@ -7,7 +7,8 @@ does not fit, the model is asked again with the validation error, at most
 ``max_format_retries`` times; then the call is recorded as failed.  Each
 attempt is a ``model_call`` event carrying the reply, so a run can be
 replayed.  Before each attempt the run's budget caps the output tokens and
-the timeout, and the budget's deadline cuts the call off at that timeout.
+the timeout, and the budget's deadline cuts the call off at that timeout; the
+run charges its budget from the ``model_call`` events.
 """
 
 from __future__ import annotations
@@ -166,7 +167,6 @@ class LLMClient:
                     # The abandoned call may still be billed: charge the most it can cost, which the
                     # cap above made affordable, so the cost limit holds whatever the provider does.
                     charged = self.budget.worst_case_cost(prompt_tokens, self.backend.prices(model), max_tokens)
-                self.budget.record_call(charged, 0, 0, latency)
             if self.breakers is not None and not interrupted:
                 self.breakers.record(tier, ok=False, error=error, kind=kind)
             self.emit("model_call", iteration=iteration, purpose=purpose, model=model, tier=tier, attempt=attempt,
@@ -175,9 +175,6 @@ class LLMClient:
                       error_kind=kind)
             raise
         latency = time.perf_counter() - started
-        if self.budget is not None:
-            self.budget.record_call(completion.cost_usd, completion.prompt_tokens,
-                                    completion.completion_tokens, latency)
         if self.breakers is not None:
             self.breakers.record(tier, ok=True)
         self.emit("model_call", iteration=iteration, purpose=purpose, model=model, tier=tier, attempt=attempt,

@@ -65,9 +65,12 @@ class MemoryExtension:
         self._last: tuple[Any, int] = (None, 0)  # the entries list last read, and its length then
 
     def tools(self) -> list[Any]:
+        import dataclasses
+
         from .tools import memory_tools
 
-        return memory_tools(self)
+        # Their effects are memory events: a replay runs them again against the recorded memory.
+        return [dataclasses.replace(t, internal=True) for t in memory_tools(self)]
 
     def _diff(self, run: Any) -> str:
         entries = run.timeline.entries

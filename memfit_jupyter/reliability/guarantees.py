@@ -95,7 +95,7 @@ class BudgetTracker:
         log.warning("guarantee violated: %s (%s)", message, context)
         if self.on_violation:
             self.on_violation(message, context)
-        raise LimitsExceeded(message)
+        raise LimitsExceeded(message, limit=kind)
 
     # --- checks before each operation (SPEC-10.12) ------------------------------------
     def check_time(self, operation: str) -> float:

@@ -134,4 +134,5 @@ class SubQueryTool:
 
         return Tool("sub_query", "ask a model a sub-question (K samples, combined by confidence); "
                                  "returns the answer with its confidence",
-                    {"question": Param(), "samples": Param("int", "how many samples", required=False)}, self)
+                    {"question": Param(), "samples": Param("int", "how many samples", required=False)}, self,
+                    internal=True)

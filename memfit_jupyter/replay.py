@@ -1,0 +1,283 @@
+"""Replay as a backend: a recording answers for the model, the tools, the memory and the clock.
+
+``Agent.replay(trace)`` builds a normal ``Run`` whose parts come from the
+recording instead of the world:
+
+- ``RecordedBackend``: each model call gets the next recorded reply of its
+  purpose (prices and context windows are the model's own, so budgets cap the
+  calls as they did);
+- ``RecordedTools``: a tool that touches the world (files, shell, Python, the
+  oracle) gives its recorded observation; a tool whose effects are the run's
+  own events (``Tool.internal``: sub-queries, memory tools) runs again; the
+  files a scenario placed are not placed again, its note is repeated;
+- ``RecordedStore``: memory searches return the recorded results (a model's tag
+  selection is asked again, so its call is replayed too) and adds the recorded
+  ids; nothing is written anywhere;
+- ``RecordedClock``: each event gets its recorded timestamps.
+
+The loop has no replay branches: it uses whatever it was given.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import deque
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from .events import BreakerRejected, Event
+from .records import ToolResult
+
+#: Fields whose values come from the clock, taken from the recording (breakers use the wall clock).
+CLOCK_FIELDS = ("latency_s", "duration_s", "elapsed_s", "opened_at", "next_probe_at", "open_tiers")
+SCENARIO_NOTE = re.compile(r"^scenario (\S+) placed its files: (.*)$")
+#: The oracle of a replayed failure diary: its verdicts are in the recorded observations.
+RECORDED_ORACLE = "(recorded)"
+
+
+class LiveClock:
+    """Timestamps from the process's monotonic clock, relative to the run's start."""
+
+    def stamp(self, event: Event, index: int, elapsed: float) -> None:
+        event.ts = round(elapsed, 6)
+
+
+class RecordedClock:
+    """Timestamps of the recording: event ``index`` of the trace gets the recorded event's times."""
+
+    def __init__(self, events: list[dict[str, Any]]):
+        self.events = events
+        self.run: Any = None
+
+    def now(self) -> float:
+        """The recorded time of the event the run emits next (seconds since the run started)."""
+        if not self.events:
+            return 0.0
+        index = len(self.run.events) if self.run is not None else 0
+        return float(self.events[min(index, len(self.events) - 1)].get("ts", 0.0) or 0.0)
+
+    def stamp(self, event: Event, index: int, elapsed: float) -> None:
+        event.ts = round(elapsed, 6)
+        if index < len(self.events) and self.events[index].get("type") == event.TYPE:
+            recorded = self.events[index]
+            event.ts = recorded.get("ts", event.ts)
+            names = event._names()
+            for key in CLOCK_FIELDS:
+                if key in names and key in recorded:
+                    setattr(event, key, recorded[key])
+            if isinstance(event, BreakerRejected) and "reason" in recorded:
+                event.reason = recorded["reason"]  # it says when the next probe is due
+
+
+class LiveTools:
+    """Runs the tools for real, and places a scenario's files in the working directory."""
+
+    def place_files(self, run: Any) -> list[str]:
+        from .llm.scenarios import load_scenario
+
+        placed = []
+        for rel, content in load_scenario(run.agent.model.split("/", 1)[1]).files.items():
+            target = run.tool_context.resolve(rel)
+            if not target.exists():
+                target.parent.mkdir(parents=True, exist_ok=True)
+                target.write_text(content)
+                placed.append(rel)
+        return placed
+
+    def __call__(self, run: Any, iteration: int, act: Any, tool: Any) -> ToolResult:
+        if tool is None:
+            return ToolResult(ok=False, error=f"unknown tool {act.tool!r}; available: {', '.join(sorted(run.tools))}")
+        run.budget.check_time(f"tool {act.tool}")
+        return tool(run.tool_context, act.params)
+
+
+class RecordedTools(LiveTools):
+    """The recorded observations; internal tools run again (their events are the recording's)."""
+
+    def __init__(self, events: list[dict[str, Any]]):
+        self.observations: dict[int, deque[dict[str, Any]]] = {}
+        for e in events:
+            if e.get("type") == "observation" and e.get("tool"):
+                self.observations.setdefault(int(e.get("iteration") or 0), deque()).append(e)
+        self.placed: list[str] = []
+        for e in events:
+            m = SCENARIO_NOTE.match(str(e.get("text", ""))) if e.get("type") == "note" else None
+            if m:
+                self.placed = m.group(2).split(", ")
+                break
+
+    def place_files(self, run: Any) -> list[str]:
+        return list(self.placed)  # nothing is written: the note is repeated
+
+    def __call__(self, run: Any, iteration: int, act: Any, tool: Any) -> ToolResult:
+        queue = self.observations.get(iteration)
+        recorded = queue.popleft() if queue else None
+        if tool is not None and getattr(tool, "internal", False):
+            return super().__call__(run, iteration, act, tool)
+        if recorded is None:
+            return ToolResult(ok=False, error="the recording has no observation for this iteration")
+        return ToolResult(output=recorded.get("output") or "", ok=bool(recorded.get("ok")),
+                          error=recorded.get("error"), data=dict(recorded.get("data") or {}))
+
+
+@dataclass
+class _Entity:
+    id: str
+    content: str
+    tags: list[str] = field(default_factory=list)
+
+    @property
+    def size(self) -> int:
+        return len(self.content.encode())
+
+
+@dataclass
+class _Hit:
+    entity: _Entity
+    breakdown: dict[str, float]
+    score: float
+
+    @property
+    def id(self) -> str:
+        return self.entity.id
+
+    @property
+    def content(self) -> str:
+        return self.entity.content
+
+    @property
+    def tags(self) -> list[str]:
+        return self.entity.tags
+
+
+class _Results(list):
+    def __init__(self, hits: Iterable[_Hit], content_bytes: int):
+        super().__init__(hits)
+        self.content_bytes = content_bytes
+
+
+@dataclass
+class _Search:
+    hits: list[_Hit]
+    content_bytes: int
+    tags_calls: int
+
+
+class RecordedStore:
+    """The memory the recording saw.  Searches and adds are answered in recorded order."""
+
+    def __init__(self, events: list[dict[str, Any]], diary_tag: str = "failures"):
+        self.searches: deque[_Search] = deque()
+        self.inserts: deque[list[Any]] = deque()
+        self.batches: deque[list[Any]] = deque()
+        self.diary_tag = diary_tag
+        tags_calls = 0
+        for e in events:
+            kind = e.get("type")
+            if kind == "model_call" and e.get("purpose") == "tags":
+                tags_calls += 1
+            elif kind == "memory" and e.get("op") in ("search", "task_search", "failures"):
+                hits = [_Hit(_Entity(str(r.get("id")), str(r.get("content", "")), list(r.get("tags") or [])),
+                             dict(r.get("breakdown") or {}), float(r.get("score", 0.0) or 0.0))
+                        for r in e.get("results") or ()]
+                self.searches.append(_Search(hits, int(e.get("bytes", 0) or 0), tags_calls))
+                tags_calls = 0
+            elif kind == "reflection" and int(e.get("level", 0) or 0) >= 2:
+                hits = [_Hit(_Entity("", str(c)), {}, 0.0) for c in e.get("memory_used") or ()]
+                self.searches.append(_Search(hits, sum(h.entity.size for h in hits), tags_calls))
+                tags_calls = 0
+            elif kind == "memory" and e.get("op") == "insert":
+                self.inserts.append(list(e.get("added") or []))
+            elif kind == "memory" and e.get("op") == "triage":
+                self.batches.append([*(e.get("added") or []), *[None] * int(e.get("duplicates") or 0)])
+
+    def search(self, query: str, k: int | None = 10, bytes_limit: int | None = None, tags: Any = None,
+               llm: Any = None, iteration: int = 0, **_: Any) -> _Results:
+        found = self.searches.popleft() if self.searches else _Search([], 0, 0)
+        if llm is not None:
+            from .memory.search import select_tags
+
+            for _ in range(found.tags_calls):  # the model's tag selection, replayed with its call
+                select_tags(llm, query, ["(recorded)"], iteration)
+        return _Results(found.hits, found.content_bytes)
+
+    def add(self, content: str, tags: Iterable[str] = (), questions: Iterable[str] = (),
+            scores: Any = None) -> str | None:
+        if any(str(t) == self.diary_tag for t in tags):
+            return None  # a diary lesson: its id was never recorded
+        ids = self.inserts.popleft() if self.inserts else []
+        return ids[0] if ids else None
+
+    def add_many(self, items: Iterable[Any], **_: Any) -> list[Any]:
+        list(items)
+        return self.batches.popleft() if self.batches else []
+
+    def tags(self) -> dict[str, int]:
+        return {}
+
+    def flush(self) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+    def __len__(self) -> int:
+        return 0
+
+
+class RecordedBackend:
+    """Model calls answered from the recording; prices and windows are the models' own."""
+
+    def __init__(self, events: list[dict[str, Any]], tiers: dict[str, str]):
+        from .llm.backend import LiteLLMBackend, ReplayBackend
+
+        calls = [e for e in events if e.get("type") == "model_call"]
+        live = LiteLLMBackend()
+        prices, windows = {}, {}
+        for model in {m for m in tiers.values() if m}:
+            try:
+                prices[model] = live.prices(model)
+                windows[model] = live.context_window(model)
+            except Exception:  # a model this machine knows nothing of: no prices, no window
+                prices[model], windows[model] = (0.0, 0.0), None
+        self._inner = ReplayBackend(calls, prices=prices, windows={m: w for m, w in windows.items() if w})
+
+    def complete(self, model: str, messages: list[dict], *, max_tokens: int | None, timeout: float | None,
+                 metadata: dict[str, Any]) -> Any:
+        return self._inner.complete(model, messages, max_tokens=max_tokens, timeout=timeout, metadata=metadata)
+
+    def prices(self, model: str) -> tuple[float, float]:
+        return self._inner.prices(model)
+
+    def context_window(self, model: str) -> int | None:
+        return self._inner.context_window(model)
+
+    def forget(self, run_key: str) -> None:
+        pass
+
+
+@dataclass
+class Recording:
+    """A trace, as the parts that answer for the world in a replay."""
+
+    trace: dict[str, Any]
+
+    @property
+    def events(self) -> list[dict[str, Any]]:
+        return list(self.trace.get("events") or [])
+
+    def backend(self, tiers: dict[str, str]) -> RecordedBackend:
+        return RecordedBackend(self.events, tiers)
+
+    def tools(self) -> RecordedTools:
+        return RecordedTools(self.events)
+
+    def clock(self) -> RecordedClock:
+        return RecordedClock(self.events)
+
+    def store(self) -> RecordedStore:
+        return RecordedStore(self.events)
+
+    def has(self, type_name: str) -> bool:
+        return any(e.get("type") == type_name for e in self.events)

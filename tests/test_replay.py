@@ -1,0 +1,124 @@
+"""Replay as a backend: every shipped scenario replays byte for byte, with and without memory hits;
+the CLI replays without writing, and says in one line what is wrong with its input."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from memfit_jupyter import Agent, scenarios
+from memfit_jupyter.errors import LimitsExceeded
+from memfit_jupyter.reliability.degradation import RECOMMENDATIONS
+
+TASK = "do the task"
+
+
+def _agent(name, workdir, memory):
+    extra = {"oracle": "false", "max_trials": 2} if name == "diary" else {}
+    return Agent(model=f"memfit/{name}", workdir=workdir, memory=memory, **extra)
+
+
+def _replayed_events(recorded, workdir):
+    replayed = Agent.replay(recorded, workdir=workdir)
+    replayed.run()
+    return [json.dumps(e.to_dict()) for e in replayed.events], replayed
+
+
+@pytest.mark.parametrize("name", sorted(scenarios()))
+def test_every_scenario_replays_byte_for_byte_without_memory(name, tmp_path):
+    run = _agent(name, tmp_path, False).start(TASK)
+    run.run()
+    recorded = json.loads(json.dumps(run.trace()))
+    events, replayed = _replayed_events(recorded, tmp_path / "elsewhere")
+    assert events == [json.dumps(e) for e in recorded["events"]]
+    assert replayed.result.status == run.result.status
+    assert not (tmp_path / "elsewhere").exists() or not any((tmp_path / "elsewhere").iterdir())
+
+
+@pytest.mark.parametrize("name", sorted(scenarios()))
+def test_every_scenario_replays_byte_for_byte_with_memory_hits(name, tmp_path):
+    _agent(name, tmp_path, None).start(TASK).run()  # the first run leaves memories ...
+    run = _agent(name, tmp_path, None).start(TASK)  # ... that the second one finds
+    run.run()
+    recorded = json.loads(json.dumps(run.trace()))
+    events, _ = _replayed_events(recorded, tmp_path / "elsewhere")
+    assert events == [json.dumps(e) for e in recorded["events"]]
+    assert not (tmp_path / "elsewhere" / ".memfit").exists()  # a replay opens no store
+
+
+def test_a_replay_reproduces_memory_search_hits_and_the_tags_call(tmp_path):
+    _agent("memory-lesson", tmp_path, None).start(TASK).run()
+    run = _agent("memory-lesson", tmp_path, None).start(TASK)
+    run.run()
+    hits = [e for e in run.events if e.type == "memory" and e["op"] == "task_search"]
+    assert hits and hits[0]["results"], "the second run should find the first run's memories"
+    assert any(e.type == "model_call" and e["purpose"] == "tags" for e in run.events)
+    events, replayed = _replayed_events(json.loads(json.dumps(run.trace())), tmp_path / "elsewhere")
+    again = [e for e in replayed.events if e.type == "memory" and e["op"] == "task_search"]
+    assert again[0].to_dict() == hits[0].to_dict()
+
+
+def test_limits_exceeded_names_its_limit_and_the_plan_follows_from_it(tmp_path):
+    run = _agent("budget-burn", tmp_path, False).start(TASK)
+    result = run.run()
+    assert result.status == "degraded"
+    (violation,) = [e for e in run.events if e.type == "guarantee" and e.get("violated")]
+    assert violation["limit"] == "max_cost_usd"
+    assert result.plan.recommendations[0] == RECOMMENDATIONS["max_cost_usd"]
+    err = LimitsExceeded("the words say time but the limit is cost", limit="max_cost_usd")
+    plan = run.degradation_plan(err.reason, limit=err.limit)
+    assert plan.recommendations[0] == RECOMMENDATIONS["max_cost_usd"]
+    assert not any("duration" in r for r in plan.recommendations)
+
+
+def _cli(*args, cwd):
+    env = {**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
+    return subprocess.run([sys.executable, "-m", "memfit_jupyter", *args], cwd=cwd, capture_output=True,
+                          text=True, env=env, timeout=300)
+
+
+def test_cli_replay_leaves_its_input_unchanged_and_writes_only_when_told(tmp_path):
+    work = tmp_path / "work"
+    work.mkdir()
+    made = _cli("run", "add up data.txt", "--no-memory", "--trace", "run.json", cwd=work)
+    assert made.returncode == 0, made.stderr
+    before = (work / "run.json").read_bytes()
+    listing = sorted(p.name for p in work.iterdir())
+    replayed = _cli("replay", "run.json", cwd=work)
+    assert replayed.returncode == 0, replayed.stderr
+    assert (work / "run.json").read_bytes() == before
+    assert sorted(p.name for p in work.iterdir()) == listing
+    told = _cli("replay", "run.json", "--trace", "again.json", cwd=work)
+    assert told.returncode == 0, told.stderr
+    assert json.loads((work / "again.json").read_text())["events"] == json.loads(before)["events"]
+
+
+@pytest.mark.parametrize("content,expected", [
+    (None, "error: no such file: missing.json"),
+    ("hello", "is not a memfit trace: not JSON (Expecting value at line 1, column 1)"),
+    ("[1, 2]", "is not a memfit trace: a JSON object with 'task' and 'events' is expected"),
+])
+def test_cli_replay_of_bad_input_says_one_line(tmp_path, content, expected):
+    if content is not None:
+        (tmp_path / "missing.json").write_text(content)
+    out = _cli("replay", "missing.json", cwd=tmp_path)
+    assert out.returncode == 2
+    assert out.stderr.strip().count("\n") == 0 and expected in out.stderr, out.stderr
+    assert "Traceback" not in out.stderr
+
+
+def test_cli_run_with_a_trace_path_that_cannot_be_written_keeps_the_trace(tmp_path):
+    work = tmp_path / "work"
+    work.mkdir()
+    out = _cli("run", "add up data.txt", "--no-memory", "--trace", "../missing-dir/run.json", cwd=work)
+    assert out.returncode == 2 and "Traceback" not in out.stderr
+    (line,) = out.stderr.strip().splitlines()
+    assert line.startswith("error: cannot write the trace to ../missing-dir/run.json")
+    saved = line.rsplit(" written to ", 1)[1]
+    trace = json.loads(open(saved).read())
+    assert trace["status"] == "done" and trace["events"]
+    os.unlink(saved)
