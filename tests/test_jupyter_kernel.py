@@ -144,14 +144,8 @@ def test_no_model_uses_demo_with_a_visible_note_and_quiet_has_no_widget(nb):
     assert trace["model"] == "memfit/demo" and trace["status"] == "done"
     notes = [e["text"] for e in trace["events"] if e["type"] == "note"]
     assert any("using the offline scripted model memfit/demo" in n for n in notes)
-    assert any("--reflection" in n and "not available yet" in n for n in notes) or _reflection_available()
+    assert not any("not available" in n for n in notes)  # every option has its feature
     assert "using the offline scripted model" in out.data["text/html"]
-
-
-def _reflection_available():
-    from memfit_jupyter.jupyter.magics import feature_available
-
-    return feature_available("reflection")
 
 
 def test_status_lists_tiers_defaults_and_scenarios(nb):

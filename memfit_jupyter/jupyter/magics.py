@@ -7,8 +7,6 @@ Loading registers the magics and nothing else: no litellm, no widgets, no
 
 from __future__ import annotations
 
-import importlib
-import importlib.util
 import os
 from typing import Any
 
@@ -24,29 +22,7 @@ from .config import (
     resolve_model,
 )
 
-#: Option -> (feature package, what it turns on): options whose package has no
-#: ``extension_for`` yet are accepted and reported as not available yet.
-FEATURES = {
-    "reflection": ("reflection", "reflection levels"),
-    "spin_threshold": ("reflection", "spin detection"),
-    "strategy": ("reliability", "synthesis strategies"),
-    "samples": ("reliability", "recursive samples"),
-    "fallback_model": ("reliability", "breaker fallback"),
-    "memory": ("memory", "long-term memory"),
-    "no_memory": ("memory", "long-term memory"),
-    "oracle": ("context", "the failure diary"),
-    "max_trials": ("context", "the failure diary"),
-}
 MEMFIT_SUBCOMMANDS = ("status", "scenarios", "defaults", "tiers")
-
-
-def feature_available(package: str) -> bool:
-    """Whether ``memfit_jupyter.<package>`` plugs into runs (has ``extension_for``)."""
-    try:
-        module = importlib.import_module(f"memfit_jupyter.{package}")
-    except ImportError:
-        return False
-    return callable(getattr(module, "extension_for", None))
 
 
 def _positive(name: str, value: float | None, minimum: float = 1, strict: bool = False) -> None:
@@ -123,7 +99,7 @@ class MemfitMagics(MemfitSettings, Magics):
 
     def agent_kwargs(self, args: Any) -> tuple[dict[str, Any], list[str]]:
         """``Agent`` keyword arguments from the parsed options and the settings, with the notes
-        a person should see (where the model came from, options not available yet)."""
+        a person should see (where the model came from)."""
         notes: list[str] = []
         for name in ("max_iterations", "max_calls", "samples", "max_trials", "spin_threshold", "context_window"):
             _positive(name.replace("_", "-"), getattr(args, name), minimum=0 if name == "max_calls" else 1)
@@ -184,15 +160,6 @@ class MemfitMagics(MemfitSettings, Magics):
         otel = args.otel if args.otel not in (None, True) else (self.otel_endpoint or args.otel)
         if otel:
             kwargs["otel"] = _otel_target(otel)
-        given = {k for k in FEATURES if getattr(args, k, None) not in (None, False)}
-        missing: dict[str, list[str]] = {}
-        for option in sorted(given):
-            package, feature = FEATURES[option]
-            if not feature_available(package):
-                missing.setdefault(feature, []).append("--" + option.replace("_", "-"))
-        for feature, options in missing.items():
-            notes.append(f"{', '.join(options)}: {feature} not available yet; the option is recorded "
-                         "in the run's settings but has no effect")
         return kwargs, notes
 
     @line_magic
@@ -216,10 +183,9 @@ class MemfitMagics(MemfitSettings, Magics):
 
         ``%memfit_memory`` alone summarises the store; ``%memfit_memory search QUERY`` ranks.
         """
-        if importlib.util.find_spec("memfit_jupyter.jupyter.memory_magic") is None:
-            raise UsageError("memory is not available yet")
-        module = importlib.import_module("memfit_jupyter.jupyter.memory_magic")
-        return module.memfit_memory(self, line)
+        from .memory_magic import memfit_memory
+
+        return memfit_memory(self, line)
 
 
 def _otel_target(otel: Any) -> Any:

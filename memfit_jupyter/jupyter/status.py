@@ -1,4 +1,4 @@
-"""What ``%memfit`` shows: model tiers and breaker states, defaults, features, scenarios."""
+"""What ``%memfit`` shows: model tiers and breaker states, defaults, scenarios."""
 
 from __future__ import annotations
 
@@ -8,8 +8,6 @@ from typing import Any
 
 from .config import MemfitSettings, resolve_model
 
-FEATURE_PACKAGES = ("reflection", "reliability", "memory", "context")
-
 
 def _tiers(magics: Any) -> dict[str, str]:
     model, note = resolve_model(None, magics.model)
@@ -18,17 +16,9 @@ def _tiers(magics: Any) -> dict[str, str]:
 
 
 def breaker_metrics(magics: Any) -> dict[str, Any]:
-    """Breaker metrics per tier of the last run, when the reliability feature provides them."""
+    """Breaker metrics per tier of the last run's agent (empty before the first run)."""
     run = getattr(magics, "last_run", None)
-    for owner in (getattr(run, "agent", None), getattr(run, "llm", None)):
-        breakers = getattr(owner, "breakers", None)
-        metrics = getattr(breakers, "metrics", None)
-        if callable(metrics):
-            try:
-                return dict(metrics())
-            except Exception as exc:  # status must show even if a feature is half-built
-                return {"error": f"{type(exc).__name__}: {exc}"}
-    return {}
+    return dict(run.agent.breakers.metrics()) if run is not None else {}
 
 
 def breaker_line(m: Any) -> str:
@@ -48,12 +38,6 @@ def _defaults(magics: Any) -> dict[str, Any]:
     return {name: getattr(magics, name) for name in sorted(MemfitSettings.class_trait_names(config=True))}
 
 
-def _features() -> dict[str, bool]:
-    from .magics import feature_available
-
-    return {name: feature_available(name) for name in FEATURE_PACKAGES}
-
-
 def _scenarios() -> dict[str, str]:
     from ..llm.scenarios import scenarios
 
@@ -66,13 +50,11 @@ def sections(magics: Any, which: str) -> list[tuple[str, dict[str, Any]]]:
         out.append(("model tiers", _tiers(magics)))
         metrics = {tier: breaker_line(m) for tier, m in breaker_metrics(magics).items()}
         out.append(("circuit breakers (last run's agent)",
-                    metrics or {"(none)": "no run yet, or breakers not available yet"}))
+                    metrics or {"(none)": "no run yet"}))
     if which in ("status", "defaults"):
         out.append(("defaults (%config MemfitMagics.<name> = ...)", _defaults(magics)))
         out.append(("environment", {"MEMFIT_MODEL": os.environ.get("MEMFIT_MODEL", "(unset)"),
                                     "working directory": os.getcwd()}))
-    if which == "status":
-        out.append(("features", {k: "available" if v else "not available yet" for k, v in _features().items()}))
     if which in ("status", "scenarios"):
         out.append(("scenarios (--model memfit/<name>)", _scenarios()))
     return out
