@@ -322,7 +322,7 @@ class Spin(Event):
     action_type: str
     consecutive_count: int
     warning_count: int
-    is_task_progressing: bool
+    is_task_progressing: bool | None
 
 
 # --- reliability ------------------------------------------------------------------------

@@ -1,0 +1,162 @@
+"""The trace's JSON Schema, generated from the event classes, and TypeScript types from the schema.
+
+``trace_schema()`` is the schema of ``Run.trace()`` (``application/vnd.memfit.run+json``):
+one definition per event class of ``events.py`` (its serialised fields; ``optional()``
+fields are not required, ``hidden()`` fields are not there).  ``typescript()`` turns
+it into the types the JupyterLab extension compiles with (``labextension/src/trace-types.ts``);
+a test fails when that file and the Python classes drift apart.  Regenerate it with::
+
+    python -m memfit_jupyter.schema --write
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import sys
+import types
+import typing
+from pathlib import Path
+from typing import Any
+
+from . import events as ev
+
+SCHEMA_ID = "https://memfit.invalid/schema/trace-v1.json"
+TS_PATH = Path(__file__).resolve().parent.parent / "labextension" / "src" / "trace-types.ts"
+_SCALARS: dict[Any, dict[str, Any]] = {str: {"type": "string"}, int: {"type": "integer"},
+                                       float: {"type": "number"}, bool: {"type": "boolean"},
+                                       type(None): {"type": "null"}}
+
+
+def _json_type(hint: Any) -> dict[str, Any]:
+    """The JSON Schema of a Python annotation (the subset the event classes use)."""
+    if hint is Any:
+        return {}
+    if hint in _SCALARS:
+        return dict(_SCALARS[hint])
+    origin = typing.get_origin(hint)
+    args = typing.get_args(hint)
+    if origin in (typing.Union, types.UnionType):
+        return {"anyOf": [_json_type(a) for a in args]}
+    if origin is list:
+        return {"type": "array", "items": _json_type(args[0]) if args else {}}
+    if origin is dict:
+        return {"type": "object", "additionalProperties": _json_type(args[1]) if len(args) == 2 else {}}
+    raise TypeError(f"no JSON Schema for the annotation {hint!r}")
+
+
+def _def_name(cls: type) -> str:
+    return cls.__name__ + "Event"
+
+
+def event_schema(cls: type[ev.Event]) -> dict[str, Any]:
+    """The schema of one serialised event of class ``cls``."""
+    hints = typing.get_type_hints(cls)
+    props: dict[str, Any] = {"type": {"const": cls.TYPE}, "iteration": {"type": "integer"},
+                             "ts": {"type": "number"}}
+    required = ["type", "iteration", "ts"]
+    for f in dataclasses.fields(cls):
+        if f.name in ("iteration", "ts") or not f.metadata.get("trace", True):
+            continue
+        props[f.name] = _json_type(hints[f.name])
+        if f.default is not ev.UNSET:
+            required.append(f.name)
+    return {"type": "object", "description": " ".join((cls.__doc__ or "").split()), "properties": props,
+            "required": required, "additionalProperties": False}
+
+
+def traced_classes() -> list[type[ev.Event]]:
+    """Every event class that appears in traces, in catalogue order."""
+    return [cls for shapes in ev.REGISTRY.values() for cls in shapes if cls.TRACED]
+
+
+def trace_schema() -> dict[str, Any]:
+    """The JSON Schema of a trace (``Run.trace()``)."""
+    defs = {_def_name(cls): event_schema(cls) for cls in traced_classes()}
+    number = {"type": "number"}
+    return {
+        "$schema": "https://json-schema.org/draft/2020-12/schema",
+        "$id": SCHEMA_ID,
+        "title": "memfit run trace (application/vnd.memfit.run+json)",
+        "type": "object",
+        "required": ["version", "task", "events"],
+        "properties": {
+            "version": {"const": 1},
+            "run_id": {"type": "string"},
+            "task": {"type": "string"},
+            "model": {"type": "string"},
+            "tiers": {"type": "object", "additionalProperties": {"type": "string"}},
+            "status": {"type": "string"},
+            "answer": {"anyOf": [{"type": "string"}, {"type": "null"}]},
+            "reason": {"type": "string"},
+            "started_at": {"type": "string"},
+            "settings": {"type": "object"},
+            "workdir": {"type": "string"},
+            "limits": {"type": "object", "additionalProperties": number},
+            "totals": {"type": "object"},
+            "events": {"type": "array", "items": {"$ref": "#/$defs/TraceEvent"}},
+        },
+        "$defs": {"TraceEvent": {"anyOf": [{"$ref": f"#/$defs/{name}"} for name in defs]}, **defs},
+    }
+
+
+# --- TypeScript ---------------------------------------------------------------------------
+def _ts(schema: dict[str, Any]) -> str:
+    if "const" in schema:
+        return json.dumps(schema["const"]).replace('"', "'")
+    if "anyOf" in schema:
+        return " | ".join(_ts(s) for s in schema["anyOf"])
+    if "$ref" in schema:
+        return schema["$ref"].rsplit("/", 1)[1]
+    kind = schema.get("type")
+    if kind == "array":
+        inner = _ts(schema.get("items", {}))
+        return f"({inner})[]" if "|" in inner else f"{inner}[]"
+    if kind == "object":
+        value = schema.get("additionalProperties", {})
+        return f"Record<string, {_ts(value) if isinstance(value, dict) else 'unknown'}>"
+    return {"string": "string", "integer": "number", "number": "number", "boolean": "boolean",
+            "null": "null"}.get(kind or "", "unknown")
+
+
+def typescript(schema: dict[str, Any] | None = None) -> str:
+    """TypeScript declarations of the trace schema (what ``labextension/src/trace-types.ts`` holds)."""
+    schema = schema or trace_schema()
+    defs = {k: v for k, v in schema["$defs"].items() if k != "TraceEvent"}
+    lines = ["// Generated from memfit_jupyter/events.py by `python -m memfit_jupyter.schema --write`.",
+             "// Do not edit: a test fails when this file and the Python event classes differ.", ""]
+    for name, d in defs.items():
+        if d.get("description"):
+            lines.append(f"/** {d['description']} */")
+        lines.append(f"export interface {name} {{")
+        for prop, s in d["properties"].items():
+            mark = "" if prop in d["required"] else "?"
+            lines.append(f"  {prop}{mark}: {_ts(s)};")
+        lines += ["}", ""]
+    lines.append("/** Any event of a trace. */")
+    lines.append("export type TraceEvent =")
+    lines += [f"  | {name}" for name in defs]
+    lines[-1] += ";"
+    lines += ["", "/** A saved run: `Run.trace()`, the application/vnd.memfit.run+json payload. */",
+              "export interface Trace {"]
+    for prop, s in schema["properties"].items():
+        mark = "" if prop in schema["required"] else "?"
+        lines.append(f"  {prop}{mark}: {_ts(s)};")
+    lines += ["}", ""]
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = sys.argv[1:] if argv is None else argv
+    if "--write" in args:
+        TS_PATH.write_text(typescript())
+        print(f"wrote {TS_PATH}")
+    elif "--ts" in args:
+        print(typescript(), end="")
+    else:
+        print(json.dumps(trace_schema(), indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
