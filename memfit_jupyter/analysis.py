@@ -6,7 +6,8 @@ reflection-level decision tree and every spin detector, exactly as a live run
 would after each action, and returns a copy of the trace with the
 ``reflection`` and ``spin`` events placed at the step where they fired, plus
 ``trace["analysis"]``: the findings, the warnings a run would have given, and
-the step where a run would have ended with ``spin_exit``.
+the step where a run would have ended with ``spin_exit`` (the analysis goes on
+past it, as the recorded run did).
 
 No model is called unless ``judge`` is given (a litellm model string, or a
 callable ``judge(records, timeline_text) -> dict`` with ``is_spinning``,
@@ -167,14 +168,15 @@ def analyze(trace: dict[str, Any], judge: Any = None, **settings: Any) -> dict[s
         replay.emit("reflection", level=int(level), level_name=level.name, trigger=trigger,
                     action_type=record.action_type, tool=record.tool, success=record.ok, summary="",
                     suggestions=[], memory_used=[], ok=True, error=None)
-        if exit_at is not None:
-            continue  # a live run would have ended: nothing more to detect
         verdict = monitor.detect(replay, record)
         try:
             monitor.apply(replay, verdict)
         except SpinExit as exc:
-            exit_at = {"iteration": record.iteration, "reason": str(exc)}
-            replay.emit("note", text=f"analysis: a memfit run would have ended here with spin_exit ({exc})")
+            # A live run would have ended here; the recorded run went on, and so does the analysis,
+            # so that what it did next is still shown (and a later loop still found).
+            if exit_at is None:
+                exit_at = {"iteration": record.iteration, "reason": str(exc)}
+                replay.emit("note", text=f"analysis: a memfit run would have ended here with spin_exit ({exc})")
         for r in verdict.results:
             findings.append({"iteration": record.iteration, "detector": r.detector, "layer": r.layer,
                              "is_spinning": r.is_spinning, "confirmed": r in verdict.confirmed,

@@ -215,3 +215,18 @@ def test_real_models_replays_the_shipped_recording(copy_of_notebooks):
     (replayed,) = runs_in(cell(nb, "from memfit_jupyter import Agent"))
     assert replayed["status"] == "done" and "42" in replayed["answer"]
     assert "same events: True" in text_of(cell(nb, "recorded = "))
+
+
+def test_real_trajectories(copy_of_notebooks):
+    nb = executed("real_trajectories", copy_of_notebooks)
+    no_errors(nb)
+    (loop,) = runs_in(cell(nb, "%memfit_load $loop_v1 --analyze"))
+    assert loop["source"]["format"] == "mini-swe-agent"
+    assert [e["detector"] for e in loop["events"] if e["type"] == "spin"][0] == "edit_rerun"
+    assert "step  8  edit_rerun" in text_of(cell(nb, "def findings(trace):"))
+    (oh,) = runs_in(cell(nb, "%memfit_load $events --analyze"))
+    assert "monologue" in {e["detector"] for e in oh["events"] if e["type"] == "spin"}
+    (fine,) = runs_in(cell(nb, "%memfit_load $healthy --analyze"))
+    assert not [e for e in fine["events"] if e["type"] == "spin"] and fine["analysis"]["spin_exit"] is None
+    assert "1045" in text_of(cell(nb, "import json\nfrom pathlib import Path"))
+    assert "<svg" in cell(nb, "from IPython.display import HTML").outputs[-1].data["text/html"]

@@ -28,8 +28,9 @@ def level(records, **kw):
 def test_layer1_fires_at_n_not_at_n_minus_1():
     assert not same_action_type_spin(history(2), 3)
     assert same_action_type_spin(history(3), 3)
-    assert d.layer1(history(3), 3).consecutive_count == 3
-    assert d.layer1(history(2), 3) is None
+    same = {"params": {"command": "cmd"}}  # the same step, the same output: no progress
+    assert d.layer1(history(3, **same), 3).consecutive_count == 3
+    assert d.layer1(history(2, **same), 3) is None
     assert not same_action_type_spin(history(3), 4)
     assert same_action_type_spin(history(4), 4)
 

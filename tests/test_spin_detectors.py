@@ -43,6 +43,9 @@ def test_outputs_normalise_numbers_addresses_times_and_temp_paths():
 def test_progress_new_output_status_change_and_new_queries():
     h = d.History.of([rec(1, output="a"), rec(2, output="a"), rec(3, output="b")])
     assert [s.progress for s in h.steps] == [True, False, True]
+    probes = [rec(1, params={"command": "python -c 'print(1 in [1])'"}, output="True"),
+              rec(2, params={"command": "python -c 'print(2 in [1, 2])'"}, output="True")]
+    assert d.History.of(probes).steps[1].progress  # a new question with an old answer is still news
     h = d.History.of([check(1), check(2, output="1 passed", ok=True)])
     assert h.steps[1].progress  # the check's status changed
     searches = [rec(i, action_type="search", params={"command": f"grep -rn name{i} src"}, ok=False, output="",
@@ -153,10 +156,10 @@ def test_alternation_boundary():
 
 
 def test_empty_replies_monologue_and_context_window_boundaries():
-    bad = [rec(i, tool="", action_type="invalid_reply", ok=False, error="the reply was empty") for i in range(2)]
-    assert d.empty_replies(bad[:1], 2) is None
-    assert d.empty_replies(bad, 2).detector == "empty_replies"
-    assert d.empty_replies([bad[0], rec(5), bad[1]], 2) is None
+    bad = [rec(i, tool="", action_type="invalid_reply", ok=False, error="the reply was empty") for i in range(3)]
+    assert d.empty_replies(bad[:2], 3) is None
+    assert d.empty_replies(bad, 3).detector == "empty_replies"
+    assert d.empty_replies([bad[0], bad[1], rec(5), bad[2]], 3) is None
     talk = [rec(i, tool="", action_type="message", params={}, output="", thought=f"thinking {i}",
                 no_observation=True) for i in range(3)]
     assert d.monologue(talk[:2], 3) is None

@@ -11,7 +11,7 @@ from memfit_jupyter import TrajectoryFormatError, analyze, load_trajectory
 from memfit_jupyter.analysis import records_of
 from memfit_jupyter.trajectories import classify_command, command_program, detect_format
 
-SAMPLES = Path(__file__).parent / "fixtures" / "trajectories"
+SAMPLES = Path(__file__).parent.parent / "memfit_jupyter" / "trajectories" / "samples"
 CASES = {  # file: (format, status, steps, model)
     "mini_swe_v1.traj.json": ("mini-swe-agent", "done", 11, "sample-model-v1"),
     "mini_swe_v2.traj.json": ("mini-swe-agent", "failed", 11, "sample-model-v2"),

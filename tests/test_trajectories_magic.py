@@ -11,7 +11,7 @@ import pytest
 from nbclient import NotebookClient
 
 RUN_MIME = "application/vnd.memfit.run+json"
-SAMPLES = Path(__file__).parent / "fixtures" / "trajectories"
+SAMPLES = Path(__file__).parent.parent / "memfit_jupyter" / "trajectories" / "samples"
 
 CELLS = {
     "load": "%load_ext memfit_jupyter",

@@ -5,8 +5,9 @@ action key (tool and normalised parameters), its normalised output, its error
 line, whether it is an edit or a check, and whether it made progress: a
 non-edit step makes progress when its output (normalised; for a failure, with
 the names it failed on folded away) was not seen in the last ``window`` steps,
-when a check's status changed since its last run, or when it is a search
-with a query not asked in the window.
+when a check's status changed since its last run, or when it is a step not
+taken in the window that succeeded (or a search, which rules a place out even
+when it finds nothing).
 Edits make no progress by themselves; the check after them shows whether they
 did.  Each detector returns a ``SpinDetectionResult`` when it fires, else None.
 
@@ -105,8 +106,10 @@ class History:
         if not is_edit(record) and record.action_type not in (NOT_AN_ACTION, *_QUIET):
             window = self.steps[-self.window:]
             step.progress = out not in {s.out for s in window if s.edit is None}
-            if record.action_type == "search" and step.key not in {s.key for s in window}:
-                step.progress = True  # a new query that finds nothing still rules a place out
+            if (record.ok or record.action_type == "search") and step.key not in {s.key for s in window}:
+                # a new question that got an answer is news even when the answer is not (a probe
+                # printing True again); a new search that finds nothing still rules a place out
+                step.progress = True
             previous = self._last_check.get(step.key)
             if check and previous is not None:
                 step.changed = previous.out != out or previous.failing != step.failing

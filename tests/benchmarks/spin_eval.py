@@ -23,7 +23,7 @@ with no labelled loop.  Measured per system and per detector:
 
 The runs are split by a hash of the instance name into ``dev`` (the rules were tuned on it)
 and ``test`` (looked at only to report); ``--split all`` reports both together.
-``--write`` stores the table in ``tests/benchmarks/results/spin_eval.json`` for the notebook.
+``--write`` stores the tables in ``notebooks/spin_eval.json``, which real_trajectories.ipynb shows.
 """
 
 from __future__ import annotations
@@ -48,7 +48,7 @@ import spin_labels  # noqa: E402
 from memfit_jupyter import analyze  # noqa: E402
 from memfit_jupyter.analysis import records_of  # noqa: E402
 
-RESULTS = Path(__file__).parent / "results" / "spin_eval.json"
+RESULTS = Path(__file__).resolve().parents[2] / "notebooks" / "spin_eval.json"  # the notebook shows it
 SYSTEMS = {
     "memfit": {},                       # the defaults: spin_rules="progress"
     "memfit seed rules": {"spin_rules": "seed"},
@@ -184,15 +184,19 @@ def run(args: argparse.Namespace) -> None:
 
 
 def check(args: argparse.Namespace) -> None:
-    """Print cases to check the label rule by hand: labelled loops, and unlabelled runs where a
-    system fired, chosen at random."""
+    """Print cases to check the label rule by hand, chosen at random: half labelled loops (is each
+    one?), a quarter unlabelled runs where memfit warned (a loop the rule missed, or a false
+    alarm?), a quarter failed runs with no label (a loop the rule missed?)."""
     rng = random.Random(args.seed)
     runs = {r["id"]: r for r in spin_data.load_runs()}
     results = [evaluate_run(r) for r in runs.values()]
     loops = [(r, loop) for r in results for loop in r["loops"]]
-    quiet = [r for r in results if not r["loops"] and any(s["warned"] for s in r["systems"].values())]
-    cases = rng.sample(loops, min(args.n // 2, len(loops))) + [(r, None) for r in rng.sample(quiet, min(
-        args.n - args.n // 2, len(quiet)))]
+    fired = [r for r in results if not r["loops"] and r["systems"]["memfit"]["warned"]]
+    unlabelled = [r for r in results if not r["loops"] and not r["resolved"]]
+    half, quarter = args.n // 2, args.n // 4
+    cases = (rng.sample(loops, min(half, len(loops)))  # is each labelled loop a loop?
+             + [(r, None) for r in rng.sample(fired, min(quarter, len(fired)))]  # memfit fired, no label
+             + [(r, None) for r in rng.sample(unlabelled, min(args.n - half - quarter, len(unlabelled)))])
     for n, (r, loop) in enumerate(cases, 1):
         records = records_of(runs[r["id"]]["trace"])
         lo, hi = (loop["start"] - 3, loop["end"] + 2) if loop else (0, len(records))
