@@ -6,11 +6,16 @@ parses the protobuf ``ExportTraceServiceRequest`` (with the official
 ``mode`` chooses how it answers: ``ok``, ``503`` (busy: retryable), ``400``
 (refusing: not retryable), ``slow:<seconds>`` (answers ok that much later).
 ``closed_port()`` is a port on which nothing listens (a collector that is down).
+
+``python tests/otel_servers.py MODE`` runs one in a process of its own (for benchmarks, so
+that its work stays out of the measured process): it prints its endpoint, then serves until
+its standard input closes.
 """
 
 from __future__ import annotations
 
 import socket
+import sys
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -19,6 +24,10 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 class _Server(ThreadingHTTPServer):
     daemon_threads = True
     block_on_close = False
+
+    def handle_error(self, request, client_address):
+        if not isinstance(sys.exc_info()[1], ConnectionError):  # a client that gave up waiting
+            super().handle_error(request, client_address)
 
 
 def closed_port() -> int:
@@ -100,3 +109,10 @@ class OtlpSink:
         handler.send_header("Content-Length", str(len(answer)))
         handler.end_headers()
         handler.wfile.write(answer)
+
+
+if __name__ == "__main__":
+    sink = OtlpSink(sys.argv[1] if len(sys.argv) > 1 else "ok").start()
+    print(sink.endpoint, flush=True)
+    sys.stdin.read()
+    sink.stop()

@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Callable
 from typing import Any
 
 from ..secrets import redact
@@ -122,32 +123,42 @@ def text(value: Any, limit: int = MAX_TEXT) -> str:
     return value if len(value) <= limit else value[: limit - 1] + "…"
 
 
-def flat(prefix: str, value: Any, out: dict[str, Any], depth: int = 0) -> dict[str, Any]:
+def same(value: Any, limit: int = MAX_TEXT) -> str:
+    """A bounded string for an attribute, for text that was redacted already (a live run's
+    events are redacted when they are emitted)."""
+    if not isinstance(value, str):
+        value = json.dumps(value, default=str, ensure_ascii=False)
+    return value if len(value) <= limit else value[: limit - 1] + "…"
+
+
+def flat(prefix: str, value: Any, out: dict[str, Any], depth: int = 0,
+         clean: Callable[..., str] = text) -> dict[str, Any]:
     """Flatten a JSON-like value into OTel attribute values under ``prefix``.
 
-    OTel attributes are scalars or homogeneous lists of scalars: dicts become dotted
-    keys (two levels deep, then JSON), lists of scalars stay lists (strings redacted),
-    anything else becomes a redacted JSON string.  None is left out.
+    OTel attributes are scalars or homogeneous lists of scalars: a dict becomes dotted
+    keys (one level: a dict inside it becomes JSON), lists of scalars stay lists, anything
+    else becomes a JSON string; strings go through ``clean`` (redacted and bounded).  None
+    and empty values are left out.  (Each attribute costs the SDK a validation pass:
+    deeper flattening made events dearer for no query a backend can make of them.)
     """
-    if value is None:
+    if value is None or value == "" or value == [] or value == {}:
         return out
     if isinstance(value, bool | int | float):
         out[prefix] = value
     elif isinstance(value, str):
-        out[prefix] = text(value)
-    elif isinstance(value, dict) and depth < 2:
+        out[prefix] = clean(value)
+    elif isinstance(value, dict) and depth < 1:
         for key, item in value.items():
-            flat(f"{prefix}.{key}", item, out, depth + 1)
-    elif isinstance(value, list | tuple) and value and all(isinstance(v, str) for v in value):
-        out[prefix] = [text(v, 500) for v in value[:50]]
-    elif (isinstance(value, list | tuple) and value and all(isinstance(v, bool) for v in value)) or (
-            isinstance(value, list | tuple) and value
-            and all(isinstance(v, int | float) and not isinstance(v, bool) for v in value)):
+            flat(f"{prefix}.{key}", item, out, depth + 1, clean)
+    elif isinstance(value, list | tuple) and all(isinstance(v, str) for v in value):
+        out[prefix] = [clean(v, 500) for v in value[:50]]
+    elif all(isinstance(v, bool) for v in value) if isinstance(value, list | tuple) else False:
         out[prefix] = list(value[:200])
-    elif isinstance(value, list | tuple) and not value:
-        return out
+    elif isinstance(value, list | tuple) and all(
+            isinstance(v, int | float) and not isinstance(v, bool) for v in value):
+        out[prefix] = list(value[:200])
     else:
-        out[prefix] = text(value)
+        out[prefix] = clean(value)
     return out
 
 

@@ -104,7 +104,7 @@ class LiveExport:
                   "task": run.task}
         self._builder = SpanBuilder(self._provider.get_tracer(TRACER_NAME, __version__), ids,
                                     header=header, wall0_ns=wall0,
-                                    content=conventions.capture_content(content))
+                                    content=conventions.capture_content(content), redacted=True)
         self._run = weakref.ref(run)
         self._told = 0
         self._telling = False
@@ -116,12 +116,16 @@ class LiveExport:
     # --- the subscriber -----------------------------------------------------------------
     def __call__(self, event: Any) -> None:
         kind = event["type"]
-        with sdk.quiet(self._said):  # "Queue full, dropping Span" is counted, not printed
+        sdk.keep_own(self._said)  # "Queue full, dropping Span" is counted, not printed
+        try:
             self._builder.feed(event)
-        self._said.clear()
+        finally:
+            sdk.keep_own(None)
         if kind == "run_end":
             self._finish()
-        elif not self._telling:
+        elif not self._telling and (self._counter.failed or
+                                    self._builder.spans_ended - self._counter.started > self.max_queue):
+            self._said.clear()
             self._tell_losses()
 
     def _tell_losses(self) -> None:

@@ -160,6 +160,12 @@ def install_quiet() -> None:
             logger.addFilter(_KEEP_OWN)
 
 
+def keep_own(sink: list[str] | None) -> None:
+    """From now on this thread's SDK and exporter records go to ``sink`` (None: printed again).
+    The cheap form of ``quiet`` for the per-event path."""
+    _local.sink = sink
+
+
 @contextmanager
 def quiet(sink: list[str]) -> Iterator[list[str]]:
     """While inside, this thread's SDK and exporter records go to ``sink`` (the first five)."""

@@ -39,7 +39,7 @@ from opentelemetry.context import Context
 from opentelemetry.trace import Status, StatusCode
 
 from . import conventions as C
-from .conventions import flat, text
+from .conventions import flat, same, text
 
 #: Statuses after which the root span is an error (``error.type`` is the status).
 ERROR_STATUSES = ("failed", "spin_exit", "cancelled", "degraded")
@@ -67,12 +67,14 @@ class SpanBuilder:
 
     ``wall0_ns`` is the wall-clock time (ns since the epoch) of the run's ``ts = 0``;
     ``header`` holds what is known before the first event: ``run_id``, ``model``,
-    ``started_at`` (used for the ids), ``task``.
+    ``started_at`` (used for the ids), ``task``.  ``redacted=True`` says the events were
+    redacted already (a live run's are, when emitted), so only the header is redacted here.
     """
 
     def __init__(self, tracer: Any, ids: Any, *, header: dict[str, Any], wall0_ns: int,
-                 content: bool = False):
+                 content: bool = False, redacted: bool = False):
         self._tracer = tracer
+        self._clean = same if redacted else text
         self._ids = ids
         self._content = content
         self._wall0 = wall0_ns
@@ -124,10 +126,9 @@ class SpanBuilder:
         span.end(end_time=max(self._ns(ts), span.start_time or 0))
         self.spans_ended += 1
 
-    @staticmethod
-    def _error(span: Any, kind: str, message: Any) -> None:
+    def _error(self, span: Any, kind: str, message: Any) -> None:
         span.set_attribute(C.ERROR_TYPE, kind)
-        span.set_status(Status(StatusCode.ERROR, text(message or kind, 300)))
+        span.set_status(Status(StatusCode.ERROR, self._clean(message or kind, 300)))
 
     # --- feeding ------------------------------------------------------------------------
     def feed(self, event: Any) -> None:
@@ -193,7 +194,7 @@ class SpanBuilder:
         for key, value in e.items():
             if key in ("type", "iteration", "ts") or key in hidden:
                 continue
-            flat(f"memfit.{key}", value, out)
+            flat(f"memfit.{key}", value, out, clean=self._clean)
         return out
 
     def _add_event(self, span: Any, kind: str, attrs: dict[str, Any], ts: float) -> None:
@@ -205,17 +206,15 @@ class SpanBuilder:
     def _root_event(self, kind: str, e: dict[str, Any], ts: float) -> None:
         if kind == "run_start":
             root_attrs: dict[str, Any] = {}
-            flat("memfit.tiers", e.get("tiers") or {}, root_attrs)
-            flat("memfit.tools", list(e.get("tools") or []), root_attrs)
-            flat("memfit.extensions", list(e.get("extensions") or []), root_attrs)
-            flat("memfit.settings", e.get("settings") or {}, root_attrs)
+            for key in ("tiers", "tools", "extensions", "settings"):
+                flat(f"memfit.{key}", e.get(key), root_attrs, clean=self._clean)
             self._root.set_attributes(root_attrs)
             return
         if kind == "degradation":
-            self._root.set_attribute("memfit.degradation.reason", text(e.get("reason") or "", 500))
+            self._root.set_attribute("memfit.degradation.reason", self._clean(e.get("reason") or "", 500))
             if e.get("recommendations"):
                 self._root.set_attribute("memfit.degradation.recommendations",
-                                         [text(r, 500) for r in e["recommendations"]])
+                                         [self._clean(r, 500) for r in e["recommendations"]])
         if not kind.endswith("_delta"):
             self._finding(kind, e, ts, span=self._root)
 
@@ -223,19 +222,16 @@ class SpanBuilder:
     def _on_model_call(self, e: dict[str, Any], ts: float, index: int) -> None:
         provider, model = C.provider_and_model(e.get("model"))
         prompt, completion = int(e.get("prompt_tokens") or 0), int(e.get("completion_tokens") or 0)
+        # (the call's latency is the span's duration, its outcome the span's status)
         attrs: dict[str, Any] = {
             C.OPERATION: "chat", C.PROVIDER: provider, C.REQUEST_MODEL: model,
             C.CONVERSATION_ID: self.run_id, C.SPAN_KIND: C.OPENINFERENCE_KIND["chat"],
             C.INPUT_TOKENS: prompt, C.OUTPUT_TOKENS: completion,
-            "memfit.model": text(e.get("model") or ""), "memfit.purpose": str(e.get("purpose") or ""),
-            "memfit.tier": str(e.get("tier") or ""), "memfit.attempt": int(e.get("attempt") or 1),
-            "memfit.cost_usd": float(e.get("cost_usd") or 0.0),
-            "memfit.latency_s": float(e.get("latency_s") or 0.0), "memfit.ok": bool(e.get("ok")),
+            "memfit.purpose": str(e.get("purpose") or ""), "memfit.tier": str(e.get("tier") or ""),
+            "memfit.attempt": int(e.get("attempt") or 1), "memfit.cost_usd": float(e.get("cost_usd") or 0.0),
         }
         if e.get("max_tokens"):
             attrs[C.REQUEST_MAX_TOKENS] = int(e["max_tokens"])
-        if e.get("timeout_s") is not None:
-            attrs["memfit.timeout_s"] = float(e["timeout_s"])
         reasons = e.get("finish_reasons") or ([e["finish_reason"]] if e.get("finish_reason") else None)
         if reasons:
             attrs[C.FINISH_REASONS] = [str(r) for r in reasons]
@@ -246,7 +242,6 @@ class SpanBuilder:
                            parent=self._tool or self._iter_span, client=True)
         if not e.get("ok"):
             self._error(span, str(e.get("error_kind") or "_OTHER"), e.get("error"))
-            span.set_attribute("memfit.error_kind", str(e.get("error_kind") or ""))
         self._end(span, ts)
         s = self._summary
         s["input_tokens"] += prompt
@@ -267,9 +262,9 @@ class SpanBuilder:
         if e.get("reflection"):
             attrs["memfit.reflection.requested"] = str(e["reflection"])
         if self._content:
-            attrs[C.TOOL_ARGUMENTS] = text(e.get("params") or {})
+            attrs[C.TOOL_ARGUMENTS] = self._clean(e.get("params") or {})
             if e.get("thought"):
-                attrs["memfit.thought"] = text(e["thought"])
+                attrs["memfit.thought"] = self._clean(e["thought"])
         self._tool = self._start(f"execute_tool {tool}", f"ev{index}", attrs, ts, parent=self._iter_span)
 
     def _on_observation(self, e: dict[str, Any], ts: float, index: int) -> None:
@@ -277,7 +272,7 @@ class SpanBuilder:
         if span is None:  # no action: the model's reply could not be used
             data = e.get("data") or {}
             attrs = {C.ERROR_TYPE: str(data.get("error_kind") or "invalid_reply"),
-                     "memfit.error": text(e.get("error") or "", 500)}
+                     "memfit.error": self._clean(e.get("error") or "", 500)}
             self._add_event(self._iter_span, "invalid_reply", attrs, ts)
             return
         span.set_attribute("memfit.ok", bool(e.get("ok")))
@@ -289,9 +284,9 @@ class SpanBuilder:
         if data.get("final"):
             span.set_attribute("memfit.final", True)
         if self._content:
-            span.set_attribute(C.TOOL_RESULT, text(e.get("output") or ""))
+            span.set_attribute(C.TOOL_RESULT, self._clean(e.get("output") or ""))
             if data:
-                span.set_attribute("memfit.data", text(data))
+                span.set_attribute("memfit.data", self._clean(data))
         if not e.get("ok"):
             self._error(span, str(data.get("error_kind") or "tool_error"), e.get("error"))
         self._tool = None
@@ -304,7 +299,7 @@ class SpanBuilder:
         level = int(e.get("level") or 0)
         self._iter_span.set_attributes({
             "memfit.reflection.level": level, "memfit.reflection.level_name": str(e.get("level_name") or ""),
-            "memfit.reflection.trigger": text(e.get("trigger") or "", 300)})
+            "memfit.reflection.trigger": self._clean(e.get("trigger") or "", 300)})
         self._summary["reflection_max"] = max(self._summary["reflection_max"], level)
         self._finding("reflection", e, ts, span=self._iter_span)
 
@@ -353,7 +348,7 @@ class SpanBuilder:
         root, s = self._root, self._summary
         status = str(e.get("status") or "")
         attrs: dict[str, Any] = {
-            "memfit.status": status, "memfit.reason": text(e.get("reason") or "", 500),
+            "memfit.status": status, "memfit.reason": self._clean(e.get("reason") or "", 500),
             "memfit.iterations": int(self._iteration or 0), "memfit.calls": s["calls"],
             "memfit.usage.input_tokens": s["input_tokens"], "memfit.usage.output_tokens": s["output_tokens"],
             "memfit.cost_usd": round(s["cost_usd"], 6), "memfit.spin.count": s["spins"],

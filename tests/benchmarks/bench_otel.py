@@ -1,0 +1,132 @@
+"""What live OpenTelemetry export costs a run, with the collector working, down, refusing, busy
+or slow; the baseline is the same run without export, measured in the same process.
+
+Each round runs ``memfit/bench-loop`` for ``--iterations`` iterations once per variant, in an
+order that rotates from round to round; the report gives each variant's median run time, its
+ratio to the median without export, and what the export lost.  A second part times the
+mapping itself: events fed through ``SpanBuilder`` into an in-memory SDK exporter.
+
+    python tests/benchmarks/bench_otel.py [--iterations 200] [--rounds 5]
+
+Collectors are real HTTP servers on 127.0.0.1 in processes of their own
+(tests/otel_servers.py): ``ok`` takes every batch, ``refusing`` answers 400, ``busy`` 503
+(the exporter retries until its 2 s timeout), ``slow`` answers after 2 s (past that
+timeout), ``down`` is a port where nothing listens.  Wall time is what a person waits; CPU
+time (of the whole process, the export's threads included) is less at the mercy of other
+load on the machine.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+TESTS = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(TESTS))
+
+from otel_servers import closed_port  # noqa: E402
+
+VARIANTS = ("none", "file", "ok", "down", "refusing", "busy", "slow")
+
+
+def one_run(iterations: int, target: dict | None) -> tuple[float, float, object]:
+    """Wall and CPU seconds of the run (CPU of the whole process: the export's threads too)."""
+    from memfit_jupyter import Agent
+
+    run = Agent(model="memfit/bench-loop", workdir=tempfile.mkdtemp(), memory=False,
+                max_iterations=iterations, otel=target).start("Keep counting.")
+    t0, c0 = time.perf_counter(), time.process_time()
+    run.run()
+    return time.perf_counter() - t0, time.process_time() - c0, run
+
+
+def collector(mode: str) -> tuple[subprocess.Popen, str]:
+    """An OTLP receiver in a process of its own (tests/otel_servers.py), and its endpoint."""
+    process = subprocess.Popen([sys.executable, str(TESTS / "otel_servers.py"), mode],
+                               stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    return process, process.stdout.readline().strip()
+
+
+def mapping_cost(trace: dict, repeats: int) -> float:
+    """CPU microseconds per event: SpanBuilder + SDK spans, ended into memory."""
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    from memfit_jupyter.otel import saved, sdk
+    from memfit_jupyter.otel.spans import SpanBuilder
+
+    best = float("inf")
+    for _ in range(repeats):
+        provider, ids = sdk.provider()
+        provider.add_span_processor(SimpleSpanProcessor(InMemorySpanExporter()))
+        tracer = provider.get_tracer("bench")
+        t0 = time.thread_time()
+        builder = SpanBuilder(tracer, ids, header=saved.header_of(trace), wall0_ns=time.time_ns())
+        for event in trace["events"]:
+            builder.feed(event)
+        best = min(best, time.thread_time() - t0)
+    return best / len(trace["events"]) * 1e6
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--iterations", type=int, default=200)
+    ap.add_argument("--rounds", type=int, default=5)
+    args = ap.parse_args()
+
+    one_run(5, None)  # litellm's import and the scenario's first load stay out of the timings
+    sinks = {name: collector(mode) for name, mode in
+             (("ok", "ok"), ("refusing", "400"), ("busy", "503"), ("slow", "slow:2"))}
+    down = f"http://127.0.0.1:{closed_port()}"
+    folder = Path(tempfile.mkdtemp())
+
+    def target(variant: str, round_: int) -> dict | None:
+        if variant == "none":
+            return None
+        if variant == "file":
+            return {"path": folder / f"run{round_}.otlp.json"}
+        endpoint = down if variant == "down" else sinks[variant][1]
+        return {"endpoint": endpoint, "timeout": 2.0}
+
+    times: dict[str, list[float]] = {v: [] for v in VARIANTS}
+    cpu: dict[str, list[float]] = {v: [] for v in VARIANTS}
+    lost: dict[str, list[tuple[int, int]]] = {v: [] for v in VARIANTS}
+    from memfit_jupyter.otel import live_export_of
+
+    for r in range(args.rounds):
+        order = VARIANTS[r % len(VARIANTS):] + VARIANTS[: r % len(VARIANTS)]
+        for variant in order:
+            seconds, cpu_seconds, run = one_run(args.iterations, target(variant, r))
+            times[variant].append(seconds)
+            cpu[variant].append(cpu_seconds)
+            if variant != "none":
+                # the last flush (retries against a broken collector) ends before the next run
+                # starts, outside the timings, so that it never weighs on another variant's run
+                stats = live_export_of(run).wait(120)
+                lost[variant].append((stats.dropped, stats.spans))
+    for process, _ in sinks.values():
+        process.stdin.close()
+        process.wait(10)
+
+    base, base_cpu = statistics.median(times["none"]), statistics.median(cpu["none"])
+    print(f"bench-loop, {args.iterations} iterations, {args.rounds} rounds (medians)")
+    print(f"{'variant':<10}{'wall s':>8}{'ratio':>7}{'cpu s':>8}{'ratio':>7}   lost / spans per run")
+    for variant in VARIANTS:
+        med, med_cpu = statistics.median(times[variant]), statistics.median(cpu[variant])
+        losses = ", ".join(f"{d}/{s}" for d, s in lost[variant]) or "-"
+        print(f"{variant:<10}{med:>8.3f}{med / base:>7.3f}{med_cpu:>8.3f}{med_cpu / base_cpu:>7.3f}   {losses}")
+    _, _, sample = one_run(args.iterations, None)
+    trace = sample.trace()
+    per_event = mapping_cost(trace, 5)
+    per_run = per_event * len(trace["events"]) / 1e3
+    print(f"mapping: {per_event:.1f} us CPU per event ({len(trace['events'])} events, {per_run:.1f} ms a run, "
+          f"{per_run / 1e3 / base_cpu:.2%} of the CPU time of the run without export)")
+
+
+if __name__ == "__main__":
+    main()
