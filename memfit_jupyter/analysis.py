@@ -158,12 +158,15 @@ def analyze(trace: dict[str, Any], judge: Any = None, **settings: Any) -> dict[s
     for record in records:
         replay.iteration = record.iteration
         replay.records.append(record)
-        replay.timeline.add("action", record.iteration,
-                            f"{record.action_type} {record.tool} {record.params}"[:_KEEP_CHARS])
-        replay.timeline.add("observation", record.iteration, record.observation[:_KEEP_CHARS])
+        if replay.llm is not None:  # only a judge reads the timeline
+            replay.timeline.add("action", record.iteration,
+                                f"{record.action_type} {record.tool} {record.params}"[:_KEEP_CHARS])
+            replay.timeline.add("observation", record.iteration, record.observation[:_KEEP_CHARS])
         if forced == ReflectionLevel.NONE:
             continue
-        level, trigger = decide_level(record, replay.records, forced=forced, spin_threshold=cfg.spin_threshold,
+        # the decision tree looks at the last few actions only; a tail keeps a long replay linear
+        tail = replay.records[-(4 * cfg.spin_threshold + 20):]
+        level, trigger = decide_level(record, tail, forced=forced, spin_threshold=cfg.spin_threshold,
                                       iteration_threshold=cfg.iteration_threshold)
         replay.emit("reflection", level=int(level), level_name=level.name, trigger=trigger,
                     action_type=record.action_type, tool=record.tool, success=record.ok, summary="",

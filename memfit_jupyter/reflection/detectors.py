@@ -120,8 +120,18 @@ class History:
         self.steps.append(step)
         return step
 
-    def actions(self) -> list[Step]:
-        return [s for s in self.steps if s.record.action_type != NOT_AN_ACTION]
+    def actions(self, last: int | None = None) -> list[Step]:
+        """The steps that are actions (unusable replies left out); with ``last``, only the last
+        ``last`` of them, found from the end (a detector per step must not walk the whole run)."""
+        if last is None:
+            return [s for s in self.steps if s.record.action_type != NOT_AN_ACTION]
+        out: list[Step] = []
+        for s in reversed(self.steps):
+            if len(out) >= last:
+                break
+            if s.record.action_type != NOT_AN_ACTION:
+                out.append(s)
+        return out[::-1]
 
 
 def _h(steps: History | Iterable[ActionRecord]) -> History:
@@ -140,7 +150,7 @@ def layer1(h: History | Iterable[ActionRecord], threshold: int) -> SpinDetection
     """Layer 1: the last ``threshold`` steps share tool, action type and program, none is an
     edit, and none after the first brought new output or a changed status."""
     h = _h(h)
-    steps = h.actions()[-threshold:]
+    steps = h.actions(threshold)
     if threshold < 2 or len(steps) < threshold:
         return None
     last = steps[-1]
@@ -210,7 +220,7 @@ def edit_rerun(h: History | Iterable[ActionRecord], cycles: int = 2, gap: int = 
 def repeated_error(h: History | Iterable[ActionRecord], threshold: int) -> SpinDetectionResult | None:
     """``threshold`` failing steps in a row whose normalised error line is the same."""
     h = _h(h)
-    steps = h.actions()[-threshold:]
+    steps = h.actions(threshold)
     if threshold < 2 or len(steps) < threshold:
         return None
     error = steps[-1].error
@@ -225,7 +235,7 @@ def alternation(h: History | Iterable[ActionRecord], cycles: int) -> SpinDetecti
     """Two different steps taking turns ``cycles`` times (A, B, A, B for 2), outputs unchanged."""
     h = _h(h)
     n = 2 * cycles
-    steps = h.actions()[-n:]
+    steps = h.actions(n)
     if cycles < 2 or len(steps) < n:
         return None
     a, b = steps[0], steps[1]
