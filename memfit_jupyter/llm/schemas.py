@@ -33,9 +33,12 @@ class ReflectionReply(BaseModel):
     impact: Impact = Field(default_factory=Impact)
     is_spinning: bool = False
     spin_reason: str = ""
-    #: The reasoning-action check (reliability/guards.py): does the action do what its thought says?
+    #: The step check (reliability/guards.py): does the action do what its thought says, and
+    #: does it work toward the task?
     matches_thought: bool = True
     mismatch_reason: str = ""
+    serves_task: bool = True
+    derailment_reason: str = ""
 
 
 class SpinAnalysis(BaseModel):

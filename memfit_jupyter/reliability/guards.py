@@ -13,6 +13,8 @@ plain rule, or the model asked one narrow question, can honestly tell:
 - ``reasoning_action_mismatch`` (FM-2.6): after an action that changes something, the
   model is asked at the reflection step whether the action carries out its own thought;
   when it says no, the agent is told what its thought said and what the action did.
+- ``task_derailment`` (FM-2.3): the same call asks whether the action works toward the
+  task; when it says no, the agent is told to come back to the task.
 
 A refused finish is a failed action like any other (recorded, reflected on); a guard
 refuses at most ``max_refusals`` times per run and then lets the finish through, so an
@@ -25,7 +27,7 @@ tasks with their evaluation reports), the rules fire on resolved runs as follows
 ``unverified_finish`` 3 of 73 (and 10 of 72 unresolved), ``termination_condition`` 0 of 73;
 ``premature_finish`` fires on most of them (46 of 73, counting only files the run saw),
 because those prompts name files as context, not as inputs: switch it on for tasks that
-list what they must read.  The judged guard was not measured (it needs a judge model).
+list what they must read.  The judged guards were not measured (they need a judge model).
 """
 
 from __future__ import annotations
@@ -39,7 +41,8 @@ from typing import Any
 from ..events import Guidance
 from ..records import ActionRecord, ToolResult
 
-GUARDS = ("unverified_finish", "premature_finish", "termination_condition", "reasoning_action_mismatch")
+GUARDS = ("unverified_finish", "premature_finish", "termination_condition", "reasoning_action_mismatch",
+          "task_derailment")
 #: Tools whose actions change the working directory: a check must come after the last of them.
 CHANGING_TOOLS = ("write_file", "modify_code")
 #: Tools that can run a check.
@@ -224,7 +227,8 @@ class GuardMonitor:
     def after_action(self, run: Any, record: ActionRecord) -> None:
         if self.config.enabled("termination_condition"):
             self._termination(run, record)
-        if self.config.enabled("reasoning_action_mismatch") and record.ok and record.tool in self.config.judged_tools:
+        judged = self.config.enabled("reasoning_action_mismatch") or self.config.enabled("task_derailment")
+        if judged and record.ok and record.tool in self.config.judged_tools:
             self._judge(run, record)
 
     def _termination(self, run: Any, record: ActionRecord) -> None:
@@ -245,17 +249,21 @@ class GuardMonitor:
             self._end_seen = record.iteration
 
     def _judge(self, run: Any, record: ActionRecord) -> None:
+        """The step check: one model call at the reflection step asks whether the action carries
+        out its thought and whether it works toward the task; each no is its guard's finding."""
         from ..errors import RunEnded
         from ..llm.prompts import json_system
 
         messages = [
             {"role": "system", "content": json_system("reflection", (
-                "You check one step of an agent: does the action carry out what its own thought says? "
-                "A thought that says 'append' or 'keep' and an action that overwrites does not; "
-                "a thought about one file and an action on another does not."),
-                "summary, suggestions, matches_thought (bool), mismatch_reason")},
+                "You check one step of an agent. matches_thought: does the action carry out what its own "
+                "thought says? A thought that says 'append' or 'keep' and an action that overwrites does not; "
+                "a thought about one file and an action on another does not. serves_task: does the action "
+                "work toward the task, rather than something the task did not ask for?"),
+                "summary, suggestions, matches_thought (bool), mismatch_reason, serves_task (bool), "
+                "derailment_reason")},
             {"role": "user", "content": (
-                f"[REASONING-ACTION CHECK]\nTask: {run.task}\nThought: {record.thought}\n"
+                f"[STEP CHECK]\nTask: {run.task}\nThought: {record.thought}\n"
                 f"Action: {record.tool} {_text(record)[:1500]}\nObservation: {(record.output or '')[:500]}")},
         ]
         try:
@@ -264,14 +272,23 @@ class GuardMonitor:
             raise
         except Exception:  # a failed check must not stop the run; the model_call event has it
             return
-        if not result.ok or getattr(result.value, "matches_thought", True):
+        if not result.ok:
             return
-        reason = result.value.mismatch_reason or result.value.summary or "the action does not do what the thought says"
-        run.emit("guard", iteration=record.iteration, guard="reasoning_action_mismatch", reason=reason)
-        run.emit(Guidance(kind="guard_warning", iteration=record.iteration, text=(
-            f"[REASONING-ACTION MISMATCH] At iteration {record.iteration} your thought was: {record.thought!r}; "
-            f"the action was {record.tool} {_text(record)[:300]}. {reason}. "
-            "Put right what the action did before you go on.")))
+        reply = result.value
+        action = f"{record.tool} {_text(record)[:300]}"
+        if self.config.enabled("reasoning_action_mismatch") and not getattr(reply, "matches_thought", True):
+            reason = reply.mismatch_reason or reply.summary or "the action does not do what the thought says"
+            run.emit("guard", iteration=record.iteration, guard="reasoning_action_mismatch", reason=reason)
+            run.emit(Guidance(kind="guard_warning", iteration=record.iteration, text=(
+                f"[REASONING-ACTION MISMATCH] At iteration {record.iteration} your thought was: "
+                f"{record.thought!r}; the action was {action}. {reason}. "
+                "Put right what the action did before you go on.")))
+        if self.config.enabled("task_derailment") and not getattr(reply, "serves_task", True):
+            reason = reply.derailment_reason or reply.summary or "the action does not work toward the task"
+            run.emit("guard", iteration=record.iteration, guard="task_derailment", reason=reason)
+            run.emit(Guidance(kind="guard_warning", iteration=record.iteration, text=(
+                f"[TASK DERAILMENT] At iteration {record.iteration} the action was {action}. {reason}. "
+                f"Come back to the task: {run.task}")))
 
 
 def _replaced_finish(run: Any, builtin_finish: Any, skip: Any) -> Any:
