@@ -8,7 +8,8 @@
 ``MODE`` is a mode id or its scenario's name (``%memfit_demo step-repetition``,
 ``%memfit_demo spin-demo``).  The two runs go side by side, live, under a short note on
 what the mode is, which published class it belongs to and what to look at; below them,
-each run's saved output and a table that holds what each side showed against what the
+each run's saved output, the compare view of the two (``memfit_jupyter.compare``, where
+the package has it), and a table that holds what each side showed against what the
 catalogue says it shows.  Offline by default (the scenario's scripted model); with
 ``--model`` any model runs the same task and settings, and the table then tells what it
 did without holding it to the scripted model's outcomes.  Each side works in its own
@@ -18,6 +19,7 @@ folder under ``--dir`` (default: a new scratch folder), with its own memory stor
 from __future__ import annotations
 
 import html
+import importlib.util
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -149,6 +151,18 @@ class DemoMagics(Magics):
             view.settle()
             view.show_bundle()
             seen[side] = outcome(m, runs[side].trace(), root / side)
+        if importlib.util.find_spec("memfit_jupyter.compare") is not None:
+            # The compare view (where the package has it): the two runs next to each other and
+            # where they diverged; the bundles above keep each run whole for any renderer.
+            try:
+                from ..compare import compare
+
+                view = compare(runs["on"], runs["off"], labels=(f"on: {m.on.label}", f"off: {m.off.label}"))
+            except (ImportError, TypeError, ValueError) as exc:  # shown, not hidden: the runs are above
+                display({"text/plain": f"(the compare view could not be built: {type(exc).__name__}: {exc})"},
+                        raw=True)
+            else:
+                display(view)
         scripted = model is None or model.startswith("memfit/")
         table = outcome_table(m, seen, scripted=scripted)
         SHOWN_PAIRS[m.id] = {"mode": m, "table": table, "model": model or f"memfit/{m.scenario}", "runs": runs}
