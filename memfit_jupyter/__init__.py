@@ -46,6 +46,8 @@ _EXPORTS = {
     "TrajectoryFormatError": ".trajectories",
     "analyze": ".analysis",
     "sweep": ".sweep",
+    "compare": ".compare",
+    "Comparison": ".compare",
 }
 
 __all__ = sorted([*_EXPORTS, "load_ipython_extension", "unload_ipython_extension", "__version__"])
@@ -54,6 +56,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from .agent import Agent, Run
     from .analysis import analyze
     from .catalogue import catalogue
+    from .compare import Comparison, compare
     from .errors import (
         MemfitError,
         PathOutsideWorkdirError,

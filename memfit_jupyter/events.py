@@ -36,6 +36,8 @@ context         Context
 degradation     Degradation
 trial           Trial (failure diary)
 escalation      Escalation (the person's answer to an escalated run)
+log             Log (a warning or log line raised during the run)
+answer          AnswerChanged (the answer of an ended run changed: a diverse choice)
 error           Error (an exception the loop caught and survived)
 run_end         RunEnd
 ==============  =====================================================================
@@ -498,6 +500,23 @@ class Escalation(Event):
     choice: str  # more_trials | open_diary | stop
     extra_trials: int
     max_trials: int | None
+
+
+@event("log")
+class Log(Event):
+    """A warning or log line raised while the run moved: the run's view shows it (not stderr)."""
+
+    level: str
+    logger: str
+    message: str
+
+
+@event("answer")
+class AnswerChanged(Event):
+    """The answer of an ended run changed: the person chose an alternative of a diverse synthesis."""
+
+    answer: str
+    reason: str
 
 
 def make(type_name: str, iteration: int | None = None, **fields: Any) -> Event:

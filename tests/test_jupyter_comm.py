@@ -1,15 +1,17 @@
 """Step, Approve, Override, choices, escalation and interrupt through a running kernel, as the browser
 drives them.
 
-One kernel for the module (jupyter_client).  Button clicks are sent as the
-browser sends them: a ``comm_msg`` to the button's comm with
-``{"method": "custom", "content": {"event": "click"}}``; a typed value is a ``comm_msg`` with
-``{"method": "update", "state": {...}}``.
+One kernel for the module (jupyter_client).  The live run widget (``MemfitRunModel``) streams the
+run as custom messages ``{"kind": "batch", "start", "events", "head"}`` and its controls as synced
+state; the front end's buttons are custom messages to the widget's comm,
+``{"method": "custom", "content": {"action": "step"}}``, exactly what the browser's widget
+manager sends for ``model.send({action: "step"})``.
 """
 
 from __future__ import annotations
 
 import ast
+import json
 import shlex
 import sys
 import time
@@ -17,6 +19,8 @@ from queue import Empty
 
 import pytest
 from jupyter_client import KernelManager
+
+RUN_MIME = "application/vnd.memfit.run+json"
 
 
 class Kernel:
@@ -28,15 +32,27 @@ class Kernel:
         self.kc.wait_for_ready(timeout=60)
         #: comm id -> widget state, from every comm_open seen on iopub.
         self.widgets: dict[str, dict] = {}
+        #: comm id -> the events the widget streamed, as the front end holds them.
+        self.events: dict[str, list[dict]] = {}
+        #: comm id -> the latest head (the trace without its events).
+        self.heads: dict[str, dict] = {}
 
     def track(self, msg):
-        """Keep ``widgets`` up to date from comm messages, as the browser's widget manager does."""
+        """Keep widgets and streamed events up to date, as the browser's widget model does."""
         c = msg["content"]
         if msg["msg_type"] == "comm_open":
             self.widgets[c["comm_id"]] = dict(c["data"]["state"])
-        elif msg["msg_type"] == "comm_msg":
-            if c["data"].get("method") == "update" and c["comm_id"] in self.widgets:
-                self.widgets[c["comm_id"]].update(c["data"]["state"])
+        elif msg["msg_type"] == "comm_msg" and c["comm_id"] in self.widgets:
+            data = c["data"]
+            if data.get("method") == "update":
+                self.widgets[c["comm_id"]].update(data["state"])
+            elif data.get("method") == "custom" and data["content"].get("kind") == "batch":
+                batch = data["content"]
+                held = self.events.setdefault(c["comm_id"], [])
+                assert batch["start"] <= len(held), "a batch skipped events"
+                held[batch["start"]:] = batch["events"]
+                if "head" in batch:
+                    self.heads[c["comm_id"]] = batch["head"]
 
     def _drain(self, msg_id, timeout=60):
         """Collect iopub messages of one request until the kernel is idle again."""
@@ -67,33 +83,26 @@ class Kernel:
         _, msgs = self.execute(f"print(repr({expr}))")
         return "".join(m["content"]["text"] for m in msgs if m["msg_type"] == "stream").strip()
 
-    def click(self, comm_id):
-        msg = self.kc.session.msg("comm_msg", {"comm_id": comm_id,
-                                               "data": {"method": "custom", "content": {"event": "click"}}})
-        self.kc.shell_channel.send(msg)
-        return self._drain(msg["header"]["msg_id"])
+    def json(self, expr):
+        _, msgs = self.execute(f"import json as _json; print(_json.dumps({expr}))")
+        return json.loads("".join(m["content"]["text"] for m in msgs if m["msg_type"] == "stream"))
 
-    def set_value(self, comm_id, value):
-        """Type a value into a widget, as the browser's widget manager sends it."""
-        msg = self.kc.session.msg("comm_msg", {"comm_id": comm_id, "data": {
-            "method": "update", "state": {"value": value}, "buffer_paths": []}})
-        self.kc.shell_channel.send(msg)
-        self.widgets[comm_id]["value"] = value
-        return self._drain(msg["header"]["msg_id"])
-
-    def button(self, description, prefix=False):
-        """The comm id of the newest button with this label (or a label that starts with it)."""
-        found = [cid for cid, s in self.widgets.items()
-                 if s.get("_model_name") == "ButtonModel"
-                 and (s.get("description", "").startswith(description) if prefix
-                      else s.get("description") == description)]
-        assert found, f"no {description!r} button"
+    def run_widget(self):
+        """The comm id of the newest live run widget."""
+        found = [cid for cid, s in self.widgets.items() if s.get("_model_name") == "MemfitRunModel"]
+        assert found, "no live run widget"
         return found[-1]
 
-    def visible(self, comm_id):
-        """Whether the widget's layout shows it (the browser reads the same layout model)."""
-        layout = self.widgets[self.widgets[comm_id]["layout"].removeprefix("IPY_MODEL_")]
-        return layout.get("display") != "none"
+    def controls(self, comm_id=None):
+        return self.widgets[comm_id or self.run_widget()]["controls"]
+
+    def act(self, action, comm_id=None, **fields):
+        """Press a button of the live view: the custom message its front end sends."""
+        comm_id = comm_id or self.run_widget()
+        msg = self.kc.session.msg("comm_msg", {"comm_id": comm_id, "data": {
+            "method": "custom", "content": {"action": action, **fields}}})
+        self.kc.shell_channel.send(msg)
+        return self._drain(msg["header"]["msg_id"])
 
     def close(self):
         self.kc.stop_channels()
@@ -123,47 +132,73 @@ def test_step_button_runs_exactly_one_iteration(kernel):
     assert reply["content"]["status"] == "ok"
     assert kernel.value("stepped.iteration") == "0"
     assert kernel.value("stepped.status") == "'pending'"
-    step = kernel.button("Step")
-    prompt = [s for s in kernel.widgets.values() if s.get("_dom_classes") == ["memfit-prompt"]]
-    assert prompt and prompt[-1]["layout"]  # the next prompt is on offer in step mode
-    kernel.click(step)
+    controls = kernel.controls()
+    assert controls["status"] == "paused" and controls["buttons"] == ["step", "continue", "abort"]
+    assert controls["prompt"][0]["role"] == "system"  # the next prompt is on offer in step mode
+    # one output only: the saved bundle, naming the live widget; no widget view to go missing
+    shown = [m for m in msgs if m["msg_type"] == "display_data"]
+    assert len(shown) == 1 and RUN_MIME in shown[0]["content"]["data"]
+    assert "application/vnd.jupyter.widget-view+json" not in shown[0]["content"]["data"]
+    assert shown[0]["content"]["metadata"][RUN_MIME]["live_widget"] == kernel.run_widget()
+    kernel.act("step")
     assert kernel.value("stepped.iteration") == "1"
-    kernel.click(step)
+    kernel.act("step")
     assert kernel.value("stepped.iteration") == "2"
     # run.step() in another cell moves the same run, and the saved output follows it
     _, msgs = kernel.execute("stepped.step()")
     assert kernel.value("stepped.status") == "'done'"
     updates = [m for m in msgs if m["msg_type"] == "update_display_data"]
-    assert updates and updates[-1]["content"]["data"]["application/vnd.memfit.run+json"]["status"] == "done"
-    headers = [s["value"] for s in kernel.widgets.values() if s.get("_dom_classes") == ["memfit-header"]]
-    assert "done" in headers[-1]
+    assert updates and updates[-1]["content"]["data"][RUN_MIME]["status"] == "done"
+    assert kernel.controls()["status"] == "done" and kernel.controls()["buttons"] == []
+    assert kernel.heads[kernel.run_widget()]["status"] == "done"
+
+
+def test_the_widget_streams_every_event_once_in_order_and_never_html(kernel):
+    _, msgs = kernel.execute("%%memfit_task --model memfit/spin-demo --name streamed\n"
+                             "What is the total of the numbers in data.txt?")
+    comm = kernel.run_widget()
+    trace = kernel.json("streamed.trace()")
+    assert kernel.events[comm] == trace["events"]
+    assert kernel.heads[comm]["totals"] == trace["totals"]
+    sent = [m["content"]["data"] for m in msgs if m["msg_type"] == "comm_msg"]
+    assert not any("<div" in json.dumps(d) for d in sent if d.get("method") == "update")
+    # a front end that lost events (a page reload) asks for the rest and gets exactly those
+    have = 5
+    kernel.events[comm] = kernel.events[comm][:have]
+    kernel.act("sync", have=have)
+    assert kernel.events[comm] == trace["events"]
 
 
 def test_approve_and_reject_buttons(kernel):
     kernel.execute("%%memfit_task --approve --model memfit/demo --name gated\n"
                    "What is the total of the numbers in data.txt?")
     assert kernel.value("gated.waiting_for_approval['tool']") == "'read_file'"
-    kernel.click(kernel.button("Reject"))
+    controls = kernel.controls()
+    # the question carries the call as data (the front end writes it as text): nothing escaped
+    assert controls["approval"]["tool"] == "read_file" and controls["approval"]["params"] == {"path": "data.txt"}
+    # no Continue while a tool call waits: it could not run the call
+    assert controls["status"] == "waiting for approval"
+    assert controls["buttons"] == ["approve", "reject", "abort"]
+    kernel.act("continue")  # a stale click does nothing
+    assert kernel.value("gated.waiting_for_approval is not None") == "True"
+    kernel.act("reject")
     assert kernel.value("[e.get('state') for e in gated.events if e.type == 'approval'][:2]") == \
         "['waiting', 'rejected']"
     assert kernel.value("gated.records[0].ok") == "False"
     assert kernel.value("gated.waiting_for_approval is not None") == "True"
-    kernel.click(kernel.button("Approve"))
+    kernel.act("approve")
     assert kernel.value("gated.records[1].ok") == "True"
 
 
 def test_interrupt_cancels_a_running_loop(kernel):
-    def cards():
-        return sum(s.get("value", "").count('class="memfit-card"') for s in kernel.widgets.values()
-                   if s.get("_dom_classes") == ["memfit-cards"])
-
-    before = cards()
+    before = len(kernel.widgets)
     msg_id = kernel.kc.execute("%%memfit_task --model memfit/long-run --max-iterations 300 --name slow\n"
                                "Count until stopped [slow]")
-    # wait until the loop is going: its cards appear on iopub
+    # wait until the loop is going: its events stream in
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
-        if cards() >= before + 2:
+        widgets = [c for c, s in list(kernel.widgets.items())[before:] if s.get("_model_name") == "MemfitRunModel"]
+        if widgets and sum(e["type"] == "action" for e in kernel.events.get(widgets[-1], [])) >= 2:
             break
         try:
             msg = kernel.kc.get_iopub_msg(timeout=0.5)
@@ -175,45 +210,42 @@ def test_interrupt_cancels_a_running_loop(kernel):
     assert kernel.value("slow.status") == "'cancelled'"
     assert kernel.value("slow.trace()['events'][-1]['type']") == "'run_end'"
     assert kernel.value("slow.iteration < 300") == "True"
-    headers = [s["value"] for s in kernel.widgets.values() if s.get("_dom_classes") == ["memfit-header"]]
-    assert "cancelled" in headers[-1] and "interrupted" in headers[-1]
+    streamed = kernel.events[kernel.run_widget()]
+    assert streamed[-1]["type"] == "run_end" and "interrupted" in streamed[-1]["reason"]
+    assert kernel.controls()["status"] == "cancelled"
 
 
-def test_override_button_asks_for_confirmation_then_the_run_goes_on(kernel):
+def test_override_asks_for_a_positive_limit_then_the_run_goes_on(kernel):
     kernel.execute("%%memfit_task --model memfit/budget-burn --name burnt\n"
                    "Summarise each of the four chapters in book/, then give an overall summary.")
     assert kernel.value("burnt.status") == "'degraded'"
-    override = kernel.button("Override limits…")
-    assert kernel.visible(override)
-    kernel.click(override)  # only asks: nothing changes until the person confirms
+    assert "override" in kernel.controls()["buttons"]
+    kernel.act("override", max_cost_usd="lots")  # a bad amount: said in the view, nothing changes
     assert kernel.value("burnt.status") == "'degraded'"
-    assert kernel.value("[e.get('override') for e in burnt.events if e.type == 'guarantee']").count("True") == 0
-    confirm = kernel.button("Confirm override")
-    assert kernel.visible(confirm) and not kernel.visible(override)
-    amount = [cid for cid, s in kernel.widgets.items()
-              if s.get("_model_name") == "FloatTextModel" and s.get("description") == "max $"][-1]
-    kernel.set_value(amount, 3.0)
-    kernel.click(confirm)
+    errors = [e for e in kernel.events[kernel.run_widget()] if e["type"] == "error"]
+    assert "positive number" in errors[-1]["message"]
+    kernel.act("override", max_cost_usd=3.0)
     assert kernel.value("burnt.status") == "'done'"
     assert kernel.value("[(e['confirmed'], e['limits']['max_cost_usd']) for e in burnt.trace()['events'] "
                         "if e['type'] == 'guarantee' and e.get('override')]") == "[(True, 3.0)]"
     assert kernel.value("1.0 < burnt.result.cost_usd <= 3.0") == "True"
+    assert "override" not in kernel.controls()["buttons"]
 
 
 def test_diverse_choice_buttons_record_the_choice(kernel):
     kernel.execute("%%memfit_task --model memfit/disagree --strategy diverse --samples 6 --name split\n"
                    "In which year was the Peace of Westphalia signed?")
-    alternatives = kernel.value("[a['answer'] for a in [e for e in split.events if e.type == 'synthesis']"
-                                "[-1]['alternatives']]")
-    assert alternatives.startswith("[") and alternatives.count(",") >= 1
-    kernel.click(kernel.button("1: ", prefix=True))
+    alternatives = ast.literal_eval(kernel.value("[a['answer'] for a in [e for e in split.events "
+                                                 "if e.type == 'synthesis'][-1]['alternatives']]"))
+    assert len(alternatives) >= 2
+    choices = kernel.controls()["choices"]
+    assert [c["answer"] for c in choices] == alternatives
+    kernel.act("choose", index=1)
     choice = kernel.value("[e.get('choice') for e in split.events if e.type == 'synthesis'][-1]")
     assert choice.startswith("{'index': 1, 'answer': ")
     assert kernel.value("split.trace()['events'][-1]['choice']['index']") == "1"
     # the choice is made: the buttons are gone
-    boxes = [s for s in kernel.widgets.values() if s.get("_dom_classes") == ["memfit-choices"]]
-    layout = kernel.widgets[boxes[-1]["layout"].removeprefix("IPY_MODEL_")]
-    assert layout.get("display") == "none"
+    assert kernel.controls()["choices"] == []
 
 
 def test_escalation_asks_the_person_and_more_trials_go_on(kernel, tmp_path):
@@ -222,45 +254,51 @@ def test_escalation_asks_the_person_and_more_trials_go_on(kernel, tmp_path):
     kernel.execute(f"%%memfit_task --model memfit/diary --oracle {shlex.quote(oracle)} --max-trials 1 "
                    "--no-memory --name diaried\nWrite slugify(text) in slug.py so that tests_slug.py passes.")
     assert kernel.value("diaried.status") == "'escalated'"
-    more, diary, stop = (kernel.button(d) for d in ("Try 2 more trials", "Open the diary", "Stop"))
-    assert all(kernel.visible(b) for b in (more, diary, stop))
-    kernel.click(diary)
-    lessons = [s["value"] for s in kernel.widgets.values() if s.get("_dom_classes") == ["memfit-diary"]]
-    assert "Lessons from this run" in lessons[-1]
-    kernel.click(more)
+    assert kernel.controls()["buttons"] == ["more_trials", "open_diary", "stop"]
+    kernel.act("open_diary")
+    diary = kernel.controls()["diary"]
+    assert diary["lessons"], diary
+    kernel.act("more_trials")
     assert kernel.value("diaried.status") == "'done'"
     assert kernel.value("[(e['trial'], e['max_trials'], e['passed']) "
                         "for e in diaried.events if e.type == 'trial']") == "[(1, 1, False), (2, 3, True)]"
     assert kernel.value("[e['choice'] for e in diaried.trace()['events'] if e['type'] == 'escalation']") == \
         "['open_diary', 'more_trials']"
-    assert not kernel.visible(more)
+    assert kernel.controls()["buttons"] == [] and kernel.controls()["diary"] is None
 
 
 def test_stop_leaves_the_run_escalated_and_is_recorded(kernel):
     kernel.execute("%%memfit_task --model memfit/demo --oracle false --max-trials 1 --no-memory --name halted\n"
                    "What is the total of the numbers in data.txt?")
     assert kernel.value("halted.status") == "'escalated'"
-    stop = kernel.button("Stop")
-    kernel.click(stop)
+    kernel.act("stop")
     assert kernel.value("halted.status") == "'escalated'"
     assert kernel.value("[e['choice'] for e in halted.trace()['events'] if e['type'] == 'escalation']") == "['stop']"
-    assert not kernel.visible(stop) and not kernel.visible(kernel.button("Try 2 more trials"))
+    assert kernel.controls()["buttons"] == []
 
 
 def test_a_step_that_asks_for_a_heartbeat_takes_the_next_step_too(kernel):
     kernel.execute("%%memfit_task --step --model memfit/context-overflow --no-memory --name paged\n"
                    "Read the nine regional ledgers (north.txt, south.txt, east.txt, west.txt, central.txt, "
                    "harbor.txt, mountain.txt, river.txt, valley.txt) and report the grand total.")
-    step = kernel.button("Step")
     moves = []
     for _ in range(12):
-        kernel.click(step)
+        kernel.act("step")
         moves.append(ast.literal_eval(kernel.value("[r.tool for r in paged.records]")))
         if "core_memory_append" in moves[-1]:
             break
     steps = [b[len(a):] for a, b in zip([[]] + moves[:-1], moves, strict=True)]
     assert steps[-1][0] == "core_memory_append" and len(steps[-1]) == 2  # the heartbeat's step came with it
     assert all(len(s) == 1 for s in steps[:-1])  # any other click: exactly one iteration
+
+
+def test_warnings_during_a_run_go_into_its_view_not_to_stderr(kernel):
+    _, msgs = kernel.execute("%%memfit_task --model memfit/outage --name noisy\n"
+                             "What is the total of the numbers in data.txt?")
+    assert not [m for m in msgs if m["msg_type"] == "stream" and m["content"]["name"] == "stderr"]
+    logs = [e for e in kernel.events[kernel.run_widget()] if e["type"] == "log"]
+    assert logs and any("breaker" in e["message"] for e in logs), logs
+    assert kernel.value("sum(e.type == 'log' for e in noisy.events)") == str(len(logs))
 
 
 def test_memfit_shows_the_breaker_states_of_the_last_run(kernel):
@@ -303,6 +341,6 @@ def test_ask_user_from_a_step_click_does_not_wait_for_an_input_box(kernel):
     reply, _ = kernel.execute("%%memfit_task --step --model memfit/ask-user --no-memory --name stepask\n"
                               "Summarise the file I mean.")  # this cell could take input; the click cannot
     assert reply["content"]["status"] == "ok"
-    kernel.click(kernel.button("Step"))
+    kernel.act("step")
     assert kernel.value("stepask.iteration") == "1"
     assert "No person can answer here" in kernel.value("stepask.records[0].output")

@@ -268,7 +268,7 @@ const synthesis: Card = e => {
           { class: 'memfit-diverse' },
           list(alternatives.slice(0, 20).map(a => str(obj(a)?.answer ?? a, 300)), 'memfit-list memfit-alternatives'),
           chosen
-            ? field('chosen', str(e.choice, 500))
+            ? field('chosen', choiceText(e.choice))
             : h('div', { class: 'memfit-muted' }, 'no choice made yet')
         )
       : null,
@@ -280,6 +280,16 @@ const synthesis: Card = e => {
   }
   return el;
 };
+
+/** A diverse choice as a person reads it: the answer and which alternative it was. */
+function choiceText(choice: unknown): string {
+  const c = obj(choice);
+  if (!c) {
+    return str(choice, 500);
+  }
+  const index = num(c.index);
+  return `${str(c.answer, 500)}${index !== null ? ` (alternative ${index})` : ''}`;
+}
 
 const memory: Card = e => {
   const results = Array.isArray(e.results) ? e.results : [];
@@ -354,10 +364,25 @@ const error: Card = e =>
     typeof e.traceback === 'string' && e.traceback ? details('traceback', clip(e.traceback)) : null
   );
 
+const logLine: Card = e =>
+  card(e, `${str(e.level) || 'Log'}: ${str(e.logger) || 'memfit'}`, text(e.message, 'memfit-error'));
+
+const answer: Card = e =>
+  card(e, 'Answer changed', text(e.answer, 'memfit-answer'), text(e.reason, 'memfit-muted'));
+
 const runEnd: Card = e =>
   card(e, `Run ended: ${str(e.status) || '?'}`, text(e.answer, 'memfit-answer'), text(e.reason, 'memfit-muted'));
 
 const SKIP = new Set(['type', 'iteration', 'ts']);
+
+/** A field value as text; fractions keep four significant digits, not seventeen. */
+function readable(value: unknown): string {
+  const n = num(value);
+  if (n !== null && !Number.isInteger(n)) {
+    return String(Number(n.toPrecision(4)));
+  }
+  return str(value, 500);
+}
 
 /** The card for a type this extension does not know: its fields, one per line. */
 export function genericCard(e: MemfitEvent): HTMLElement {
@@ -365,7 +390,7 @@ export function genericCard(e: MemfitEvent): HTMLElement {
   return card(
     e,
     e.type,
-    ...fields.slice(0, 40).map(([key, value]) => field(key, str(value, 500))),
+    ...fields.slice(0, 40).map(([key, value]) => field(key, readable(value))),
     fields.length > 40 ? text(`… ${fields.length - 40} more fields`, 'memfit-muted') : null
   );
 }
@@ -388,8 +413,29 @@ export const CARDS: Record<string, Card> = {
   degradation: degradationPlan,
   trial,
   error,
+  log: logLine,
+  answer,
   run_end: runEnd
 };
+
+/**
+ * Events behind the "show model calls, triage and context" toggle: routine
+ * bookkeeping that a long run has many of.  Failures are never minor.
+ */
+export function isMinor(e: MemfitEvent): boolean {
+  switch (e.type) {
+    case 'model_call':
+      return e.ok !== false;
+    case 'context':
+      return !e.watermark || e.watermark === 'ok';
+    case 'memory':
+      return e.op === 'triage' || e.op === 'insert' || !(Array.isArray(e.results) && e.results.length);
+    case 'guarantee':
+      return !e.violated && !e.override;
+    default:
+      return /_delta$/.test(e.type);
+  }
+}
 
 /** The card for any event; a card that fails to draw falls back to the generic one. */
 export function eventCard(e: MemfitEvent): HTMLElement {

@@ -1,18 +1,21 @@
 /**
- * memfit-jupyter's JupyterLab extension: renderers for saved runs
- * (`application/vnd.memfit.run+json`) and memory rankings
- * (`application/vnd.memfit.memory+json`).  They need no kernel, and rank 0
- * puts them above `text/html` (rank 50), the fallback the same bundle carries.
+ * memfit-jupyter's JupyterLab extension, MIME half: renderers for runs
+ * (`application/vnd.memfit.run+json`, live while the kernel streams them),
+ * memory rankings (`application/vnd.memfit.memory+json`) and comparisons of
+ * two runs (`application/vnd.memfit.compare+json`).  Saved outputs need no
+ * kernel, and rank 0 puts them above `text/html` (rank 50), the fallback the
+ * same bundle carries.  The plugin half (plugin.ts) registers the live widget.
  */
 
 import { IRenderMime } from '@jupyterlab/rendermime-interfaces';
 
-import { MEMORY_MIME, RUN_MIME } from './payload';
+import { COMPARE_MIME, MEMORY_MIME, RUN_MIME } from './payload';
 import { MemfitRenderer } from './widget';
 
 export { renderRun } from './run';
 export { renderMemory } from './memory';
-export { MEMORY_MIME, RUN_MIME } from './payload';
+export { renderCompare } from './compare';
+export { COMPARE_MIME, MEMORY_MIME, RUN_MIME } from './payload';
 
 /** Lower ranks win; JupyterLab's HTML renderer has rank 50. */
 export const RANK = 0;
@@ -37,6 +40,12 @@ const extensions: IRenderMime.IExtension[] = [
   {
     id: 'memfit-jupyter:memory',
     rendererFactory: factory(MEMORY_MIME),
+    rank: RANK,
+    dataType: 'json'
+  },
+  {
+    id: 'memfit-jupyter:compare',
+    rendererFactory: factory(COMPARE_MIME),
     rank: RANK,
     dataType: 'json'
   }

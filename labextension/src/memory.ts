@@ -37,53 +37,83 @@ function dimCell(row: MemoryRow, key: string, name: string): HTMLElement {
   return cell;
 }
 
-/** The ranking table for rows already read (also used inside `memory` events). */
+/** The value a column sorts by. */
+function sortValue(row: MemoryRow, index: number, key: string): number {
+  if (key === 'rank') {
+    return -index;
+  }
+  if (key === 'final') {
+    return row.final ?? -Infinity;
+  }
+  return num(row.breakdown[key]) ?? -Infinity;
+}
+
+function rowOf(row: MemoryRow, i: number, top: number): HTMLElement {
+  return h(
+    'tr',
+    { class: 'memfit-rank-row', 'data-rank': String(i + 1), 'data-id': row.id },
+    h('td', { class: 'memfit-rank' }, String(i + 1)),
+    h(
+      'td',
+      { class: 'memfit-memory-cell' },
+      h('div', { class: 'memfit-memory-content' }, clip(row.content, 400)),
+      h('div', { class: 'memfit-memory-meta' }, row.id ? h('code', null, row.id) : null, ...row.tags.slice(0, 12).map(tag => badge(tag, 'tag')))
+    ),
+    h('td', { class: 'memfit-final' }, bar((row.final ?? 0) / top, score(row.final), 2, 2)),
+    ...DIMENSIONS.map(([key, name]) => dimCell(row, key, name)),
+    h('td', { class: 'memfit-num' }, score(row.breakdown.keyword_bonus)),
+    h('td', { class: 'memfit-num' }, score(row.breakdown.semantic))
+  );
+}
+
+/**
+ * The ranking table for rows already read (also used inside `memory` events).
+ * A click on a column header sorts by it (highest first; a second click reverses).
+ */
 export function rankingTable(rows: MemoryRow[]): HTMLElement {
   if (rows.length === 0) {
     return h('div', { class: 'memfit-empty' }, 'No memories matched.');
   }
   const top = Math.max(...rows.map(r => r.final ?? 0), 1e-9);
-  const head = h(
-    'tr',
-    null,
-    h('th', null, '#'),
-    h('th', null, 'memory'),
-    h('th', null, 'final score'),
-    ...DIMENSIONS.map(([key, name]) => h('th', { title: name }, key.toUpperCase())),
-    h('th', { title: 'keyword bonus' }, 'kw'),
-    h('th', { title: 'semantic similarity' }, 'sem')
-  );
-  const body = rows.map((row, i) =>
-    h(
-      'tr',
-      { class: 'memfit-rank-row' },
-      h('td', { class: 'memfit-rank' }, String(i + 1)),
-      h(
-        'td',
-        { class: 'memfit-memory-cell' },
-        h('div', { class: 'memfit-memory-content' }, clip(row.content, 400)),
-        h(
-          'div',
-          { class: 'memfit-memory-meta' },
-          row.id ? h('code', null, row.id) : null,
-          ...row.tags.slice(0, 12).map(tag => badge(tag, 'tag'))
-        )
-      ),
-      h(
-        'td',
-        { class: 'memfit-final' },
-        bar((row.final ?? 0) / top, score(row.final), 2, 2)
-      ),
-      ...DIMENSIONS.map(([key, name]) => dimCell(row, key, name)),
-      h('td', { class: 'memfit-num' }, score(row.breakdown.keyword_bonus)),
-      h('td', { class: 'memfit-num' }, score(row.breakdown.semantic))
-    )
-  );
+  const drawn = rows.map((row, i) => ({ row, i, el: rowOf(row, i, top) }));
+  const body = h('tbody', null, ...drawn.map(d => d.el));
+  const columns: [string, string, string][] = [
+    ['rank', '#', 'rank'],
+    ['', 'memory', ''],
+    ['final', 'final score', 'final score'],
+    ...DIMENSIONS.map(([key, name]): [string, string, string] => [key, key.toUpperCase(), name]),
+    ['keyword_bonus', 'kw', 'keyword bonus'],
+    ['semantic', 'sem', 'semantic similarity']
+  ];
+  const heads: HTMLElement[] = [];
+  const sortBy = (key: string, th: HTMLElement) => {
+    const descending = th.getAttribute('aria-sort') !== 'descending';
+    const sign = descending ? 1 : -1;
+    const order = [...drawn].sort((x, y) => sign * (sortValue(y.row, y.i, key) - sortValue(x.row, x.i, key)) || x.i - y.i);
+    body.replaceChildren(...order.map(d => d.el));
+    for (const other of heads) {
+      other.removeAttribute('aria-sort');
+    }
+    th.setAttribute('aria-sort', descending ? 'descending' : 'ascending');
+  };
+  for (const [key, label, title] of columns) {
+    const th = h('th', key ? { 'data-key': key, title: `${title}: click to sort`, class: 'memfit-sortable' } : null, label);
+    if (key) {
+      th.addEventListener('click', () => sortBy(key, th));
+      heads.push(th);
+    }
+  }
+  heads[1].setAttribute('aria-sort', 'descending'); // rows arrive ranked by final score
   return h(
-    'table',
-    { class: 'memfit-ranking' },
-    h('thead', null, head),
-    h('tbody', null, ...body)
+    'div',
+    { class: 'memfit-ranking-box' },
+    h('table', { class: 'memfit-ranking' }, h('thead', null, h('tr', null, ...heads.slice(0, 1), h('th', null, 'memory'), ...heads.slice(1))), body),
+    h(
+      'div',
+      { class: 'memfit-legend memfit-muted' },
+      [...DIMENSIONS.map(([key, name]) => `${key.toUpperCase()} ${name.toLowerCase()}`), 'kw keyword bonus', 'sem semantic similarity'].join(' · ') +
+        ' · click a header to sort'
+    )
   );
 }
 

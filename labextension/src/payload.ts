@@ -24,11 +24,9 @@ import { num, obj } from './dom';
 
 export const RUN_MIME = 'application/vnd.memfit.run+json';
 export const MEMORY_MIME = 'application/vnd.memfit.memory+json';
+export const COMPARE_MIME = 'application/vnd.memfit.compare+json';
 export const SUPPORTED_VERSION = 1;
 
-/** Beyond this many events a trace is shown head and tail, with a notice between. */
-export const MAX_EVENTS = 1500;
-export const HEAD_EVENTS = 1200;
 /** Beyond this many rows a memory ranking is cut, with a notice. */
 export const MAX_RESULTS = 200;
 

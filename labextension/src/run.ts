@@ -1,16 +1,24 @@
 /**
- * A saved run (`application/vnd.memfit.run+json`, i.e. `Run.trace()`), drawn
- * read-only the way the live widget shows it: header and totals, budget,
- * breaker states, context gauge, degradation plan, then the timeline of
- * iterations with reflection badges and spin alerts.
+ * A run (`application/vnd.memfit.run+json`, i.e. `Run.trace()`), drawn the same
+ * way live and saved: `RunView` takes the trace's head (everything but the
+ * events) and events in batches, and redraws only what a batch touched.  The
+ * saved view is one batch holding every event; the live view (live.ts) is fed
+ * by the kernel's batches, so both are the same DOM for the same events.
+ *
+ * Layout: header, totals and budget, breaker states, context gauge, the
+ * degradation plan, warnings raised during the run, a toolbar, then one line
+ * per iteration (expandable) with the event cards inside.
  */
 
 import { badge, bar, clip, count, field, h, money, num, obj, seconds, str } from './dom';
-import { contextGauge, degradationPlan, eventCard, levelLabel } from './events';
-import { checkRun, HEAD_EVENTS, MAX_EVENTS, MemfitEvent, RunTrace } from './payload';
+import { contextGauge, degradationPlan, eventCard, isMinor, levelLabel } from './events';
+import { checkRun, MemfitEvent, RunTrace } from './payload';
 import { failureBox, problemBox } from './problems';
 
-const STATUS_KIND: Record<string, string> = {
+/** Beyond this many events, iteration bodies are drawn when first opened, not before. */
+export const EAGER_EVENTS = 1500;
+
+export const STATUS_KIND: Record<string, string> = {
   done: 'good',
   running: 'muted',
   pending: 'muted',
@@ -21,6 +29,15 @@ const STATUS_KIND: Record<string, string> = {
   escalated: 'warn'
 };
 
+/** Why a run ended, in the words of its panel title. */
+const ENDING_TITLE: Record<string, string> = {
+  degraded: 'Degraded',
+  spin_exit: 'Stopped: spinning',
+  failed: 'Failed',
+  cancelled: 'Cancelled',
+  escalated: 'Escalated'
+};
+
 function header(raw: Record<string, unknown>): HTMLElement {
   const status = str(raw.status) || 'unknown';
   const tiers = obj(raw.tiers) ?? {};
@@ -28,6 +45,7 @@ function header(raw: Record<string, unknown>): HTMLElement {
     .filter(([, model]) => typeof model === 'string' && model)
     .map(([tier, model]) => `${tier} ${str(model)}`)
     .join(' · ');
+  const reason = str(raw.reason);
   return h(
     'div',
     { class: 'memfit-header' },
@@ -35,21 +53,24 @@ function header(raw: Record<string, unknown>): HTMLElement {
       'div',
       { class: 'memfit-header-line' },
       badge('memfit run', 'kind'),
-      badge(status, STATUS_KIND[status] ?? 'muted'),
+      h('span', { class: `memfit-badge memfit-badge-${STATUS_KIND[status] ?? 'muted'} memfit-status`, 'data-status': status }, status),
       h('span', { class: 'memfit-title' }, clip(str(raw.task) || '(no task)', 500))
     ),
     raw.answer !== null && raw.answer !== undefined && raw.answer !== ''
       ? h('div', { class: 'memfit-answer' }, h('span', { class: 'memfit-label' }, 'answer '), str(raw.answer))
       : null,
-    raw.reason ? h('div', { class: 'memfit-muted memfit-reason' }, str(raw.reason)) : null,
+    reason
+      ? h(
+          'div',
+          { class: 'memfit-muted memfit-reason' },
+          ENDING_TITLE[status] ? h('span', { class: 'memfit-label' }, `${ENDING_TITLE[status]}: `) : null,
+          reason
+        )
+      : null,
     h(
       'div',
       { class: 'memfit-muted memfit-meta' },
-      [
-        tierText || str(raw.model),
-        raw.run_id ? `run ${str(raw.run_id)}` : '',
-        raw.started_at ? `started ${str(raw.started_at)}` : ''
-      ]
+      [tierText || str(raw.model), raw.run_id ? `run ${str(raw.run_id)}` : '', raw.started_at ? `started ${str(raw.started_at)}` : '']
         .filter(Boolean)
         .join(' · ')
     )
@@ -96,11 +117,10 @@ function budget(raw: Record<string, unknown>): HTMLElement | null {
 
 /** The last known circuit-breaker state of each tier. */
 function breakers(raw: Record<string, unknown>, events: MemfitEvent[]): HTMLElement | null {
-  const states = new Map<string, { state: string; model: string; failures: unknown }>();
-  const tiers = obj(raw.tiers) ?? {};
-  for (const [tier, model] of Object.entries(tiers)) {
+  const states = new Map<string, { state: string; model: string }>();
+  for (const [tier, model] of Object.entries(obj(raw.tiers) ?? {})) {
     if (typeof model === 'string' && model) {
-      states.set(tier, { state: 'CLOSED', model, failures: null });
+      states.set(tier, { state: 'CLOSED', model });
     }
   }
   let seen = false;
@@ -110,11 +130,7 @@ function breakers(raw: Record<string, unknown>, events: MemfitEvent[]): HTMLElem
     }
     seen = true;
     const prev = states.get(e.tier);
-    states.set(e.tier, {
-      state: str(e.to_state) || prev?.state || '?',
-      model: str(e.model) || prev?.model || '',
-      failures: e.failures
-    });
+    states.set(e.tier, { state: str(e.to_state) || prev?.state || '?', model: str(e.model) || prev?.model || '' });
   }
   if (!seen) {
     return null;
@@ -136,13 +152,25 @@ function breakers(raw: Record<string, unknown>, events: MemfitEvent[]): HTMLElem
   );
 }
 
-function last(events: MemfitEvent[], type: string): MemfitEvent | null {
-  for (let i = events.length - 1; i >= 0; i--) {
-    if (events[i].type === type) {
-      return events[i];
-    }
+/** Warnings and log lines raised while the run went on (`log` events), in one place. */
+function logs(events: MemfitEvent[]): HTMLElement | null {
+  const lines = events.filter(e => e.type === 'log');
+  if (!lines.length) {
+    return null;
   }
-  return null;
+  const worst = lines.some(e => ['ERROR', 'CRITICAL'].includes(str(e.level))) ? 'bad' : 'warn';
+  return h(
+    'details',
+    { class: 'memfit-logs' },
+    h('summary', null, badge(`${lines.length} warning${lines.length === 1 ? '' : 's'}`, worst), ' raised during the run'),
+    h(
+      'ul',
+      { class: 'memfit-list' },
+      ...lines.slice(-200).map(e =>
+        h('li', { 'data-level': str(e.level) }, h('span', { class: 'memfit-label' }, `${str(e.level) || 'LOG'} `), str(e.message, 600))
+      )
+    )
+  );
 }
 
 /** Badges summarising an iteration: reflection levels, spin, failures, synthesis. */
@@ -161,98 +189,291 @@ function iterationBadges(events: MemfitEvent[]): HTMLElement[] {
       out.push(badge('limit', 'bad'));
     } else if (e.type === 'trial') {
       out.push(badge(e.passed ? 'oracle passed' : 'oracle failed', e.passed ? 'good' : 'bad'));
+    } else if (e.type === 'log') {
+      out.push(badge('warning', 'warn'));
     }
   }
   return out;
 }
 
-function iterationBlock(iteration: number, events: MemfitEvent[]): HTMLElement {
-  const title = iteration === 0 ? 'Setup' : `Iteration ${iteration}`;
-  const calls = events.filter(e => e.type === 'model_call');
-  const cost = calls.reduce((sum, e) => sum + (num(e.cost_usd) ?? 0), 0);
+/** `tool(key=value, ...)`, short, for an iteration's one line. */
+function actionLine(events: MemfitEvent[]): string {
+  const act = events.find(e => e.type === 'action');
+  if (!act) {
+    return '';
+  }
+  const params = obj(act.params) ?? {};
+  const args = Object.entries(params)
+    .map(([k, v]) => `${k}=${typeof v === 'string' ? v : str(v)}`)
+    .join(', ');
+  return `${str(act.tool) || '(no tool)'}(${clip(args, 80)})`;
+}
+
+/**
+ * Where an iteration's time went: one segment per model call and one for the tool,
+ * as shares of the iteration's time.
+ */
+function waterfall(events: MemfitEvent[]): HTMLElement | null {
+  const parts: [string, number, string][] = [];
+  for (const e of events) {
+    if (e.type === 'model_call' && num(e.latency_s) !== null) {
+      parts.push(['call', num(e.latency_s) as number, `${str(e.purpose) || 'model call'} ${seconds(e.latency_s)} · ${money(e.cost_usd)}`]);
+    } else if (e.type === 'observation' && num(e.duration_s) !== null) {
+      parts.push(['tool', num(e.duration_s) as number, `${str(e.tool) || 'tool'} ${seconds(e.duration_s)}`]);
+    }
+  }
+  const total = parts.reduce((s, [, v]) => s + v, 0);
+  if (!parts.length || total <= 0) {
+    return null;
+  }
   return h(
-    'div',
-    { class: 'memfit-iteration', 'data-iteration': String(iteration) },
-    h(
-      'div',
-      { class: 'memfit-iteration-title' },
-      h('span', { class: 'memfit-iteration-name' }, title),
-      ...iterationBadges(events),
-      calls.length ? h('span', { class: 'memfit-muted' }, ` ${calls.length} call(s) · ${money(cost)}`) : null
-    ),
-    ...events.map(eventCard)
+    'span',
+    { class: 'memfit-waterfall', title: parts.map(p => p[2]).join('\n') },
+    ...parts.map(([kind, v, label]) => {
+      const seg = h('span', { class: `memfit-seg memfit-seg-${kind}`, title: label });
+      seg.style.width = `${((v / total) * 100).toFixed(1)}%`;
+      return seg;
+    })
   );
 }
 
-/** The timeline, grouped by iteration; a huge trace shows its head and tail. */
-function timeline(events: MemfitEvent[]): HTMLElement {
-  const root = h('div', { class: 'memfit-timeline' }, h('div', { class: 'memfit-section-title' }, 'Timeline'));
-  let shown: (MemfitEvent | number)[] = events;
-  if (events.length > MAX_EVENTS) {
-    const tail = MAX_EVENTS - HEAD_EVENTS;
-    shown = [...events.slice(0, HEAD_EVENTS), events.length - MAX_EVENTS, ...events.slice(events.length - tail)];
-  }
-  let group: MemfitEvent[] = [];
-  let current: number | null = null;
-  const flush = () => {
-    if (group.length && current !== null) {
-      root.append(iterationBlock(current, group));
-    }
-    group = [];
-  };
-  for (const item of shown) {
-    if (typeof item === 'number') {
-      flush();
-      current = null;
-      root.append(
-        h(
-          'div',
-          { class: 'memfit-truncated', role: 'note' },
-          `… ${count(item)} events in the middle are not shown (this trace has ${count(events.length)} events).`
-        )
-      );
-      continue;
-    }
-    if (item.iteration !== current) {
-      flush();
-      current = item.iteration;
-    }
-    group.push(item);
-  }
-  flush();
-  if (events.length === 0) {
-    root.append(h('div', { class: 'memfit-empty' }, 'No events recorded.'));
-  }
-  return root;
+function iterationSummary(iteration: number, events: MemfitEvent[]): HTMLElement {
+  const calls = events.filter(e => e.type === 'model_call');
+  const cost = calls.reduce((sum, e) => sum + (num(e.cost_usd) ?? 0), 0);
+  const time =
+    calls.reduce((s, e) => s + (num(e.latency_s) ?? 0), 0) +
+    events.filter(e => e.type === 'observation').reduce((s, e) => s + (num(e.duration_s) ?? 0), 0);
+  const line = actionLine(events);
+  return h(
+    'summary',
+    { class: 'memfit-iteration-title' },
+    h('span', { class: 'memfit-iteration-name' }, iteration === 0 ? 'Setup' : `Iteration ${iteration}`),
+    line ? h('code', { class: 'memfit-iteration-action' }, line) : null,
+    ...iterationBadges(events),
+    calls.length
+      ? h('span', { class: 'memfit-muted memfit-iteration-cost' }, ` ${calls.length} call${calls.length === 1 ? '' : 's'} · ${money(cost)} · ${seconds(time)}`)
+      : null,
+    waterfall(events)
+  );
 }
 
-function drawRun(trace: RunTrace): HTMLElement[] {
-  const { raw, events } = trace;
-  const parts: (HTMLElement | null)[] = [header(raw), totals(raw), budget(raw), breakers(raw, events)];
-  const ctx = last(events, 'context');
-  if (ctx) {
-    parts.push(h('div', { class: 'memfit-context' }, h('div', { class: 'memfit-section-title' }, 'Context'), contextGauge(ctx)));
+/** Draws a run; `update` takes the newest head and the events not seen yet. */
+export class RunView {
+  readonly root: HTMLElement;
+
+  constructor() {
+    this.root = h('div', { class: 'memfit-root memfit-run' });
+    this._problems = h('div', { class: 'memfit-problem-slot' });
+    this._summary = h('div', { class: 'memfit-summary' });
+    this._toolbar = this._makeToolbar();
+    this._timeline = h('div', { class: 'memfit-timeline' });
+    this.root.append(this._problems, this._summary, this._toolbar, this._timeline);
   }
-  const plan = last(events, 'degradation');
-  if (plan) {
-    parts.push(degradationPlan(plan));
+
+  /** Number of events drawn so far. */
+  get length(): number {
+    return this._events.length;
   }
-  parts.push(timeline(events));
-  return parts.filter((p): p is HTMLElement => p !== null);
+
+  get events(): readonly MemfitEvent[] {
+    return this._events;
+  }
+
+  /** Show problems found in the payload (see payload.ts). */
+  setProblems(problems: string[]): void {
+    const box = problemBox(problems);
+    this._problems.replaceChildren(...(box ? [box] : []));
+  }
+
+  /** Take the newest head and more events; redraw the summary and the iterations they touched. */
+  update(head: Record<string, unknown>, events: readonly MemfitEvent[]): void {
+    this._head = head;
+    const touched = new Set<number>();
+    for (const e of events) {
+      this._events.push(e);
+      let group = this._byIteration.get(e.iteration);
+      if (!group) {
+        group = [];
+        this._byIteration.set(e.iteration, group);
+      }
+      group.push(e);
+      touched.add(e.iteration);
+    }
+    this._drawSummary();
+    for (const iteration of [...touched].sort((a, b) => a - b)) {
+      this._drawIteration(iteration);
+    }
+    if (this._events.length === 0 && !this._timeline.querySelector('.memfit-empty')) {
+      this._timeline.replaceChildren(h('div', { class: 'memfit-empty' }, 'No events recorded.'));
+    }
+  }
+
+  /** Forget every event (the kernel sends them again from the start). */
+  reset(): void {
+    this._events = [];
+    this._byIteration.clear();
+    this._blocks.clear();
+    this._last = -Infinity;
+    this._timeline.replaceChildren();
+  }
+
+  /** The block of one iteration, if drawn. */
+  block(iteration: number): HTMLElement | undefined {
+    return this._blocks.get(iteration);
+  }
+
+  /** Open or close every iteration. */
+  expandAll(open = true): void {
+    for (const block of this._blocks.values()) {
+      (block as HTMLDetailsElement).open = open;
+      if (open) {
+        this._fill(block);
+      }
+    }
+  }
+
+  private _drawSummary(): void {
+    const raw = this._head;
+    const events = this._events;
+    let ctx: MemfitEvent | null = null;
+    let plan: MemfitEvent | null = null;
+    for (const e of events) {
+      if (e.type === 'context') {
+        ctx = e;
+      } else if (e.type === 'degradation') {
+        plan = e;
+      }
+    }
+    const parts: (HTMLElement | null)[] = [
+      header(raw),
+      h('div', { class: 'memfit-facts' }, totals(raw), budget(raw)),
+      breakers(raw, events),
+      ctx ? h('div', { class: 'memfit-context' }, h('div', { class: 'memfit-section-title' }, 'Context'), contextGauge(ctx)) : null,
+      plan ? degradationPlan(plan) : null,
+      logs(events)
+    ];
+    const open = this._summary.querySelector('.memfit-logs')?.hasAttribute('open');
+    this._summary.replaceChildren(...parts.filter((p): p is HTMLElement => p !== null));
+    if (open) {
+      this._summary.querySelector('.memfit-logs')?.setAttribute('open', '');
+    }
+  }
+
+  private _drawIteration(iteration: number): void {
+    const events = this._byIteration.get(iteration) ?? [];
+    const old = this._blocks.get(iteration);
+    const block = h('details', { class: 'memfit-iteration', 'data-iteration': String(iteration) });
+    block.append(iterationSummary(iteration, events));
+    const body = h('div', { class: 'memfit-iteration-body' });
+    block.append(body);
+    if (old?.hasAttribute('open')) {
+      block.setAttribute('open', '');
+    }
+    if (this._events.length <= EAGER_EVENTS || block.hasAttribute('open')) {
+      this._fill(block);
+    } else {
+      block.addEventListener('toggle', () => this._fill(block), { once: true });
+    }
+    this._blocks.set(iteration, block);
+    if (old) {
+      old.replaceWith(block);
+      return;
+    }
+    if (this._events.length && this._timeline.firstElementChild?.classList.contains('memfit-empty')) {
+      this._timeline.replaceChildren();
+    }
+    // Iterations arrive in order; an event of an earlier one (a late note) finds its place.
+    if (iteration > this._last) {
+      this._last = iteration;
+      this._timeline.append(block);
+      return;
+    }
+    let next: HTMLElement | undefined;
+    let nextAt = Infinity;
+    for (const [i, b] of this._blocks) {
+      if (i > iteration && i < nextAt) {
+        next = b;
+        nextAt = i;
+      }
+    }
+    this._timeline.insertBefore(block, next ?? null);
+  }
+
+  private _fill(block: HTMLElement): void {
+    const body = block.querySelector('.memfit-iteration-body');
+    if (!body || body.childNodes.length) {
+      return;
+    }
+    const events = this._byIteration.get(Number(block.getAttribute('data-iteration'))) ?? [];
+    body.append(
+      ...events.map(e => {
+        const card = eventCard(e);
+        if (isMinor(e)) {
+          card.classList.add('memfit-minor');
+        }
+        return card;
+      })
+    );
+  }
+
+  private _makeToolbar(): HTMLElement {
+    const detail = h('button', { class: 'memfit-tool-button memfit-toggle-minor', type: 'button', 'aria-pressed': 'false' }, 'show model calls, triage and context');
+    detail.addEventListener('click', () => {
+      const on = this.root.classList.toggle('memfit-show-minor');
+      detail.setAttribute('aria-pressed', String(on));
+    });
+    const expand = h('button', { class: 'memfit-tool-button memfit-expand-all', type: 'button' }, 'expand all');
+    expand.addEventListener('click', () => {
+      const open = expand.textContent === 'expand all';
+      this.expandAll(open);
+      expand.textContent = open ? 'collapse all' : 'expand all';
+    });
+    const big = h('button', { class: 'memfit-tool-button memfit-toggle-presentation', type: 'button', 'aria-pressed': 'false', title: 'a larger size for lectures' }, 'presentation size');
+    big.addEventListener('click', () => {
+      const on = this.root.classList.toggle('memfit-presentation');
+      big.setAttribute('aria-pressed', String(on));
+    });
+    return h('div', { class: 'memfit-toolbar' }, h('span', { class: 'memfit-section-title' }, 'Timeline'), detail, expand, big);
+  }
+
+  private _head: Record<string, unknown> = {};
+  private _events: MemfitEvent[] = [];
+  private _byIteration = new Map<number, MemfitEvent[]>();
+  private _blocks = new Map<number, HTMLElement>();
+  private _last = -Infinity;
+  private _problems: HTMLElement;
+  private _summary: HTMLElement;
+  private _toolbar: HTMLElement;
+  private _timeline: HTMLElement;
+}
+
+/** The trace without its events: what `RunView.update` takes as the head. */
+export function headOf(raw: Record<string, unknown>): Record<string, unknown> {
+  const head: Record<string, unknown> = { ...raw };
+  delete head.events;
+  return head;
+}
+
+/** Draw a checked trace into a new view. */
+export function viewOf(trace: RunTrace, problems: string[] = []): RunView {
+  const view = new RunView();
+  view.setProblems(problems);
+  view.update(headOf(trace.raw), trace.events);
+  return view;
 }
 
 /** Render an `application/vnd.memfit.run+json` payload; never throws, never blank. */
 export function renderRun(data: unknown): HTMLElement {
-  const root = h('div', { class: 'memfit-root memfit-run' });
   try {
     const { value, problems } = checkRun(data);
-    const box = problemBox(problems);
-    if (box) {
-      root.append(box);
+    if (!value) {
+      const root = h('div', { class: 'memfit-root memfit-run' });
+      const box = problemBox(problems);
+      root.append(...(box ? [box] : []), failureBox(null, data));
+      return root;
     }
-    root.append(...(value ? drawRun(value) : [failureBox(null, data)]));
+    return viewOf(value, problems).root;
   } catch (err) {
-    root.replaceChildren(failureBox(err, data));
+    return h('div', { class: 'memfit-root memfit-run' }, failureBox(err, data));
   }
-  return root;
 }

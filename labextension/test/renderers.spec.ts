@@ -7,10 +7,12 @@
 import * as fs from 'fs';
 import * as path from 'path';
 
-import extensions, { MEMORY_MIME, RANK, RUN_MIME } from '../src/index';
+import extensions, { COMPARE_MIME, MEMORY_MIME, RANK, RUN_MIME } from '../src/index';
+import { LiveRunView } from '../src/live';
+import { Controls, LiveChange, LiveSource, registerLive, unregisterLive } from '../src/liveregistry';
 import { renderMemory } from '../src/memory';
-import { MAX_EVENTS, MAX_RESULTS } from '../src/payload';
-import { renderRun } from '../src/run';
+import { MAX_RESULTS, MemfitEvent } from '../src/payload';
+import { EAGER_EVENTS, headOf, renderRun } from '../src/run';
 import { MemfitRenderer } from '../src/widget';
 
 const TRACE_DIR = process.env.MEMFIT_TRACE_DIR || path.join(__dirname, 'fixtures');
@@ -70,7 +72,7 @@ describe('run renderer on real engine traces', () => {
     expect(t.status).toBe('failed');
     const root = renderRun(t);
     expect(root.querySelector('.memfit-header .memfit-badge-bad')!.textContent).toBe('failed');
-    expect(root.querySelector('.memfit-reason')!.textContent).toBe(t.reason);
+    expect(root.querySelector('.memfit-reason')!.textContent).toBe(`Failed: ${t.reason}`);
     const opened = t.events.filter((e: any) => e.type === 'breaker' && e.rejected !== true);
     const lastState = opened[opened.length - 1].to_state;
     const chip = root.querySelector('.memfit-breaker[data-tier="primary"]')!;
@@ -259,9 +261,9 @@ describe('bad run payloads render a readable message', () => {
     expect(root.querySelector('.memfit-problems')!.textContent).toContain("The run's events should be a list, got an object.");
   });
 
-  it('shows a huge trace head and tail with a notice, and clips huge text', () => {
+  it('draws a huge trace one line per iteration, bodies when opened, and clips huge text', () => {
     const t = trace('demo');
-    const n = 100_000;
+    const n = 20_000;
     t.events = Array.from({ length: n }, (_, i) => ({
       type: 'observation',
       iteration: i + 1,
@@ -271,15 +273,18 @@ describe('bad run payloads render a readable message', () => {
       output: i === 0 ? 'x'.repeat(1_000_000) : `out ${i}`,
       error: null
     }));
+    expect(n).toBeGreaterThan(EAGER_EVENTS);
     const root = renderRun(t);
-    expect(root.querySelectorAll('.memfit-event').length).toBe(MAX_EVENTS);
-    const notice = root.querySelector('.memfit-truncated')!.textContent!;
-    expect(notice).toBe(`… ${(n - MAX_EVENTS).toLocaleString('en-US')} events in the middle are not shown (this trace has 100,000 events).`);
-    const last = root.querySelectorAll('.memfit-iteration');
-    expect(last[last.length - 1].getAttribute('data-iteration')).toBe(String(n));
-    const first = root.querySelector('.memfit-event-observation pre')!.textContent!;
-    expect(first.length).toBeLessThan(2100);
-    expect(first).toContain('(998000 more characters)');
+    const blocks = root.querySelectorAll('.memfit-iteration');
+    expect(blocks.length).toBe(n);
+    expect(root.querySelectorAll('.memfit-event').length).toBe(0); // nothing drawn until opened
+    expect(blocks[n - 1].getAttribute('data-iteration')).toBe(String(n));
+    const first = blocks[0] as HTMLDetailsElement;
+    first.open = true;
+    first.dispatchEvent(new Event('toggle'));
+    const pre = first.querySelector('.memfit-event-observation pre')!.textContent!;
+    expect(pre.length).toBeLessThan(2100);
+    expect(pre).toContain('(998000 more characters)');
   });
 
   it('never turns payload text into HTML', () => {
@@ -358,9 +363,9 @@ describe('memory ranking renderer', () => {
 });
 
 describe('the JupyterLab extension', () => {
-  it('registers both MIME types, safe, ranked above text/html', () => {
+  it('registers its MIME types, safe, ranked above text/html', () => {
     const byType = Object.fromEntries(extensions.map(e => [e.rendererFactory.mimeTypes[0], e]));
-    expect(Object.keys(byType).sort()).toEqual([MEMORY_MIME, RUN_MIME]);
+    expect(Object.keys(byType).sort()).toEqual([COMPARE_MIME, MEMORY_MIME, RUN_MIME].sort());
     for (const ext of extensions) {
       expect(ext.rank).toBe(RANK);
       expect(ext.rendererFactory.safe).toBe(true);
@@ -392,62 +397,142 @@ describe('the JupyterLab extension', () => {
     }) as MemfitRenderer;
   }
 
-  const LIVE = 'memfit-run-widget';
-
-  /** A notebook cell holding a run renderer, optionally below a live widget; render a saved run. */
-  async function savedRunInCell(liveWidgetFirst: boolean): Promise<{ cell: HTMLElement; widget: MemfitRenderer }> {
-    const cell = document.createElement('div');
-    cell.className = 'jp-Cell';
-    if (liveWidgetFirst) {
-      addLiveWidget(cell);
+  /** A run streamed as the kernel streams it: events in batches, controls as they change. */
+  class Stream implements LiveSource {
+    constructor(readonly liveId: string) {}
+    head: Record<string, unknown> = {};
+    events: MemfitEvent[] = [];
+    controls: Controls = { status: 'running', busy: true, buttons: [] };
+    closed = false;
+    sent: Record<string, unknown>[] = [];
+    listen(cb: (c: LiveChange) => void): () => void {
+      this.listeners.add(cb);
+      return () => this.listeners.delete(cb);
     }
+    act(action: Record<string, unknown>): void {
+      this.sent.push(action);
+    }
+    batch(head: Record<string, unknown>, events: MemfitEvent[]): void {
+      this.head = head;
+      this.events.push(...events);
+      this.listeners.forEach(cb => cb({ kind: 'batch', events }));
+    }
+    setControls(c: Controls): void {
+      this.controls = c;
+      this.listeners.forEach(cb => cb({ kind: 'controls' }));
+    }
+    close(): void {
+      this.closed = true;
+      this.listeners.forEach(cb => cb({ kind: 'closed' }));
+    }
+    private listeners = new Set<(c: LiveChange) => void>();
+  }
+
+  /** The DOM of a run view, with open/closed (view state, not content) left out. */
+  const dom = (el: Element) => el.innerHTML.replace(/ open=""/g, '');
+
+  it.each(['demo', 'spin-demo', 'outage', 'disagree', 'context-overflow'])(
+    'draws the same DOM live, batch by batch, as saved (%s)',
+    name => {
+      const t = trace(name);
+      const stream = new Stream('m1');
+      const live = new LiveRunView(stream);
+      // uneven batches, as the throttle cuts them
+      for (let i = 0, size = 1; i < t.events.length; i += size, size = (size * 3) % 7 + 1) {
+        stream.batch({ ...headOf(t), status: 'running' }, t.events.slice(i, i + size));
+      }
+      stream.batch(headOf(t), []);
+      stream.setControls({ status: 'done', buttons: [] });
+      const saved = renderRun(t);
+      expect(dom(live.run.root)).toBe(dom(saved));
+      live.dispose();
+    }
+  );
+
+  it('draws a live run from its widget model, then the saved trace once the kernel is gone', async () => {
+    const t = trace('demo');
+    const stream = new Stream('model-7');
+    registerLive(stream);
     const widget = runRenderer();
-    cell.appendChild(widget.node);
-    document.body.appendChild(cell);
-    const metadata = { [RUN_MIME]: { version: 1, live_widget: 'abc123' } };
-    await widget.renderModel({ data: { [RUN_MIME]: trace('demo') }, trusted: false, metadata, setData: () => undefined });
-    return { cell, widget };
-  }
-
-  function addLiveWidget(cell: HTMLElement): void {
-    const live = document.createElement('div');
-    live.className = LIVE;
-    cell.insertBefore(live, cell.firstChild);
-  }
-
-  const folded = (widget: MemfitRenderer) => widget.node.classList.contains('jp-MemfitRenderer-folded');
-
-  afterEach(() => {
-    document.body.replaceChildren();
-    jest.useRealTimers();
-  });
-
-  it('folds to its header under a live widget in the same cell, and unfolds on a click', async () => {
-    const { widget } = await savedRunInCell(true);
-    expect(folded(widget)).toBe(true);
-    expect(widget.node.querySelector('.memfit-header')!.textContent).toContain('done');
-    (widget.node.querySelector('.memfit-unfold') as HTMLButtonElement).click();
-    expect(folded(widget)).toBe(false);
-    expect(widget.node.querySelector('.memfit-unfold')).toBeNull();
+    const metadata = { [RUN_MIME]: { version: 1, live_widget: 'model-7' } };
+    const start = { ...headOf(t), status: 'running', events: [] };
+    await widget.renderModel({ data: { [RUN_MIME]: start }, trusted: false, metadata, setData: () => undefined });
+    expect(widget.node.querySelector('.memfit-live')).not.toBeNull();
+    stream.batch(headOf(t), t.events.slice(0, 5));
+    expect(widget.node.querySelectorAll('.memfit-iteration').length).toBe(new Set(t.events.slice(0, 5).map((e: any) => e.iteration)).size);
+    expect(widget.node.querySelector('.memfit-spinner')).not.toBeNull();
+    // the kernel updates the saved copy as the run settles: the live view stays
+    await widget.renderModel({ data: { [RUN_MIME]: t }, trusted: false, metadata, setData: () => undefined });
+    expect(widget.node.querySelector('.memfit-live')).not.toBeNull();
+    stream.close();
+    unregisterLive('model-7');
+    expect(widget.node.querySelector('.memfit-live')).toBeNull();
+    expect(widget.node.querySelector('.memfit-header')!.textContent).toContain(t.answer);
     widget.dispose();
   });
 
-  it('stays open when no live widget is on the page (a notebook reopened with no kernel)', async () => {
-    jest.useFakeTimers();
-    const { widget } = await savedRunInCell(false);
-    jest.advanceTimersByTime(20_000);
-    expect(folded(widget)).toBe(false);
+  it('goes live when the widget model arrives after the output', async () => {
+    const t = trace('demo');
+    const widget = runRenderer();
+    const metadata = { [RUN_MIME]: { version: 1, live_widget: 'model-late' } };
+    await widget.renderModel({ data: { [RUN_MIME]: t }, trusted: false, metadata, setData: () => undefined });
+    expect(widget.node.querySelector('.memfit-live')).toBeNull();
+    const stream = new Stream('model-late');
+    registerLive(stream);
+    expect(widget.node.querySelector('.memfit-live')).not.toBeNull();
+    unregisterLive('model-late');
     widget.dispose();
   });
 
-  it('folds once the live widget renders after it', async () => {
-    jest.useFakeTimers();
-    const { cell, widget } = await savedRunInCell(false);
-    expect(folded(widget)).toBe(false);
-    addLiveWidget(cell);
-    jest.advanceTimersByTime(1_000);
-    expect(folded(widget)).toBe(true);
-    widget.dispose();
+  it('asks about a waiting tool call as text, with no Continue, and sends the answer', () => {
+    const stream = new Stream('m2');
+    const live = new LiveRunView(stream);
+    stream.setControls({
+      status: 'waiting for approval',
+      buttons: ['approve', 'reject', 'abort'],
+      approval: { tool: 'read_file', params: { path: "<b>it's.txt</b>" } }
+    });
+    const text = live.root.querySelector('.memfit-approval')!.textContent!;
+    expect(text).toBe('Approve the call read_file({"path":"<b>it\'s.txt</b>"})?');
+    expect(live.root.querySelector('.memfit-approval b')).toBeNull();
+    const actions = Array.from(live.root.querySelectorAll('.memfit-controls button')).map(b => b.getAttribute('data-action'));
+    expect(actions).toEqual(['approve', 'reject', 'abort']);
+    (live.root.querySelector('button[data-action="approve"]') as HTMLButtonElement).click();
+    expect(stream.sent).toEqual([{ action: 'approve' }]);
+    // every button waits for the kernel's answer
+    expect(Array.from(live.root.querySelectorAll('.memfit-controls button')).every(b => (b as HTMLButtonElement).disabled)).toBe(true);
+    live.dispose();
+  });
+
+  it('asks for confirmation before an override, then sends the new limit', () => {
+    const stream = new Stream('m3');
+    const live = new LiveRunView(stream);
+    stream.setControls({ status: 'degraded', buttons: ['override'], override_cost: 2 });
+    (live.root.querySelector('button[data-action="override"]') as HTMLButtonElement).click();
+    expect(stream.sent).toEqual([]);
+    const input = live.root.querySelector('.memfit-override-cost') as HTMLInputElement;
+    expect(input.value).toBe('2');
+    input.value = '3.5';
+    (live.root.querySelector('button[data-action="confirm_override"]') as HTMLButtonElement).click();
+    expect(stream.sent).toEqual([{ action: 'override', max_cost_usd: 3.5 }]);
+    live.dispose();
+  });
+
+  it('shows what changed in the next prompt, guidance highlighted', () => {
+    const stream = new Stream('m4');
+    const live = new LiveRunView(stream);
+    const first = [
+      { role: 'system', content: 'You are an agent.' },
+      { role: 'user', content: 'Task: add up data.txt' }
+    ];
+    stream.setControls({ status: 'paused', buttons: ['step', 'continue', 'abort'], prompt: first });
+    const second = [...first, { role: 'assistant', content: 'read_file data.txt' }, { role: 'user', content: '[SYSTEM] Reflection: list the directory first.' }];
+    stream.setControls({ status: 'paused', buttons: ['step', 'continue', 'abort'], prompt: second });
+    const xray = live.root.querySelector('.memfit-xray')!;
+    expect(xray.querySelector('summary')!.textContent).toBe('X-ray: the next prompt · 2 new messages since the last step · 1 guidance');
+    expect(xray.querySelectorAll(':scope > .memfit-message').length).toBe(2);
+    expect(xray.querySelector(':scope > .memfit-guidance')!.textContent).toContain('list the directory first');
+    expect(xray.querySelectorAll('.memfit-prompt-full .memfit-message').length).toBe(4);
+    live.dispose();
   });
 });
-

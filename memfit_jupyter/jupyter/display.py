@@ -1,16 +1,21 @@
-"""What a ``%%memfit_task`` cell outputs: the live widget and the saved bundle.
+"""What a ``%%memfit_task`` cell outputs: one bundle per run, live while the kernel runs it.
 
-Two outputs, on purpose.  The live widget needs a kernel; a saved notebook
-opened without one would show "model not found" in its place if the trace
-rode in the same bundle.  So the trace goes in its own output, with
-``application/vnd.memfit.run+json`` (``run.trace()``), ``text/plain`` and a
-self-contained ``text/html``; it carries a display id and is updated after
-every step, click and cell that moves the run.  Its metadata names the live
-widget's model id, so a renderer can tell that a live view sits above it.
+The bundle is the durable record: ``application/vnd.memfit.run+json``
+(``run.trace()``), a short static ``text/html`` summary and ``text/plain``.  It
+is shown when the run starts, carries a display id and is updated each time
+the run settles (end of the cell, a click, a later ``run.step()``).  Its
+metadata names the live widget's model (``live_widget``); the JupyterLab
+extension draws the run live from that model while it exists, and from the
+saved trace otherwise.  No output holds a widget view, so a notebook reopened
+with no kernel shows every run, never "model not found".
 """
 
 from __future__ import annotations
 
+import logging
+import warnings
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from . import RUN_MIME
@@ -20,8 +25,45 @@ from .html import render_html, render_text
 _LIVE: list[RunDisplay] = []
 
 
+@contextmanager
+def captured_logs(run: Any) -> Iterator[None]:
+    """While a run moves, its warnings and log lines become ``log`` events of the run (so the
+    view shows them, and the saved trace keeps them) instead of a stderr block in the cell."""
+    inside = False
+
+    def record(level: str, logger: str, message: str) -> None:
+        nonlocal inside
+        if inside:
+            return
+        inside = True
+        try:
+            run.emit("log", level=level, logger=logger, message=message[:2000])
+        finally:
+            inside = False
+
+    class Handler(logging.Handler):
+        def emit(self, r: logging.LogRecord) -> None:
+            try:
+                record(r.levelname, r.name, r.getMessage())
+            except Exception:  # a log line must never break the run
+                pass
+
+    handler = Handler(logging.WARNING)
+    package = logging.getLogger("memfit_jupyter")
+    package.addHandler(handler)
+    with warnings.catch_warnings():  # the filters stay as they are: only where warnings go changes
+        def show(message, category, filename, lineno, file=None, line=None):
+            record("WARNING", category.__name__, str(message))
+
+        warnings.showwarning = show
+        try:
+            yield
+        finally:
+            package.removeHandler(handler)
+
+
 def bundle(run: Any, *, quiet: bool = False, widget_id: str | None = None) -> tuple[dict, dict]:
-    """The (data, metadata) of a run's saved output."""
+    """The (data, metadata) of a run's output."""
     trace = run.trace()
     data = {RUN_MIME: trace, "text/plain": render_text(trace, quiet=quiet),
             "text/html": render_html(trace, quiet=quiet)}
@@ -30,10 +72,10 @@ def bundle(run: Any, *, quiet: bool = False, widget_id: str | None = None) -> tu
 
 
 class RunDisplay:
-    """The outputs of one run in one cell: the live widget (unless quiet) and the bundle."""
+    """The output of one run in one cell, and (unless quiet) its live widget."""
 
     def __init__(self, run: Any, *, quiet: bool = False, step: bool = False, throttle_ms: int = 100,
-                 max_cards: int = 100):
+                 **_ignored: Any):
         self.run = run
         self.quiet = quiet
         self.handle: Any = None
@@ -42,18 +84,17 @@ class RunDisplay:
         if not quiet:
             from .widget import RunWidget
 
-            self.widget = RunWidget(run, step=step, throttle_ms=throttle_ms, max_cards=max_cards,
-                                    on_settle=self.update_bundle)
+            self.widget = RunWidget(run, step=step, throttle_ms=throttle_ms, on_settle=self.update_bundle)
         _LIVE.append(self)
 
     def show_widget(self) -> None:
-        if self.widget is not None:
-            from IPython.display import display
-
-            display(self.widget.root)
+        """Kept for callers of the former two-output display: the bundle is the live view now."""
+        self.show_bundle()
 
     def show_bundle(self) -> None:
-        """Put the saved output in the current cell (once); later changes update it in place."""
+        """Put the output in the current cell (once); later changes update it in place."""
+        if self.handle is not None:
+            return
         from IPython.display import display
 
         data, metadata = self._bundle()
@@ -61,7 +102,7 @@ class RunDisplay:
         self.handle = display(data, raw=True, metadata=metadata, display_id=True)
 
     def _bundle(self) -> tuple[dict, dict]:
-        widget_id = self.widget.root.model_id if self.widget is not None else None
+        widget_id = self.widget.model.model_id if self.widget is not None else None
         return bundle(self.run, quiet=self.quiet, widget_id=widget_id)
 
     def update_bundle(self) -> None:
@@ -72,7 +113,7 @@ class RunDisplay:
         self.handle.update(data, raw=True, metadata=metadata)
 
     def settle(self) -> None:
-        """Bring the widget and the bundle up to date with the run."""
+        """Bring the live view and the saved bundle up to date with the run."""
         if self.widget is not None:
             self.widget.settle()
         else:
@@ -80,7 +121,7 @@ class RunDisplay:
 
 
 def settle_all(*_args: Any) -> None:
-    """``post_run_cell`` hook: a ``run.step()`` in a later cell shows up in its run's outputs."""
+    """``post_run_cell`` hook: a ``run.step()`` in a later cell shows up in its run's output."""
     for display in list(_LIVE):
         if display.handle is not None and len(display.run.events) != display._seen:
             try:
@@ -95,21 +136,27 @@ def settle_all(*_args: Any) -> None:
 
 
 def show(run: Any, *, step: bool = False, quiet: bool = False, throttle_ms: int = 100,
-         max_cards: int = 100) -> RunDisplay:
-    """Show a ``Run`` from the Python API as ``%%memfit_task`` does: the live widget now, and the
-    saved bundle.  With ``step=True`` nothing runs yet; otherwise the run goes to its end here.
+         **_ignored: Any) -> RunDisplay:
+    """Show a ``Run`` from the Python API as ``%%memfit_task`` does: one output, live while it
+    runs, kept as the saved record.  With ``step=True`` nothing runs yet; otherwise the run goes
+    to its end here.  Warnings raised meanwhile go into the run (and its view), not to stderr.
 
     >>> from memfit_jupyter import Agent
     >>> from memfit_jupyter.jupyter.display import show
     >>> view = show(Agent(model="memfit/demo").start("add up data.txt"))   # doctest: +SKIP
     """
-    view = RunDisplay(run, quiet=quiet, step=step, throttle_ms=throttle_ms, max_cards=max_cards)
-    view.show_widget()
+    view = RunDisplay(run, quiet=quiet, step=step, throttle_ms=throttle_ms)
+    if not quiet:
+        view.show_bundle()
     if not step and not run.done:
-        try:
-            run.run()
-        except KeyboardInterrupt:  # between two steps: the engine catches the rest
-            run.cancel("interrupted by the person")
+        with captured_logs(run):
+            try:
+                if view.widget is not None:
+                    view.widget.run_to_end()
+                else:
+                    run.run()
+            except KeyboardInterrupt:  # between two steps: the engine catches the rest
+                run.cancel("interrupted by the person")
     view.settle()
     view.show_bundle()
     return view

@@ -1,19 +1,17 @@
 """The memory ranking panel: one bar per C.O.R.E. P.A.C.T. dimension, the keyword bonus, the
 semantic term and the final score, sortable.
 
-Two forms from one payload:
-- ``MemoryRanking``: a display object whose bundle carries
-  ``application/vnd.memfit.memory+json`` (the payload), ``text/html`` (a
-  self-contained table: inline styles, header clicks sort it) and ``text/plain``;
-- ``ranking_widget``: an ipywidgets box (sort-by dropdown + the same table) whose
-  display bundle carries the same three types, so a saved notebook keeps it.
+``MemoryRanking`` is a display object whose bundle carries
+``application/vnd.memfit.memory+json`` (the payload: the JupyterLab extension
+draws it, sortable by a click on a header), a static ``text/html`` table for
+other viewers, and ``text/plain``.  It needs no kernel, so a saved notebook
+shows it as it was.
 """
 
 from __future__ import annotations
 
 import html
 import json
-import uuid
 from typing import Any
 
 MIME = "application/vnd.memfit.memory+json"
@@ -61,8 +59,8 @@ def _sorted(results: list[dict[str, Any]], key: str) -> list[dict[str, Any]]:
 
 
 def ranking_html(payload: dict[str, Any], sort: str = "final") -> str:
-    """A self-contained table: a bar per dimension; clicking a header sorts by it (inline script)."""
-    table_id = "memfit-mem-" + uuid.uuid4().hex[:8]
+    """A self-contained static table, a bar per dimension, sorted by ``sort``: the fallback for
+    viewers without the extension (no script: JupyterLab would not run it anyway)."""
     head = "".join(
         f'<th data-k="{k}" style="cursor:pointer;padding:2px 4px;font-weight:600" title="sort by {html.escape(label)}">'
         f"{html.escape(label.split()[0] if k in 'rctapoe' else label)}</th>" for k, label, _ in BARS)
@@ -85,17 +83,12 @@ def ranking_html(payload: dict[str, Any], sort: str = "final") -> str:
                     + "".join(cells) + "</tr>")
     title = (f"Memory ranking for <b>{html.escape(payload['query'])}</b>" if payload.get("query")
              else "Memories")
-    script = (f"<script>(function(){{var t=document.getElementById('{table_id}');if(!t)return;"
-              "t.querySelectorAll('th[data-k]').forEach(function(h,i){h.onclick=function(){"
-              "var b=t.tBodies[0],rs=Array.from(b.rows);rs.sort(function(x,y){"
-              "return parseFloat(y.cells[i+2].dataset.v)-parseFloat(x.cells[i+2].dataset.v)});"
-              "rs.forEach(function(r){b.appendChild(r)})}})})();</script>")
     return (f'<div class="memfit-memory" style="font-family:sans-serif;font-size:12px">'
             f'<div style="margin:2px 0">{title}: {len(payload["results"])} result(s), '
             f'{payload.get("bytes", 0)} bytes{"" if payload.get("bytes_limit") is None else " of " + str(payload["bytes_limit"])}'
-            f' (sorted by {html.escape(sort)}; click a header to sort)</div>'
-            f'<table id="{table_id}" style="border-collapse:collapse"><thead><tr><th>#</th><th align=left>memory</th>'
-            f"{head}</tr></thead><tbody>{''.join(rows)}</tbody></table></div>{script}")
+            f' (sorted by {html.escape(sort)})</div>'
+            f'<table style="border-collapse:collapse"><thead><tr><th>#</th><th align=left>memory</th>'
+            f"{head}</tr></thead><tbody>{''.join(rows)}</tbody></table></div>")
 
 
 def bundle(payload: dict[str, Any]) -> dict[str, Any]:
@@ -116,20 +109,8 @@ class MemoryRanking:
         return ranking_text(self.payload)
 
 
-def ranking_widget(payload: dict[str, Any]):
-    """The interactive panel: a sort-by dropdown over the table."""
-    import ipywidgets as w
-
-    class RankingBox(w.VBox):
-        def _repr_mimebundle_(self, **kwargs: Any) -> dict[str, Any]:
-            data = super()._repr_mimebundle_(**kwargs) or {}
-            return {**bundle(payload), **data, "text/plain": ranking_text(payload)}
-
-    table = w.HTML(ranking_html(payload))
-    sort = w.Dropdown(options=list(SORT_KEYS), value="final", description="sort by")
-
-    def resort(change: Any) -> None:
-        table.value = ranking_html(payload, sort=change["new"])
-
-    sort.observe(resort, names="value")
-    return RankingBox([sort, table])
+def ranking_widget(payload: dict[str, Any]) -> MemoryRanking:
+    """The ranking as it shows in a notebook.  It is the static bundle: the JupyterLab extension
+    draws it from ``application/vnd.memfit.memory+json`` and sorts it by a click on a header,
+    with or without a kernel, so a reopened notebook still shows it (a widget would not)."""
+    return MemoryRanking(payload)

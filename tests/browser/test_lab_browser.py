@@ -1,5 +1,6 @@
-"""JupyterLab in headless Chromium: saved memfit outputs render with no kernel, then a
-live ``%%memfit_task`` cell shows the live widget and its saved bundle.
+"""JupyterLab in headless Chromium: saved memfit outputs render with no kernel; a notebook
+run live, saved, its kernel shut down and reopened shows the same runs and memory ranking,
+readable in the light and the dark theme.
 
 Real parts only: a JupyterLab server on 127.0.0.1 (random port, known token), Debian's
 chromium driven by Playwright, the built labextension, a real kernel for the live part.
@@ -75,12 +76,21 @@ def _get(url: str) -> object:
         return json.loads(r.read())
 
 
+LIVE_CELLS = [
+    "%load_ext memfit_jupyter",
+    "%%memfit_task --model memfit/demo --name demo\nwhat is the total of the numbers in data.txt?",
+    "%memfit_memory add CSV exports from the billing system use semicolons --tags csv,billing",
+    "%memfit_memory add The quarterly report lives in data/reports --tags reports",
+    "_ = %memfit_memory search csv semicolons",
+    "%%memfit_task --model memfit/spin-demo --name spun --quiet\nwhat is the total of the numbers in data.txt?",
+    "import memfit_jupyter\nmemfit_jupyter.compare(demo, spun, labels=('demo', 'spin-demo'))",
+]
+
+
 def _live_notebook() -> dict:
     import nbformat
 
-    cells = [nbformat.v4.new_code_cell("%load_ext memfit_jupyter"),
-             nbformat.v4.new_code_cell("%%memfit_task --model memfit/demo\n"
-                                       "what is the total of the numbers in data.txt?")]
+    cells = [nbformat.v4.new_code_cell(src) for src in LIVE_CELLS]
     nb = nbformat.v4.new_notebook(cells=cells, metadata={
         "kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"}})
     return nb
@@ -206,6 +216,7 @@ def test_saved_runs_render_with_no_kernel(browser, lab):
     assert "tokens" in panels.nth(4).locator(".memfit-context").inner_text()
 
     catalogue = panels.nth(5)
+    catalogue.locator(".memfit-expand-all").click()  # one line per iteration until opened
     text = catalogue.inner_text()
     for expected in ("Degradation plan", "Spin detected", "L4 critical", "chosen", "Trial 1 of 3",
                      "future_event", "Breaker primary: CLOSED → OPEN"):
@@ -223,33 +234,125 @@ def test_saved_runs_render_with_no_kernel(browser, lab):
     page.close()
 
 
-def test_live_cell_shows_the_live_widget(browser, lab):
-    ARTIFACTS.mkdir(parents=True, exist_ok=True)
-    page = browser.new_page(viewport={"width": 1400, "height": 1000})
-    _open(page, lab, "live.ipynb")
-    # the kernel named in the notebook starts; wait until it is idle, then run every cell
+#: In the page: the contrast ratio of each title's text against the background it is drawn on
+#: (WCAG's formula), and every element that sticks out of its output cell.
+CHECKS_JS = """
+() => {
+  const rgb = s => { const m = s.match(/[\\d.]+/g) || []; return m.map(Number); };
+  const lum = c => { const [r, g, b] = c.slice(0, 3).map(v => { v /= 255;
+    return v <= 0.03928 ? v / 12.92 : Math.pow((v + 0.055) / 1.055, 2.4); });
+    return 0.2126 * r + 0.7152 * g + 0.0722 * b; };
+  const ground = el => { for (let n = el; n; n = n.parentElement) {
+    const c = rgb(getComputedStyle(n).backgroundColor); if (c.length === 3 || (c.length === 4 && c[3] > 0.5)) return c; }
+    return [255, 255, 255]; };
+  const titles = [...document.querySelectorAll('.jp-MemfitRenderer :is(.memfit-title, .memfit-event-title,'
+    + ' .memfit-iteration-name, .memfit-section-title, .memfit-badge, .memfit-live-label, .memfit-button)')]
+    .filter(el => el.getClientRects().length);
+  const contrast = titles.map(el => { const a = lum(rgb(getComputedStyle(el).color)), b = lum(ground(el));
+    return { text: el.textContent.slice(0, 40), ratio: (Math.max(a, b) + 0.05) / (Math.min(a, b) + 0.05) }; });
+  const overflow = [];
+  for (const out of document.querySelectorAll('.jp-OutputArea-output')) {
+    const box = out.getBoundingClientRect();
+    for (const el of out.querySelectorAll('.jp-MemfitRenderer *')) {
+      const r = el.getBoundingClientRect();
+      if (r.width && r.right > box.right + 1) overflow.push(el.className + ' ' + el.textContent.slice(0, 40));
+    }
+  }
+  return { contrast, overflow, titles: titles.length };
+}
+"""
+
+
+def _check_theme(page, name: str) -> None:
+    result = page.evaluate(CHECKS_JS)
+    assert result["titles"] > 20, result
+    low = [c for c in result["contrast"] if c["ratio"] < 4.5]
+    assert not low, f"{name}: titles with too little contrast: {low[:10]}"
+    assert not result["overflow"], f"{name}: elements overflow their cell: {result['overflow'][:10]}"
+
+
+def _kernel_idle(page) -> None:
     page.wait_for_function("() => { const app = window.jupyterapp; const w = app && app.shell.currentWidget;"
                            " const k = w && w.sessionContext && w.sessionContext.session &&"
                            " w.sessionContext.session.kernel; return k && k.status === 'idle'; }",
                            timeout=LIVE_TIMEOUT_MS)
+
+
+#: The run view's DOM with open/closed (view state, not content) left out.
+RUN_DOM_JS = ("() => [...document.querySelectorAll('.jp-Notebook .jp-MemfitRenderer .memfit-run')]"
+              ".slice(0, 1).map(n => n.innerHTML.replace(/ open=\"\"/g, ''))[0]")
+
+
+def test_live_run_saved_and_reopened_with_no_kernel(browser, lab):
+    """Run a notebook live, save it, shut the kernel down, reopen it: the runs and the memory
+    ranking render from the saved outputs, as they looked live, with no error in the page."""
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    page = browser.new_page(viewport={"width": 1400, "height": 1000})
+    errors: list[str] = []
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+    _open(page, lab, "live.ipynb")
+    _kernel_idle(page)
     page.evaluate("window.jupyterapp.commands.execute('notebook:run-all-cells')")
     try:
-        page.wait_for_function("() => { const n = document.querySelector('.jp-Notebook .memfit-run-widget');"
-                               " return n && /\\bdone\\b/.test(n.innerText); }", timeout=LIVE_TIMEOUT_MS)
+        page.wait_for_function("() => { const n = document.querySelector('.jp-Notebook .memfit-live');"
+                               " return n && n.querySelector('.memfit-live-status[data-status=done]'); }",
+                               timeout=LIVE_TIMEOUT_MS)
+        page.wait_for_selector(".jp-Notebook .memfit-compare", timeout=LIVE_TIMEOUT_MS)
+        _kernel_idle(page)
     finally:
-        page.screenshot(path=str(ARTIFACTS / "live_cell.png"))
-    widget = page.locator(".jp-Notebook .memfit-run-widget").first
-    assert "42" in widget.inner_text(), widget.inner_text()
-    widget.screenshot(path=str(ARTIFACTS / "live_widget.png"))
-    # the saved bundle below the widget is drawn by the extension too
-    saved = page.locator(".jp-Notebook .jp-MemfitRenderer .memfit-run").first
-    saved.wait_for(timeout=RENDER_TIMEOUT_MS)
-    assert "done" in saved.locator(".memfit-header").inner_text()
-    # under the live widget the saved view folds to its header, one click from the full run
-    page.wait_for_selector(".jp-Notebook .jp-MemfitRenderer-folded", timeout=RENDER_TIMEOUT_MS)
-    assert not saved.locator(".memfit-iteration").first.is_visible()
-    page.locator(".jp-Notebook .memfit-unfold").first.click()
-    assert saved.locator(".memfit-iteration").first.is_visible()
+        page.screenshot(path=str(ARTIFACTS / "live_notebook.png"), full_page=True)
+    live = page.locator(".jp-Notebook .memfit-live").first
+    assert "42" in live.locator(".memfit-header").inner_text()
+    assert live.locator(".memfit-iteration").count() == 4  # setup and three iterations, one line each
+    live.screenshot(path=str(ARTIFACTS / "live_run.png"))
+    live_dom = page.evaluate(RUN_DOM_JS)
+    assert page.locator(".jp-Notebook .jp-MemfitRenderer .memfit-memory .memfit-rank-row").count() == 2
+    # a header click sorts the ranking (the saved HTML's script never ran in JupyterLab)
+    ranking = page.locator(".jp-Notebook .memfit-memory").first
+    ranking.locator("th[data-key=t]").click()
+    assert ranking.locator("th[data-key=t]").get_attribute("aria-sort") == "descending"
     outputs = page.locator(".jp-Notebook .jp-OutputArea-output").all_inner_texts()
-    assert not [o for o in outputs if "Traceback" in o or "UsageError" in o], outputs
+    assert not [o for o in outputs if "Traceback" in o or "UsageError" in o or "Error displaying" in o], outputs
+    # no stderr block: warnings raised during the run are in the run's view
+    assert page.locator(".jp-Notebook .jp-OutputArea-output[data-mime-type='application/vnd.jupyter.stderr']").count() == 0
+    _check_theme(page, "light")
+
+    page.evaluate("window.jupyterapp.commands.execute('docmanager:save')")
+    page.wait_for_function("() => !window.jupyterapp.shell.currentWidget.context.model.dirty", timeout=RENDER_TIMEOUT_MS)
+    for kernel in _get(f"{lab['url']}/api/kernels?token={TOKEN}"):
+        req = urllib.request.Request(f"{lab['url']}/api/kernels/{kernel['id']}?token={TOKEN}", method="DELETE")
+        urllib.request.urlopen(req, timeout=30).close()
+    page.close()
+    # Reopened where no kernel runs: the notebook names none, so JupyterLab asks and we say "No Kernel".
+    saved_nb = json.loads((lab["root"] / "live.ipynb").read_text())
+    assert all("application/vnd.jupyter.widget-view+json" not in o.get("data", {})
+               for c in saved_nb["cells"] for o in c.get("outputs", [])), "a saved output holds a widget view"
+    saved_nb["metadata"].pop("kernelspec", None)
+    (lab["root"] / "reopened.ipynb").write_text(json.dumps(saved_nb))
+
+    page = browser.new_page(viewport={"width": 1400, "height": 1000})
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+    _open(page, lab, "reopened.ipynb")
+    _no_kernel_dialog(page)
+    page.wait_for_selector(".jp-Notebook .jp-MemfitRenderer .memfit-run", timeout=RENDER_TIMEOUT_MS)
+    page.wait_for_selector(".jp-Notebook .jp-MemfitRenderer .memfit-memory", timeout=RENDER_TIMEOUT_MS)
+    assert _get(f"{lab['url']}/api/kernels?token={TOKEN}") == [], "a kernel is running"
+    assert page.locator(".jp-Notebook .memfit-live").count() == 0
+    assert page.get_by_text("model not found").count() == 0
+    assert page.evaluate(RUN_DOM_JS) == live_dom, "the saved view differs from the live one"
+    assert page.locator(".jp-Notebook .memfit-memory .memfit-rank-row").count() == 2
+    assert page.locator(".jp-Notebook .memfit-compare .memfit-side .memfit-run").count() == 2
+    page.screenshot(path=str(ARTIFACTS / "reopened_light.png"), full_page=True)
+    _check_theme(page, "light, reopened")
+    page.evaluate("window.jupyterapp.commands.execute('apputils:change-theme', {theme: 'JupyterLab Dark'})")
+    page.wait_for_function("() => document.body.dataset.jpThemeLight === 'false'", timeout=RENDER_TIMEOUT_MS)
+    page.wait_for_timeout(500)  # the theme's stylesheet applies
+    page.screenshot(path=str(ARTIFACTS / "reopened_dark.png"), full_page=True)
+    _check_theme(page, "dark")
+    page.locator(".jp-Notebook .memfit-run .memfit-toggle-presentation").first.click()
+    _check_theme(page, "dark, presentation size")
+    page.evaluate("window.jupyterapp.commands.execute('apputils:change-theme', {theme: 'JupyterLab Light'})")
+    assert not errors, errors
     page.close()

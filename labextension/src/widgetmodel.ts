@@ -1,0 +1,129 @@
+/**
+ * The live run as a Jupyter widget: the kernel (memfit_jupyter/jupyter/widget.py)
+ * sends batches of serialized events as custom messages and the controls as
+ * synced state, never HTML.  The model keeps the events, so a view drawn
+ * later (or the run renderer of the cell's saved output) shows the whole run.
+ *
+ * Messages from the kernel: `{kind: "batch", start, events, head}`.  A batch
+ * that starts past the events held means some were missed (a page reload):
+ * the model asks for the rest with `{action: "sync", have}`.
+ */
+
+import { DOMWidgetModel, DOMWidgetView } from '@jupyter-widgets/base';
+
+import { LiveRunView } from './live';
+import { Controls, LiveChange, LiveSource, registerLive, unregisterLive } from './liveregistry';
+import { MemfitEvent } from './payload';
+import { MODULE_NAME, MODULE_VERSION } from './version';
+
+export class MemfitRunModel extends DOMWidgetModel implements LiveSource {
+  defaults(): any {
+    return {
+      ...super.defaults(),
+      _model_name: 'MemfitRunModel',
+      _model_module: MODULE_NAME,
+      _model_module_version: MODULE_VERSION,
+      _view_name: 'MemfitRunView',
+      _view_module: MODULE_NAME,
+      _view_module_version: MODULE_VERSION,
+      controls: {}
+    };
+  }
+
+  initialize(attributes: any, options: any): void {
+    super.initialize(attributes, options);
+    this.on('msg:custom', (content: any) => this._onMessage(content));
+    this.on('change:controls', () => this._emit({ kind: 'controls' }));
+    this.on('destroy', () => this._close());
+    this.on('comm:close', () => this._close());
+    registerLive(this);
+    const have = (this.get('controls') as Controls)?.count ?? 0;
+    if (have > 0) {
+      this.act({ action: 'sync', have: 0 }); // a model restored from the kernel: fetch its events
+    }
+  }
+
+  get liveId(): string {
+    return this.model_id;
+  }
+
+  get controls(): Controls {
+    return (this.get('controls') as Controls) ?? {};
+  }
+
+  get closed(): boolean {
+    return this._ended;
+  }
+
+  listen(callback: (change: LiveChange) => void): () => void {
+    this._listeners.add(callback);
+    return () => this._listeners.delete(callback);
+  }
+
+  act(action: Record<string, unknown>): void {
+    if (!this._ended) {
+      this.send(action as any, {});
+    }
+  }
+
+  private _onMessage(content: any): void {
+    if (!content || content.kind !== 'batch' || !Array.isArray(content.events)) {
+      return;
+    }
+    const start = typeof content.start === 'number' ? content.start : 0;
+    if (content.head && typeof content.head === 'object') {
+      this.head = content.head;
+    }
+    if (start > this.events.length) {
+      this.act({ action: 'sync', have: this.events.length });
+      return;
+    }
+    if (start === 0 && content.reset) {
+      this.events = [];
+      this._emit({ kind: 'reset' });
+    }
+    const fresh = (content.events as MemfitEvent[]).slice(this.events.length - start);
+    this.events.push(...fresh);
+    this._emit({ kind: 'batch', events: fresh });
+  }
+
+  private _emit(change: LiveChange): void {
+    for (const listener of [...this._listeners]) {
+      try {
+        listener(change);
+      } catch (err) {
+        console.warn('memfit: a live view failed to update', err);
+      }
+    }
+  }
+
+  private _close(): void {
+    if (this._ended) {
+      return;
+    }
+    this._ended = true;
+    unregisterLive(this.model_id);
+    this._emit({ kind: 'closed' });
+  }
+
+  head: Record<string, unknown> = {};
+  events: MemfitEvent[] = [];
+  private _listeners = new Set<(change: LiveChange) => void>();
+  private _ended = false;
+}
+
+/** The view, for `display(widget)`: the same live view the run renderer draws. */
+export class MemfitRunView extends DOMWidgetView {
+  render(): void {
+    this.el.classList.add('jp-MemfitRenderer');
+    this._live = new LiveRunView(this.model as unknown as MemfitRunModel);
+    this.el.appendChild(this._live.root);
+  }
+
+  remove(): any {
+    this._live?.dispose();
+    return super.remove();
+  }
+
+  private _live: LiveRunView | null = null;
+}

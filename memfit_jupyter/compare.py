@@ -1,0 +1,155 @@
+"""Two runs side by side: ``memfit_jupyter.compare(a, b)``.
+
+``a`` and ``b`` are ``Run`` objects or traces (``run.trace()``, a saved
+``application/vnd.memfit.run+json`` payload).  The result names the outcome,
+iterations, cost and time of each, where the two diverged (the first iteration
+whose action differs) and how often each mechanism fired; in a notebook it
+shows as ``application/vnd.memfit.compare+json``, which the JupyterLab
+extension draws as a table and the two runs next to each other.
+
+>>> from memfit_jupyter import Agent, compare
+>>> on = Agent(model="memfit/spin-demo").start("add up data.txt")
+>>> off = Agent(model="memfit/spin-demo", spin_threshold=99).start("add up data.txt")
+>>> cmp = compare(on, off, labels=("spin detection on", "off"))   # doctest: +SKIP
+>>> cmp.diverged_at                                               # doctest: +SKIP
+3
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import types
+from dataclasses import dataclass
+from html import escape
+from typing import Any
+
+from .jupyter.state import RunFacts, facts
+
+COMPARE_MIME = "application/vnd.memfit.compare+json"
+
+
+def _trace(x: Any) -> dict[str, Any]:
+    if isinstance(x, dict):
+        if not isinstance(x.get("events"), list):
+            raise ValueError("not a memfit trace: a dict with a list of 'events' is expected")
+        return x
+    trace = getattr(x, "trace", None)
+    if callable(trace):
+        return trace()
+    raise TypeError(f"compare() takes runs or traces, got {type(x).__name__}")
+
+
+def _actions(trace: dict[str, Any]) -> dict[int, str]:
+    """``tool(params)`` of each iteration's action (the last one, if an iteration had several)."""
+    out: dict[int, str] = {}
+    for e in trace["events"]:
+        if e.get("type") == "action":
+            params = ", ".join(f"{k}={v if isinstance(v, str) else json.dumps(v, default=str)}"
+                               for k, v in sorted((e.get("params") or {}).items()))
+            out[int(e.get("iteration") or 0)] = f"{e.get('tool') or '(no tool)'}({params})"
+    return out
+
+
+@dataclass
+class Comparison:
+    """The comparison of two runs; ``rows`` are (label, kind, value a, value b)."""
+
+    labels: tuple[str, str]
+    traces: tuple[dict[str, Any], dict[str, Any]]
+    facts: tuple[RunFacts, RunFacts]
+    #: The first iteration whose action differs (None when both took the same actions).
+    diverged_at: int | None
+    #: The two actions at that iteration.
+    diverged_actions: tuple[str, str] | None
+
+    @property
+    def rows(self) -> list[tuple[str, str, Any, Any]]:
+        a, b = self.facts
+        rows: list[tuple[str, str, Any, Any]] = [
+            ("outcome", "text", a.status, b.status),
+            ("answer", "text", a.answer, b.answer),
+            ("iterations", "count", a.iterations, b.iterations),
+            ("cost", "money", a.cost_usd, b.cost_usd),
+            ("model calls", "count", a.calls, b.calls),
+            ("tokens", "count", a.tokens, b.tokens),
+            ("duration", "seconds", a.duration_s, b.duration_s),
+        ]
+        ma, mb = a.mechanisms(), b.mechanisms()
+        rows += [(name, "count", ma[name], mb[name]) for name in ma if ma[name] or mb[name]]
+        return rows
+
+    def payload(self) -> dict[str, Any]:
+        diverged = None
+        if self.diverged_at is not None and self.diverged_actions is not None:
+            diverged = {"iteration": self.diverged_at, "a": self.diverged_actions[0],
+                        "b": self.diverged_actions[1]}
+        return {"version": 1, "labels": list(self.labels), "runs": list(self.traces),
+                "rows": [{"label": label, "kind": kind, "values": [va, vb]}
+                         for label, kind, va, vb in self.rows],
+                "diverged": diverged}
+
+    def _text(self) -> str:
+        width = max(len(r[0]) for r in self.rows)
+        lines = [f"{'':{width}}  {self.labels[0]}  |  {self.labels[1]}"]
+        for label, kind, va, vb in self.rows:
+            def fmt(v: Any, kind: str = kind) -> str:
+                if v is None:
+                    return "—"
+                return f"${v:.4f}" if kind == "money" else f"{v:.1f} s" if kind == "seconds" else str(v)[:60]
+            lines.append(f"{label:{width}}  {fmt(va)}  |  {fmt(vb)}")
+        if self.diverged_at is not None and self.diverged_actions:
+            lines.append(f"diverged at iteration {self.diverged_at}: {self.diverged_actions[0]} vs "
+                         f"{self.diverged_actions[1]}")
+        else:
+            lines.append("the two runs took the same actions")
+        return "\n".join(lines)
+
+    def _html(self) -> str:
+        head = (f"<tr><th></th><th>{escape(self.labels[0])}</th><th>{escape(self.labels[1])}</th></tr>")
+        body = "".join(f"<tr><th style='text-align:left'>{escape(label)}</th><td>{escape(str(va))}</td>"
+                       f"<td>{escape(str(vb))}</td></tr>" for label, _, va, vb in self.rows)
+        if self.diverged_at is not None and self.diverged_actions:
+            where = (f"diverged at iteration {self.diverged_at}: <code>{escape(self.diverged_actions[0])}</code>"
+                     f" vs <code>{escape(self.diverged_actions[1])}</code>")
+        else:
+            where = "the two runs took the same actions"
+        return (f'<div class="memfit-compare-summary"><b>memfit compare</b>'
+                f'<table style="border-collapse:collapse">{head}{body}</table><div>{where}</div></div>')
+
+    def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, Any]:
+        return {COMPARE_MIME: self.payload(), "text/html": self._html(), "text/plain": self._text()}
+
+    def __repr__(self) -> str:
+        return self._text()
+
+
+def compare(a: Any, b: Any, *, labels: tuple[str, str] = ("A", "B")) -> Comparison:
+    """Compare two runs (or traces).  A run that has not started yet is run to its end first."""
+    runs = []
+    for x in (a, b):
+        if not isinstance(x, dict) and getattr(x, "status", None) == "pending" and callable(getattr(x, "run", None)):
+            x.run()
+        runs.append(_trace(x))
+    ta, tb = runs
+    acts_a, acts_b = _actions(ta), _actions(tb)
+    diverged_at = None
+    pair = None
+    for i in sorted(set(acts_a) | set(acts_b)):
+        if acts_a.get(i) != acts_b.get(i):
+            diverged_at, pair = i, (acts_a.get(i, ""), acts_b.get(i, ""))
+            break
+    return Comparison(labels=(str(labels[0]), str(labels[1])), traces=(ta, tb), facts=(facts(ta), facts(tb)),
+                      diverged_at=diverged_at, diverged_actions=pair)
+
+
+class _CallableModule(types.ModuleType):
+    """``memfit_jupyter.compare`` names both this module and its function; once the module is
+    imported (``from memfit_jupyter.compare import Comparison``) the package attribute is the
+    module, so the module answers calls too."""
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Comparison:
+        return compare(*args, **kwargs)
+
+
+sys.modules[__name__].__class__ = _CallableModule
