@@ -86,9 +86,9 @@ def test_load_ext_does_not_import_litellm(nb):
     assert "litellm loaded: False" in text_of(outputs(nb, "load"))
 
 
-def test_demo_run_outputs_widget_and_bundle(nb):
+def test_demo_run_outputs_one_bundle_that_names_its_live_widget(nb):
     outs = outputs(nb, "demo")
-    assert any(WIDGET_MIME in o.get("data", {}) for o in outs)
+    assert not any(WIDGET_MIME in o.get("data", {}) for o in outs)  # nothing to go missing on reopen
     out = bundle(outs)
     assert {RUN_MIME, "text/plain", "text/html"} <= set(out.data)
     trace = out.data[RUN_MIME]
@@ -104,22 +104,14 @@ def test_demo_run_outputs_widget_and_bundle(nb):
     assert "Run done 3" in text_of(outputs(nb, "check_demo"))
 
 
-def test_widget_state_is_saved_with_the_run(nb):
-    outs = outputs(nb, "demo")
-    view = next(o.data[WIDGET_MIME] for o in outs if WIDGET_MIME in o.get("data", {}))
-    state = widget_state(nb)
-    root = state[view["model_id"]]["state"]
-    assert root["_dom_classes"] == ["memfit-run-widget"]
-    children = [state[c.removeprefix("IPY_MODEL_")]["state"] for c in root["children"]]
-    by_class = {c["_dom_classes"][0]: c for c in children if c.get("_dom_classes")}
-    assert "done" in by_class["memfit-header"]["value"]
-    assert "42" in by_class["memfit-header"]["value"]
-    chunks = [state[c.removeprefix("IPY_MODEL_")]["state"]["value"] for c in by_class["memfit-timeline"]["children"]]
-    assert chunks, by_class["memfit-timeline"]
-    cards = "".join(chunks).split('class="memfit-card"')[1:]
-    assert len(cards) == 3
-    assert "read_file" in cards[0] and "finish" in cards[2]
-    assert "3 / 20" in by_class["memfit-gauges"]["value"]  # iterations against the limit
+def test_the_live_widget_state_saved_with_the_notebook_holds_controls_not_html(nb):
+    out = bundle(outputs(nb, "demo"))
+    model = widget_state(nb)[out.metadata[RUN_MIME]["live_widget"]]
+    assert model["model_name"] == "MemfitRunModel" and model["model_module"] == "memfit-jupyter"
+    controls = model["state"]["controls"]
+    assert controls["status"] == "done" and controls["buttons"] == []
+    assert controls["count"] == len(out.data[RUN_MIME]["events"])
+    assert "<div" not in json.dumps(model["state"])
 
 
 @pytest.mark.parametrize("name, message", [
@@ -170,9 +162,5 @@ def test_exception_in_the_loop_is_shown_and_kept_and_kernel_survives(nb):
     errors = [e for e in trace["events"] if e["type"] == "error"]
     assert "the plug-in broke" in errors[0]["message"]
     assert "the plug-in broke" in bundle(outs).data["text/html"]
-    state = widget_state(nb)
-    view = next(o.data[WIDGET_MIME] for o in outs if WIDGET_MIME in o.get("data", {}))
-    root = state[view["model_id"]]["state"]
-    values = [state[c.removeprefix("IPY_MODEL_")]["state"].get("value", "") for c in root["children"]]
-    assert any("the plug-in broke" in v for v in values)
+    assert widget_state(nb)[bundle(outs).metadata[RUN_MIME]["live_widget"]]["state"]["controls"]["status"] == "failed"
     assert "kernel alive failed" in text_of(outputs(nb, "after_boom"))

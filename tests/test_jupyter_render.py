@@ -1,4 +1,8 @@
-"""Rendering of every event type (state fold, HTML, text) and the settings, without a kernel."""
+"""The static summary of a run (text/html, text/plain) and the settings, without a kernel.
+
+The run itself is drawn by the JupyterLab extension (its tests: tests/test_labextension.py);
+Python only writes the short summary that viewers without the extension show.
+"""
 
 from __future__ import annotations
 
@@ -10,7 +14,7 @@ import pytest
 from memfit_jupyter import Agent
 from memfit_jupyter.jupyter.config import FALLBACK_DEMO_MODEL, load_dotenv_file, resolve_model
 from memfit_jupyter.jupyter.html import render_html, render_text
-from memfit_jupyter.jupyter.state import RunState
+from memfit_jupyter.jupyter.state import facts
 
 EVENTS = [
     {"type": "run_start", "iteration": 0, "ts": 0, "task": "t <b>", "tiers": {"primary": "memfit/demo"}},
@@ -41,34 +45,44 @@ EVENTS = [
 ]
 
 
-def test_fold_routes_each_event_to_its_part():
-    state = RunState()
-    changed = [state.apply(e) for e in EVENTS]
-    assert changed[1] == {"card:1", "gauges"}
-    assert "spin" in changed[5] and "breakers" in changed[6] and changed[10] == {"card:1"}
-    card = state.cards[1]
-    assert card.ok is False and card.cost_usd == 0.5 and card.reflections[0]["level"] == 4
-    assert card.others[0]["type"] == "telepathy"
-    assert state.breakers["primary"]["state"] == "OPEN"
-    assert state.status == "degraded" and state.totals["cost_usd"] == 0.5
+TRACE = {"run_id": "r1", "task": "t <b>", "model": "memfit/demo", "status": "degraded", "answer": "half",
+         "reason": "cost limit", "events": EVENTS,
+         "totals": {"cost_usd": 0.5, "iterations": 1, "calls": 1, "tokens": {"total": 15}, "duration_s": 2.0},
+         "limits": {"max_cost_usd": 1.0, "max_iterations": 20}}
 
 
-def test_html_renders_every_panel_escaped_and_without_script():
-    trace = {"run_id": "r1", "task": "t <b>", "model": "memfit/demo", "status": "degraded", "answer": "half",
-             "reason": "cost limit", "events": EVENTS, "totals": {"cost_usd": 0.5, "iterations": 1},
-             "limits": {"max_cost_usd": 1.0, "max_iterations": 20}}
-    html = render_html(trace)
+def test_facts_name_what_fired():
+    f = facts(TRACE)
+    assert (f.status, f.iterations, f.cost_usd, f.calls, f.tokens) == ("degraded", 1, 0.5, 1, 15)
+    assert f.actions == [(1, "read_file", False)]
+    assert dict(f.reflections) == {"L4 critical": 1}
+    assert f.spins == ["same cat again"] and f.breakers == ["primary CLOSED → OPEN"]
+    assert f.syntheses == ["diverse"] and f.low_confidence == 1 and f.degradation == "cost limit"
+    assert f.mechanisms()["failed actions"] == 1
+
+
+@pytest.mark.parametrize("quiet", [False, True])
+def test_summary_html_has_the_key_facts_escaped_and_no_script(quiet):
+    html = render_html(TRACE, quiet=quiet)  # quiet runs keep the same facts: the summary is the record
     assert "<script" not in html and "<style" not in html
-    assert "t &lt;b&gt;" in html and "look &lt;here&gt;" in html
-    for text in ("L4 CRITICAL", "action failed", "list the directory", "Spin detected (layer 2",
-                 "primary: OPEN", "low confidence", "Alternatives", "a memory", "75%", "telepathy",
-                 "strong", "Degraded", "raise it", "no such file"):
+    assert "t &lt;b&gt;" in html and "look &lt;here&gt;" not in html
+    for text in ("degraded", "1 iteration(s)", "$0.5000", "L4 critical ×1", "spin alerts: 1",
+                 "primary CLOSED → OPEN", "1 with low confidence", "degraded: cost limit", "#1 read_file failed"):
         assert text in html, text
-    assert "<details" in html  # the long observation expands
-    text = render_text(trace)
-    assert "degraded" in text and "#1 read read_file [failed]" in text
-    quiet = render_html(trace, quiet=True)
-    assert "read_file" not in quiet and "Degraded" in quiet
+    assert "#00" not in html and "#fff" not in html  # no colours of its own: the page's theme shows through
+
+
+def test_summary_text():
+    text = render_text(TRACE)
+    assert text.splitlines()[0] == "memfit run r1: degraded after 1 iteration(s), $0.5000, 1 model call(s), 2.0 s"
+    assert "  #1 read_file failed" in text and "reflections: L4 critical ×1" in text
+    assert "#1 read_file" not in render_text(TRACE, quiet=True)
+
+
+def test_a_long_run_lists_its_first_and_last_actions():
+    events = [{"type": "action", "iteration": i, "ts": 0, "tool": f"t{i}"} for i in range(1, 41)]
+    html = render_html({**TRACE, "events": events})
+    assert "#1 t1" in html and "#40 t40" in html and "… 28 more" in html and "#20 t20" not in html
 
 
 def test_a_real_trace_renders():

@@ -68,14 +68,22 @@ def test_pip_install_enabled_the_extension():
     assert "enabled" in line and "OK" in line, line
 
 
-def test_built_extension_is_a_mime_extension_of_this_version():
+def test_built_extension_has_its_renderers_and_its_widget_of_this_version():
     import memfit_jupyter
 
     built = ROOT / "memfit_jupyter" / "labextension" / "package.json"
     assert built.exists(), "the labextension is not built: run `pip install -e .`"
     meta = json.loads(built.read_text())
     assert meta["name"] == "memfit-jupyter"
-    assert meta["jupyterlab"]["_build"]["mimeExtension"]
+    assert meta["jupyterlab"]["_build"]["mimeExtension"]  # the renderers
+    assert meta["jupyterlab"]["_build"]["extension"]  # the plugin that registers the live widget
+    # the widget module the kernel names is the one the extension registers
+    from memfit_jupyter.jupyter.widget import MODULE, RunModel
+
+    assert MODULE == meta["name"]
+    assert RunModel().get_state()["_model_module_version"] == f"^{meta['version']}"
+    version_ts = (LABEXT / "src" / "version.ts").read_text()
+    assert f"MODULE_VERSION = '{meta['version']}'" in version_ts
     assert (built.parent / meta["jupyterlab"]["_build"]["load"]).exists()
     source = json.loads((LABEXT / "package.json").read_text())
     assert source["version"] == memfit_jupyter.__version__ == meta["version"]

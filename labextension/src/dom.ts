@@ -65,6 +65,34 @@ export function pretty(value: unknown, max: number = MAX_TEXT): string {
   }
 }
 
+/**
+ * The value with the keys of every object in sorted order.  A notebook saved by JupyterLab
+ * has its JSON keys sorted, so a run drawn from the kernel's events and the same run drawn
+ * from the saved notebook agree only when neither depends on key order.
+ */
+export function canonical<T>(value: T): T {
+  if (Array.isArray(value)) {
+    return value.map(canonical) as unknown as T;
+  }
+  if (typeof value === 'object' && value !== null) {
+    const out: Record<string, unknown> = {};
+    for (const key of Object.keys(value as Record<string, unknown>).sort()) {
+      out[key] = canonical((value as Record<string, unknown>)[key]);
+    }
+    return out as T;
+  }
+  return value;
+}
+
+/** The model tiers in the order a person reads them. */
+export const TIER_ORDER = ['primary', 'fast', 'fallback'];
+
+/** `[tier, model]` pairs: primary, fast, fallback, then any other tier by name. */
+export function tierEntries(tiers: Record<string, unknown>): [string, unknown][] {
+  const rank = (t: string) => (TIER_ORDER.includes(t) ? TIER_ORDER.indexOf(t) : TIER_ORDER.length);
+  return Object.entries(tiers).sort((a, b) => rank(a[0]) - rank(b[0]) || (a[0] < b[0] ? -1 : a[0] > b[0] ? 1 : 0));
+}
+
 /** A finite number or null. */
 export function num(value: unknown): number | null {
   return typeof value === 'number' && Number.isFinite(value) ? value : null;

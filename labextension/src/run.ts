@@ -10,7 +10,7 @@
  * per iteration (expandable) with the event cards inside.
  */
 
-import { badge, bar, clip, count, field, h, money, num, obj, seconds, str } from './dom';
+import { badge, bar, canonical, clip, count, field, h, money, num, obj, seconds, str, tierEntries } from './dom';
 import { contextGauge, degradationPlan, eventCard, isMinor, levelLabel } from './events';
 import { checkRun, MemfitEvent, RunTrace } from './payload';
 import { failureBox, problemBox } from './problems';
@@ -41,7 +41,7 @@ const ENDING_TITLE: Record<string, string> = {
 function header(raw: Record<string, unknown>): HTMLElement {
   const status = str(raw.status) || 'unknown';
   const tiers = obj(raw.tiers) ?? {};
-  const tierText = Object.entries(tiers)
+  const tierText = tierEntries(tiers)
     .filter(([, model]) => typeof model === 'string' && model)
     .map(([tier, model]) => `${tier} ${str(model)}`)
     .join(' · ');
@@ -118,7 +118,7 @@ function budget(raw: Record<string, unknown>): HTMLElement | null {
 /** The last known circuit-breaker state of each tier. */
 function breakers(raw: Record<string, unknown>, events: MemfitEvent[]): HTMLElement | null {
   const states = new Map<string, { state: string; model: string }>();
-  for (const [tier, model] of Object.entries(obj(raw.tiers) ?? {})) {
+  for (const [tier, model] of tierEntries(obj(raw.tiers) ?? {})) {
     if (typeof model === 'string' && model) {
       states.set(tier, { state: 'CLOSED', model });
     }
@@ -287,9 +287,10 @@ export class RunView {
 
   /** Take the newest head and more events; redraw the summary and the iterations they touched. */
   update(head: Record<string, unknown>, events: readonly MemfitEvent[]): void {
-    this._head = head;
+    this._head = canonical(head);
     const touched = new Set<number>();
-    for (const e of events) {
+    for (const raw of events) {
+      const e = canonical(raw);
       this._events.push(e);
       let group = this._byIteration.get(e.iteration);
       if (!group) {
