@@ -83,9 +83,12 @@ def _parse(func: Any, rest: str, sub: str) -> Any:
 def store_for(magics: Any) -> Any:
     from ..errors import StoreError
     from ..memory import DEFAULT_DIR, open_store
+    from ..memory.postgres import is_url
 
     configured = getattr(magics, "memory_path", None)
     path = Path(configured).expanduser() if configured else Path.cwd() / DEFAULT_DIR
+    if is_url(configured):  # a PostgreSQL store: postgresql://...
+        path = configured
     try:
         return open_store(path)
     except (StoreError, ValueError) as exc:

@@ -19,6 +19,7 @@ from typing import Any
 
 from .dedup import DedupConfig
 from .entity import MemoryEntity, ScoredMemory, SearchResults
+from .postgres import is_url
 from .ranking import RankingConfig
 from .store import MemoryStore, StoreWarning, open_store
 
@@ -40,6 +41,8 @@ def resolve_store(memory: Any, workdir: str | Path = ".") -> MemoryStore | None:
         return None
     if memory is None or memory is True:
         return open_store(Path(workdir) / DEFAULT_DIR)
+    if is_url(memory):  # postgresql://...: a shared store on a server
+        return open_store(memory)
     if isinstance(memory, str | Path):
         path = Path(memory).expanduser()
         return open_store(path if path.is_absolute() else Path(workdir) / path)

@@ -49,6 +49,8 @@ _SCHEMA = (
     "tokenize='unicode61')",
 )
 COLUMNS = "key, id, content, tags, questions, created_at, c, o, r, e, p, a, t"
+#: How many busy_timeouts (30 s each) a writer waits for its turn before it gives up.
+WRITE_ATTEMPTS = 10
 #: SQLite allows 999 bound parameters in old builds: reads by key go in slices of this many.
 _SLICE = 500
 
@@ -116,7 +118,16 @@ class Database:
     @contextlib.contextmanager
     def write(self) -> Iterator[None]:
         """A write transaction, taken at once (``BEGIN IMMEDIATE``): nobody commits in between."""
-        self.conn.execute("BEGIN IMMEDIATE")
+        for attempt in range(WRITE_ATTEMPTS):
+            try:
+                self.conn.execute("BEGIN IMMEDIATE")
+                break
+            except sqlite3.OperationalError as exc:
+                # SQLite's busy handler is not fair: with many writers (eight sweep workers) one
+                # can wait out busy_timeout while the others take turns.  Waiting longer loses
+                # nothing; giving up would lose the batch.
+                if "locked" not in str(exc) or attempt == WRITE_ATTEMPTS - 1:
+                    raise
         try:
             yield
         except BaseException:

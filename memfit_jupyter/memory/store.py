@@ -42,6 +42,7 @@ from .embedders import Embedder, get_embedder
 from .entity import MemoryEntity, SearchResults, now_iso
 from .index import SAVE_EVERY, SAVE_SHARE, GraphAdd, StoreWarning, VectorIndex
 from .items import MAX_CONTENT_BYTES, prepare, question_texts, redact_all
+from .postgres import is_url
 from .ranking import RankingConfig
 from .search import Candidates
 
@@ -70,6 +71,14 @@ class MemoryStore:
     10k of 384 dims).  ``connectivity``, ``expansion_add``, ``expansion_search``:
     the HNSW graph's parameters, chosen by tests/benchmarks/bench_memory.py.
     """
+
+    def __new__(cls, path: str | os.PathLike, *args: Any, **kwargs: Any) -> Any:
+        # A postgresql:// URL opens the PostgreSQL store (memory/postgres.py), with the same API.
+        if cls is MemoryStore and is_url(path):
+            from .postgres import PostgresStore
+
+            return PostgresStore(path, *args, **kwargs)
+        return super().__new__(cls)
 
     def __init__(self, path: str | os.PathLike, embedder: str | Embedder | None = None, *,
                  dedup: DedupConfig | bool | None = None, ranking: str | RankingConfig = "hybrid",
@@ -416,7 +425,7 @@ _OPEN_LOCK = threading.Lock()
 
 def open_store(path: str | os.PathLike, **options: Any) -> MemoryStore:
     """The process's shared store at ``path`` (opened once; the agent and the magic share it)."""
-    key = str(Path(path).expanduser().resolve())
+    key = str(path) if is_url(path) else str(Path(path).expanduser().resolve())
     with _OPEN_LOCK:
         store = _OPEN.get(key)
         if store is None or store._closed:

@@ -1,0 +1,547 @@
+"""A memory store on PostgreSQL with pgvector: ``MemoryStore("postgresql://user@host/db")``.
+
+The same API as the SQLite store, and the same pieces: items are validated and redacted by
+``items``, the 2-of-3 verdicts are ``dedup``'s, search is ``search.search_memory`` over this
+store's ``candidates()``, export and import are ``transfer``'s.  What differs is where the
+candidates come from: an HNSW index of pgvector (inner product on unit vectors, so cosine)
+and a ``tsvector`` over the same pre-tokenised text the SQLite store gives FTS5 (ranked by
+``ts_rank`` with the same field weights, where SQLite has BM25).
+
+Many writers (kernels, sweep workers, people) share one store: each batch is one
+transaction that first takes a transaction-scoped advisory lock on the store, then looks
+for the stored memories each new one could repeat, decides, and inserts.  Writers so
+decide one after another and every decision sees every committed memory: concurrent
+writers lose nothing and store a duplicate only once.  Readers never wait for it.
+
+Tables live in a schema of their own (``schema=``, default ``memfit``), so one database can
+hold several stores.  Needs ``pip install 'memfit-jupyter[postgres]'`` (psycopg and the
+pgvector client) and a server with the ``vector`` extension (created if allowed).
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+import zlib
+from collections.abc import Iterable
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
+
+import numpy as np
+
+from ..errors import StoreError
+from .db import fts_text
+from .dedup import DedupConfig, Probe, non_repeated, norm_tags
+from .embedders import Embedder, get_embedder
+from .entity import MemoryEntity, SearchResults, now_iso
+from .items import prepare, question_texts, redact_all
+from .ranking import RankingConfig
+from .search import Candidates
+
+URL_SCHEMES = ("postgresql://", "postgres://")
+SCHEMA_VERSION = "1"
+#: Newest memories per tag that dedup looks at, as in the SQLite store.
+TAG_SCAN = 256
+#: The graph's beam when dedup looks for a new memory's near-duplicates: wider than a search's,
+#: since a missed neighbour would be a duplicate stored.
+DEDUP_EF_SEARCH = 100
+#: add_many decides and writes larger batches in transactions of this many.
+ADD_CHUNK = 2_000
+_COLUMNS = "key, id, content, tags, questions, created_at, c, o, r, e, p, a, t"
+#: ts_rank's weights for the D, C, B, A labels: questions (C) 0.6, tags (B) 0.8, content (A) 1.0,
+#: the field weights the SQLite store gives BM25.
+_RANK_WEIGHTS = "{0.1, 0.6, 0.8, 1.0}"
+
+
+def is_url(path: Any) -> bool:
+    """Whether ``path`` names a PostgreSQL store rather than a directory."""
+    return isinstance(path, str) and path.startswith(URL_SCHEMES)
+
+
+def safe_url(url: str) -> str:
+    """The URL without its password: what messages, ``info()`` and ``repr`` show."""
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    netloc = parts.netloc.rsplit("@", 1)
+    user = netloc[0].split(":", 1)[0]
+    return urlunsplit(parts._replace(netloc=f"{user}:***@{netloc[1]}"))
+
+
+class PostgresStore:
+    """A memory store in PostgreSQL + pgvector; made by ``MemoryStore(url)``.
+
+    ``embedder``, ``dedup`` and ``ranking`` mean what they mean for the SQLite store.
+    ``schema``: the PostgreSQL schema that holds this store's tables.  ``exact_below``: below
+    this many memories dedup compares with the exact nearest neighbours (a scan) rather than
+    the graph's (lower than the SQLite store's 10k: a scan here reads every row from the
+    table, where SQLite's store multiplies a matrix it keeps in memory).  ``m``, ``ef_construction``: the HNSW index's parameters (pgvector's defaults);
+    ``ef_search``: the search beam, chosen by tests/benchmarks/bench_pgvector.py.
+    """
+
+    def __init__(self, url: str, embedder: str | Embedder | None = None, *, dedup: DedupConfig | bool | None = None,
+                 ranking: str | RankingConfig = "hybrid", schema: str = "memfit", exact_below: int = 1_000,
+                 m: int = 16, ef_construction: int = 64, ef_search: int = 40):
+        if not re.fullmatch(r"[a-z_][a-z0-9_]{0,62}", schema):
+            raise ValueError(f"schema must be a lower-case SQL name, got {schema!r}")
+        try:
+            import psycopg
+            from pgvector.psycopg import register_vector
+        except ImportError:
+            raise ImportError("a PostgreSQL store needs psycopg and pgvector: "
+                              "pip install 'memfit-jupyter[postgres]'") from None
+        self._psycopg = psycopg
+        self.url = url
+        self.path = safe_url(url)
+        self.schema = schema
+        self.dedup = DedupConfig(enabled=False) if dedup is False else (
+            dedup if isinstance(dedup, DedupConfig) else DedupConfig())
+        self.ranking = ranking if isinstance(ranking, RankingConfig) else RankingConfig(mode=ranking)
+        self.exact_below = exact_below
+        self.ef_search = ef_search
+        self._lock = threading.RLock()
+        self._closed = True
+        # One lock id per store (schema), the same in every process.
+        self._lock_id = zlib.crc32(f"memfit:{schema}".encode()) - 2**31
+        try:
+            self._conn = psycopg.connect(url, autocommit=True)
+        except psycopg.Error as exc:
+            raise StoreError(f"cannot open memory store {self.path!r}: {_first_line(exc)}") from None
+        self._closed = False
+        try:
+            with self._conn.transaction():
+                self._x("SELECT pg_advisory_xact_lock(%s)", (self._lock_id,))  # one creator at a time
+                if self._x("SELECT 1 FROM pg_extension WHERE extname = 'vector'").fetchone() is None:
+                    self._x("CREATE EXTENSION IF NOT EXISTS vector")
+                register_vector(self._conn)
+                self._x(f"CREATE SCHEMA IF NOT EXISTS {schema}")
+                self._x(f"CREATE TABLE IF NOT EXISTS {schema}.meta(key text PRIMARY KEY, value text NOT NULL)")
+                meta = dict(self._x(f"SELECT key, value FROM {schema}.meta").fetchall())
+                self.embedder = self._choose_embedder(meta, embedder)
+                self._create_tables(self.embedder.dim, m, ef_construction)
+        except psycopg.Error as exc:
+            self.close()
+            raise StoreError(f"cannot open memory store {self.path!r}: {_first_line(exc)}") from None
+        except BaseException:
+            self.close()
+            raise
+
+    # --- plumbing -----------------------------------------------------------------------
+    def _x(self, sql: str, params: Any = None) -> Any:
+        return self._conn.execute(sql, params)
+
+    def _t(self, name: str) -> str:
+        return f"{self.schema}.{name}"
+
+    def _create_tables(self, dim: int, m: int, ef_construction: int) -> None:
+        s = self.schema
+        self._x(f"""CREATE TABLE IF NOT EXISTS {s}.memories(
+            key bigserial PRIMARY KEY, id text NOT NULL UNIQUE, content text NOT NULL,
+            tags text[] NOT NULL, questions text[] NOT NULL, created_at text NOT NULL,
+            c float8 NOT NULL, o float8 NOT NULL, r float8 NOT NULL, e float8 NOT NULL, p float8 NOT NULL,
+            a float8 NOT NULL, t float8 NOT NULL, vector vector({dim}) NOT NULL, qvector vector({dim}),
+            fts tsvector NOT NULL)""")
+        self._x(f"CREATE TABLE IF NOT EXISTS {s}.memory_tags(tag text NOT NULL, "
+                f"key bigint NOT NULL REFERENCES {s}.memories(key) ON DELETE CASCADE, PRIMARY KEY(tag, key))")
+        self._x(f"CREATE INDEX IF NOT EXISTS memory_tags_key ON {s}.memory_tags(key)")
+        self._x(f"CREATE INDEX IF NOT EXISTS memories_fts ON {s}.memories USING gin(fts)")
+        self._create_hnsw(m, ef_construction)
+
+    def _create_hnsw(self, m: int = 16, ef_construction: int = 64) -> None:
+        self._x(f"CREATE INDEX IF NOT EXISTS memories_hnsw ON {self.schema}.memories "
+                f"USING hnsw (vector vector_ip_ops) WITH (m = {int(m)}, ef_construction = {int(ef_construction)})")
+
+    def _choose_embedder(self, meta: dict[str, str], wanted: str | Embedder | None) -> Embedder:
+        """The embedder the store records (set on first use); a different one is refused with
+        the message the SQLite store gives, naming reindex."""
+        recorded = meta.get("embedder")
+        emb = get_embedder(wanted if wanted is not None else recorded)
+        if recorded is None:
+            self._set_meta({"embedder": emb.id, "dim": str(emb.dim), "schema": SCHEMA_VERSION})
+            return emb
+        if emb.id != recorded:
+            raise StoreError(
+                f"memory store {self.path!r} was built with embedder {recorded!r} ({meta.get('dim')} dims), "
+                f"not {emb.id!r}: open it without an embedder, or re-embed it with reindex "
+                f"(MemoryStore(url).reindex({emb.id!r}), %memfit_memory reindex --embedder {emb.id})")
+        if str(emb.dim) != meta.get("dim"):
+            raise StoreError(f"memory store {self.path!r} records {meta.get('dim')} dims but embedder "
+                             f"{emb.id!r} gives {emb.dim}: run reindex")
+        return emb
+
+    def _set_meta(self, values: dict[str, str]) -> None:
+        for k, v in values.items():
+            self._x(f"INSERT INTO {self._t('meta')}(key, value) VALUES (%s, %s) "
+                    "ON CONFLICT (key) DO UPDATE SET value = excluded.value", (k, v))
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise StoreError(f"memory store {self.path!r} is closed")
+
+    # --- writing ------------------------------------------------------------------------
+    def add(self, content: str, tags: Iterable[str] = (), questions: Iterable[str] = (),
+            scores: Any = None, **extra: Any) -> str | None:
+        """Store one memory; return its id, or None when it duplicates a stored one (2 of 3)."""
+        return self.add_many([{"content": content, "tags": tags, "questions": questions,
+                               "scores": scores, **extra}])[0]
+
+    def add_many(self, items: Iterable[dict[str, Any] | MemoryEntity], vectors: np.ndarray | None = None,
+                 ) -> list[str | None]:
+        """Store many memories (batch dedup); ids, None for duplicates.  Each ``ADD_CHUNK`` is
+        one transaction, all or nothing, decided under the store's write lock."""
+        stamp = now_iso()
+        entities = [prepare(item, stamp) for item in items]
+        if not entities:
+            return []
+        redact_all(entities)
+        if vectors is None:
+            vecs = self.embedder.embed([e.content for e in entities])
+        else:
+            vecs = np.ascontiguousarray(vectors, dtype=np.float32)
+            if vecs.shape != (len(entities), self.embedder.dim):
+                raise ValueError(f"vectors must have shape ({len(entities)}, {self.embedder.dim}), got {vecs.shape}")
+        qvecs: list[np.ndarray | None] = [None] * len(entities)
+        with_q, texts = question_texts(entities)
+        for i, v in zip(with_q, self.embedder.embed(texts) if with_q else (), strict=True):
+            qvecs[i] = v
+        probes = [Probe(norm_tags(e.tags), qvecs[i], vecs[i]) for i, e in enumerate(entities)]
+        ids: list[str | None] = [None] * len(entities)
+        for start in range(0, len(entities), ADD_CHUNK):
+            part = list(range(start, min(len(entities), start + ADD_CHUNK)))
+            for i in self._add_chunk([entities[j] for j in part], vecs[part], [qvecs[j] for j in part],
+                                     [probes[j] for j in part]):
+                ids[start + i] = entities[start + i].id
+        return ids
+
+    def _add_chunk(self, entities: list[MemoryEntity], vecs: np.ndarray, qvecs: list[np.ndarray | None],
+                   probes: list[Probe]) -> list[int]:
+        psycopg = self._psycopg
+        with self._lock:
+            self._check_open()
+            try:
+                with self._conn.transaction():
+                    self._x("SELECT pg_advisory_xact_lock(%s)", (self._lock_id,))
+                    kept = (non_repeated(probes, self._stored_candidates(probes), self.dedup)
+                            if self.dedup.enabled else list(range(len(entities))))
+                    self._insert([entities[i] for i in kept], vecs[kept], [qvecs[i] for i in kept])
+            except psycopg.errors.UniqueViolation as exc:
+                raise StoreError(f"cannot add to the memory store: {_first_line(exc)}") from None
+        return kept
+
+    def _insert(self, entities: list[MemoryEntity], vecs: np.ndarray, qvecs: list[np.ndarray | None]) -> None:
+        if not entities:
+            return
+        with self._conn.cursor() as cur:
+            cur.executemany(
+                f"INSERT INTO {self._t('memories')}(id, content, tags, questions, created_at, c, o, r, e, p, a, t, "
+                "vector, qvector, fts) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, "
+                "setweight(to_tsvector('simple', %s), 'A') || setweight(to_tsvector('simple', %s), 'B') "
+                "|| setweight(to_tsvector('simple', %s), 'C')) RETURNING key",
+                [(e.id, e.content, e.tags, e.potential_questions, e.created_at, e.c_score, e.o_score, e.r_score,
+                  e.e_score, e.p_score, e.a_score, e.t_score, v, q, fts_text([e.content]), fts_text(e.tags),
+                  fts_text(e.potential_questions)) for e, v, q in zip(entities, vecs, qvecs, strict=True)],
+                returning=True)
+            keys = []
+            while True:
+                keys.append(cur.fetchone()[0])
+                if not cur.nextset():
+                    break
+            pairs = [(t, k) for k, e in zip(keys, entities, strict=True) for t in norm_tags(e.tags)]
+            if pairs:
+                cur.executemany(f"INSERT INTO {self._t('memory_tags')}(tag, key) VALUES (%s, %s) "
+                                "ON CONFLICT DO NOTHING", pairs)
+
+    def _stored_candidates(self, probes: list[Probe]) -> list[list[Probe]]:
+        """For each probe, the stored memories it could repeat: those sharing enough tags
+        (among the newest ``TAG_SCAN`` per tag) and its nearest neighbours by content at the
+        content threshold (exact below ``exact_below`` memories, else by the graph with a beam
+        of at least the candidates asked for).  Inside the write transaction."""
+        from .candidates import tags_decide
+
+        cfg = self.dedup
+        cand: list[set[int]] = [set() for _ in probes]
+        tags = sorted({t for p in probes for t in p.tags})
+        postings: dict[str, list[int]] = {}
+        if tags:
+            for tag, key in self._x(
+                    f"SELECT g.tag, k.key FROM unnest(%s::text[]) AS g(tag) CROSS JOIN LATERAL "
+                    f"(SELECT key FROM {self._t('memory_tags')} WHERE tag = g.tag ORDER BY key DESC LIMIT %s) k",
+                    (tags, TAG_SCAN)):
+                postings.setdefault(tag, []).append(key)
+        for i, p in enumerate(probes):
+            if p.tags:
+                need = max(1, int(np.ceil(cfg.tag_overlap_threshold * len(p.tags) - 1e-9)))
+                hits: dict[int, int] = {}
+                for tag in p.tags:
+                    for key in postings.get(tag, ()):
+                        hits[key] = hits.get(key, 0) + 1
+                cand[i].update(key for key, c in hits.items() if c >= need)
+        search = [i for i, p in enumerate(probes) if not tags_decide(p, postings, cfg)]
+        if search:
+            if self.exact_below and self._x(f"SELECT count(*) < %s FROM {self._t('memories')}",
+                                            (self.exact_below,)).fetchone()[0]:
+                self._x("SET LOCAL enable_indexscan = off")  # a small store: the exact neighbours
+            else:  # the graph: at a few thousand rows the planner would rather scan (70 ms a probe here)
+                self._x("SET LOCAL enable_seqscan = off")
+                self._x(f"SET LOCAL hnsw.ef_search = {max(DEDUP_EF_SEARCH, cfg.candidates)}")
+            thr = cfg.content_similarity_threshold - 1e-6 if cfg.min_matches > 1 else -2.0
+            # Every probe's neighbours in one statement (a graph search per probe on the server).
+            literals = ["[" + ",".join(f"{x:.7g}" for x in probes[i].vec.tolist()) + "]" for i in search]
+            for n, key, sim in self._x(
+                    f"SELECT p.n, m.key, -(m.vector <#> p.v) FROM unnest(%s::vector[]) WITH ORDINALITY AS p(v, n) "
+                    f"CROSS JOIN LATERAL (SELECT key, vector FROM {self._t('memories')} "
+                    "ORDER BY vector <#> p.v LIMIT %s) m", (literals, cfg.candidates)):
+                if sim >= thr:
+                    cand[search[n - 1]].add(key)
+            self._x("RESET enable_indexscan")
+            self._x("RESET enable_seqscan")
+        wanted = sorted(set().union(*cand))
+        stored: dict[int, Probe] = {}
+        if wanted:
+            for key, tags_, qv, v in self._x(
+                    f"SELECT key, tags, qvector, vector FROM {self._t('memories')} WHERE key = ANY(%s)", (wanted,)):
+                stored[key] = Probe(norm_tags(tags_), None if qv is None else _array(qv), _array(v))
+        return [[stored[k] for k in sorted(c) if k in stored] for c in cand]
+
+    def delete(self, id: str) -> bool:
+        """Delete a memory; False when there is none with this id."""
+        with self._lock:
+            self._check_open()
+            return self._x(f"DELETE FROM {self._t('memories')} WHERE id = %s", (str(id),)).rowcount > 0
+
+    # --- reading ------------------------------------------------------------------------
+    def __len__(self) -> int:
+        with self._lock:
+            self._check_open()
+            return self._x(f"SELECT count(*) FROM {self._t('memories')}").fetchone()[0]
+
+    @staticmethod
+    def _entity(row: tuple) -> MemoryEntity:
+        return MemoryEntity(row[1], row[2], list(row[3]), list(row[4]), *row[5:13])
+
+    def _entities(self, keys: list[int]) -> dict[int, MemoryEntity]:
+        if not keys:
+            return {}
+        rows = self._x(f"SELECT {_COLUMNS} FROM {self._t('memories')} WHERE key = ANY(%s)", (list(keys),))
+        return {r[0]: self._entity(r) for r in rows}
+
+    def get(self, id: str) -> MemoryEntity | None:
+        """The memory with this id, or None."""
+        with self._lock:
+            self._check_open()
+            row = self._x(f"SELECT {_COLUMNS} FROM {self._t('memories')} WHERE id = %s", (str(id),)).fetchone()
+            return None if row is None else self._entity(row)
+
+    def list(self, tag: str | None = None, limit: int | None = None, offset: int = 0) -> list[MemoryEntity]:
+        """Memories, newest first, optionally only those with ``tag``."""
+        with self._lock:
+            self._check_open()
+            where, params = "", []
+            if tag:
+                where = f"WHERE key IN (SELECT key FROM {self._t('memory_tags')} WHERE tag = %s)"
+                params.append(tag.strip().lower())
+            rows = self._x(f"SELECT {_COLUMNS} FROM {self._t('memories')} {where} ORDER BY key DESC "
+                           "LIMIT %s OFFSET %s", (*params, limit, int(offset)))
+            return [self._entity(r) for r in rows]
+
+    def tags(self) -> dict[str, int]:
+        """Every tag with how many memories carry it, most used first."""
+        with self._lock:
+            self._check_open()
+            return dict(self._x(f"SELECT tag, count(*) AS n FROM {self._t('memory_tags')} "
+                                "GROUP BY tag ORDER BY n DESC, tag").fetchall())
+
+    def _tag_keys(self, tags: Iterable[str], match_all: bool = False, limit: int = 20) -> list[int]:
+        wanted = sorted(norm_tags(tags))
+        if not wanted:
+            return []
+        having = "HAVING count(*) = %s" if match_all else ""
+        rows = self._x(f"SELECT key FROM {self._t('memory_tags')} WHERE tag = ANY(%s) GROUP BY key {having} "
+                       "ORDER BY count(*) DESC, key DESC LIMIT %s",
+                       (wanted, *([len(wanted)] if match_all else []), int(limit)))
+        return [r[0] for r in rows]
+
+    def search_by_tags(self, tags: Iterable[str], match_all: bool = False, limit: int = 20) -> list[MemoryEntity]:
+        """Memories carrying any (or all) of ``tags``, most matches, then newest, first."""
+        with self._lock:
+            self._check_open()
+            keys = self._tag_keys(tags, match_all, limit)
+            found = self._entities(keys)
+            return [found[k] for k in keys if k in found]
+
+    def vectors(self, ids: Iterable[str]) -> dict[str, np.ndarray]:
+        """The stored content vectors of these memories, by id."""
+        with self._lock:
+            self._check_open()
+            rows = self._x(f"SELECT id, vector FROM {self._t('memories')} WHERE id = ANY(%s)", (list(ids),))
+            return {i: _array(v) for i, v in rows}
+
+    def embed_query(self, query: str) -> np.ndarray:
+        """The query's unit vector, by the store's embedder."""
+        return self.embedder.embed([query])[0]
+
+    def _nearest(self, q: np.ndarray, limit: int, only: Iterable[str] | None) -> list[tuple[int, float]]:
+        """The ``limit`` nearest memories by the HNSW index; with ``only``, among those carrying
+        one of these tags, exactly (the graph cannot filter without losing results)."""
+        memories = self._t("memories")
+        with self._conn.transaction():
+            if only is None:
+                self._x(f"SET LOCAL hnsw.ef_search = {max(int(limit), self.ef_search)}")
+                self._x("SET LOCAL enable_seqscan = off")  # the graph, also where a scan looks cheaper
+                return self._x(f"SELECT key, -(vector <#> %s) FROM {memories} ORDER BY vector <#> %s LIMIT %s",
+                               (q, q, int(limit))).fetchall()
+            wanted = sorted(norm_tags(only))
+            if not wanted:
+                return []
+            self._x("SET LOCAL enable_indexscan = off")
+            return self._x(f"SELECT key, -(vector <#> %s) FROM {memories} WHERE key IN "
+                           f"(SELECT key FROM {self._t('memory_tags')} WHERE tag = ANY(%s)) "
+                           "ORDER BY vector <#> %s LIMIT %s", (q, wanted, q, int(limit))).fetchall()
+
+    def _lexical_keys(self, query: str, limit: int) -> list[tuple[int, float]]:
+        from .text import keywords
+
+        kws = keywords(query)
+        if not kws or limit <= 0:
+            return []
+        tsq = " | ".join(f"'{k}'" for k in kws)  # keywords are [a-z0-9_] or CJK: nothing to escape
+        return self._x(f"SELECT key, ts_rank('{_RANK_WEIGHTS}'::float4[], fts, q) AS s FROM {self._t('memories')}, "
+                       "to_tsquery('simple', %s) AS q WHERE fts @@ q ORDER BY s DESC, key DESC LIMIT %s",
+                       (tsq, int(limit))).fetchall()
+
+    def search_by_semantics(self, query: str | np.ndarray, limit: int = 15,
+                            tags: Iterable[str] | None = None) -> list[tuple[MemoryEntity, float]]:
+        """The nearest memories to ``query`` with their cosine similarity (``tags``: among those)."""
+        q = self.embed_query(query) if isinstance(query, str) else np.asarray(query, dtype=np.float32)
+        with self._lock:
+            self._check_open()
+            pairs = self._nearest(q, limit, tags)
+            found = self._entities([k for k, _ in pairs])
+            return [(found[k], float(s)) for k, s in pairs if k in found]
+
+    def search_lexical(self, query: str, limit: int = 15) -> list[tuple[MemoryEntity, float]]:
+        """Full-text search (``ts_rank``) over content, tags and questions; higher is better."""
+        with self._lock:
+            self._check_open()
+            rows = self._lexical_keys(query, limit)
+            found = self._entities([r[0] for r in rows])
+            return [(found[k], float(s)) for k, s in rows if k in found]
+
+    def candidates(self, q: np.ndarray, query: str, *, tags: Iterable[str] = (), only: Iterable[str] | None = None,
+                   tag_limit: int = 20, semantic_limit: int = 15, lexical_limit: int = 15) -> Candidates:
+        """Seed 000 §3.3 steps 2-4 (see ``MemoryStore.candidates``): tag, semantic and lexical
+        finds, each memory read once with its stored vector."""
+        with self._lock:
+            self._check_open()
+            tag_keys = self._tag_keys(tags, limit=tag_limit) if tags else []
+            semantic_keys = [k for k, _ in self._nearest(q, semantic_limit, only)]
+            lexical = self._lexical_keys(query, lexical_limit) if lexical_limit > 0 else []
+            order = list(dict.fromkeys([*tag_keys, *semantic_keys, *(k for k, _ in lexical)]))
+            rows = {r[0]: r for r in self._x(
+                f"SELECT {_COLUMNS}, vector FROM {self._t('memories')} WHERE key = ANY(%s)", (order,))} if order else {}
+        keys = [k for k in order if k in rows]
+        entities = [self._entity(rows[k]) for k in keys]
+        vecs = (np.stack([_array(rows[k][13]) for k in keys]) if keys
+                else np.zeros((0, self.embedder.dim), dtype=np.float32))
+        id_of = {k: e.id for k, e in zip(keys, entities, strict=True)}
+        found = {name: [id_of[k] for k in ks if k in id_of]
+                 for name, ks in (("tags", tag_keys), ("semantic", semantic_keys),
+                                  ("lexical", [k for k, _ in lexical])) if ks}
+        return Candidates(entities, vecs, found, {id_of[k]: float(s) for k, s in lexical if k in id_of})
+
+    def search(self, query: str, k: int = 10, bytes_limit: int | None = None,
+               tags: Iterable[str] | None = None, *, llm: Any = None, disable_ai: bool | None = None,
+               ranking: str | RankingConfig | None = None, iteration: int = 0) -> SearchResults:
+        """The seed's retrieval pipeline (``search.search_memory``), as on the SQLite store."""
+        from .search import search_memory
+
+        return search_memory(self, query, k=k, bytes_limit=bytes_limit, tags=tags, llm=llm,
+                             disable_ai=disable_ai if disable_ai is not None else llm is None,
+                             ranking=ranking, iteration=iteration)
+
+    def failures(self, kind: str | None = None, limit: int | None = None) -> list[MemoryEntity]:
+        """The failure diary: memories tagged ``failures`` (of one kind: ``failures:<kind>``)."""
+        return self.list(tag=f"failures:{kind.strip()}" if kind else "failures", limit=limit)
+
+    # --- maintenance --------------------------------------------------------------------
+    def info(self) -> dict[str, Any]:
+        """URL (no password), count, embedder, dims."""
+        n = len(self)
+        return {"path": self.path, "count": n, "embedder": self.embedder.id, "dims": self.embedder.dim,
+                "indexed": n, "ranking": self.ranking.mode, "tags": len(self.tags())}
+
+    def flush(self) -> None:
+        """Nothing to do: every write is committed, and the index is PostgreSQL's."""
+
+    def reindex(self, embedder: str | Embedder | None = None) -> int:
+        """Re-embed every memory (with ``embedder``, or the current one) and rebuild the index."""
+        emb = get_embedder(embedder) if embedder is not None else self.embedder
+        memories = self._t("memories")
+        with self._lock:
+            self._check_open()
+            with self._conn.transaction():
+                self._x("SELECT pg_advisory_xact_lock(%s)", (self._lock_id,))
+                rows = self._x(f"SELECT key, content, questions FROM {memories}").fetchall()
+                self._x(f"DROP INDEX IF EXISTS {self.schema}.memories_hnsw")
+                self._x(f"ALTER TABLE {memories} ALTER COLUMN vector DROP NOT NULL")
+                for col in ("vector", "qvector"):
+                    self._x(f"ALTER TABLE {memories} ALTER COLUMN {col} TYPE vector USING NULL")
+                if rows:
+                    vecs = emb.embed([r[1] for r in rows])
+                    with_q = [i for i, r in enumerate(rows) if r[2]]
+                    qv = emb.embed(["\n".join(rows[i][2]) for i in with_q]) if with_q else []
+                    qvecs: dict[int, np.ndarray] = dict(zip(with_q, qv, strict=True))
+                    with self._conn.cursor() as cur:
+                        cur.executemany(f"UPDATE {memories} SET vector = %s, qvector = %s WHERE key = %s",
+                                        [(vecs[i], qvecs.get(i), r[0]) for i, r in enumerate(rows)])
+                for col in ("vector", "qvector"):
+                    self._x(f"ALTER TABLE {memories} ALTER COLUMN {col} TYPE vector({emb.dim})")
+                self._x(f"ALTER TABLE {memories} ALTER COLUMN vector SET NOT NULL")
+                self._create_hnsw()
+                self._set_meta({"embedder": emb.id, "dim": str(emb.dim)})
+            self.embedder = emb
+            return len(rows)
+
+    def export(self, path: Any) -> int:
+        """Write every memory to a JSON Lines file (no vectors), readable by either backend."""
+        from .transfer import export_jsonl
+
+        return export_jsonl(self, path)
+
+    def import_(self, path: Any) -> dict[str, int]:
+        """Add the memories of a JSON Lines export (from either backend); duplicates are skipped."""
+        from .transfer import import_jsonl
+
+        return import_jsonl(self, path)
+
+    def drop(self) -> None:
+        """Delete this store: its schema and everything in it."""
+        with self._lock:
+            self._check_open()
+            self._x(f"DROP SCHEMA IF EXISTS {self.schema} CASCADE")
+
+    def close(self) -> None:
+        """Close the connection. Safe to call twice."""
+        with self._lock:
+            if not self._closed:
+                self._closed = True
+                self._conn.close()
+
+    def __enter__(self) -> PostgresStore:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        state = "closed" if self._closed else f"{len(self)} memories"
+        return f"<MemoryStore {self.path!r} {state} embedder={self.embedder.id}>"
+
+
+def _array(value: Any) -> np.ndarray:
+    """A pgvector value as a float32 array (the client gives ``Vector`` objects)."""
+    return np.asarray(value.to_numpy() if hasattr(value, "to_numpy") else value, dtype=np.float32)
+
+
+def _first_line(exc: BaseException) -> str:
+    return (str(exc).strip().splitlines() or [type(exc).__name__])[0]

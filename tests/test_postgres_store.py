@@ -1,0 +1,270 @@
+"""The PostgreSQL + pgvector store on a real server (tests/pg_server.py): the store API, the
+same dedup verdicts and rankings as the SQLite store, export/import between the two,
+``%memfit_memory`` and an agent's run on it, and eight writer processes with planted
+cross-process duplicates (on both backends)."""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+from pg_server import fresh_schema, postgres_url
+
+from memfit_jupyter import Agent, MemoryStore
+from memfit_jupyter.errors import StoreError
+from memfit_jupyter.memory import open_store
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="module")
+def pg_url():
+    with postgres_url() as url:
+        yield url
+
+
+@pytest.fixture
+def pg(pg_url):
+    schema = fresh_schema()
+    store = MemoryStore(pg_url, schema=schema)
+    yield store
+    if not store._closed:
+        store.drop()
+        store.close()
+
+
+NOTES = [
+    ("pytest -x stops at the first failing test", ["pytest", "testing"], ["how do I stop pytest early?"]),
+    ("polars scan_csv reads a large csv file lazily", ["polars", "csv"], []),
+    ("restart the kernel after pip install so the new package imports", ["jupyter", "pip"], []),
+    ("git rebase main, then fix the conflicts and continue", ["git"], ["how to update my branch?"]),
+    ("usearch add raises on an existing key: remove it first", ["usearch"], []),
+    ("the failing shell command needed quotes around the path", ["failures", "failures:shell"], []),
+]
+
+
+def fill(store) -> list[str | None]:
+    return [store.add(c, tags=t, questions=q) for c, t, q in NOTES]
+
+
+def test_store_api_on_postgres(pg, monkeypatch):
+    assert type(pg).__name__ == "PostgresStore" and len(pg) == 0
+    ids = fill(pg)
+    assert all(ids) and len(pg) == len(NOTES)
+    m = pg.get(ids[0])
+    assert m.content == NOTES[0][0] and m.tags == ["pytest", "testing"]
+    assert m.potential_questions == ["how do I stop pytest early?"]
+    assert [e.id for e in pg.list(limit=2)] == [ids[-1], ids[-2]]  # newest first
+    assert pg.tags()["failures"] == 1 and [e.id for e in pg.failures("shell")] == [ids[-1]]
+    assert [e.id for e in pg.search_by_tags(["git"])] == [ids[3]]
+    assert pg.search_by_semantics("stop pytest at the first failure", limit=1)[0][0].id == ids[0]
+    assert pg.search_lexical("lazily csv", limit=1)[0][0].id == ids[1]
+    found = pg.search("how do I stop pytest at the first failure", k=3)
+    assert found[0].id == ids[0] and set(found[0].breakdown) >= {"r", "c", "t", "keyword_bonus", "final"}
+    picked = pg.search("restart the kernel after pip install", k=5, bytes_limit=80)
+    assert picked[0].id == ids[2] and sum(len(r.content.encode()) for r in picked) <= 80
+    assert [r.id for r in pg.search("anything at all", tags=["git"])] == [ids[3]]
+    # 2 of 3: the same content and tags again is a duplicate; the same tags alone is not
+    assert pg.add(NOTES[0][0], tags=NOTES[0][1]) is None
+    assert pg.add("a different note about tests", tags=NOTES[0][1]) is not None
+    assert pg.delete(ids[1]) and not pg.delete(ids[1]) and pg.get(ids[1]) is None
+    # secrets never enter the store
+    monkeypatch.setenv("MEMFIT_TEST_TOKEN", "s3cr3t-value-abcdef123456")
+    from memfit_jupyter.secrets import refresh_env_secrets
+
+    refresh_env_secrets()
+    sid = pg.add("the deploy used s3cr3t-value-abcdef123456 and password: hunter2hunter2", tags=["deploy"])
+    stored = pg.get(sid).content
+    assert "s3cr3t" not in stored and "hunter2" not in stored and "[REDACTED]" in stored
+    info = pg.info()
+    assert info["count"] == len(pg) and info["embedder"] == "hashing-384" and info["dims"] == 384
+
+
+def test_embedder_check_reindex_and_bad_urls(pg_url):
+    schema = fresh_schema()
+    store = MemoryStore(pg_url, schema=schema)
+    store.add("vectors of another size need a reindex", tags=["index"])
+    with pytest.raises(StoreError, match="reindex"):
+        MemoryStore(pg_url, schema=schema, embedder="hashing-64")
+    assert store.reindex("hashing-64") == 1 and store.embedder.id == "hashing-64"
+    reopened = MemoryStore(pg_url, schema=schema)
+    assert reopened.embedder.id == "hashing-64"
+    assert reopened.search("reindex size", k=1)[0].content.startswith("vectors of another size")
+    reopened.close()
+    store.drop()
+    store.close()
+    with pytest.raises(StoreError) as err:
+        MemoryStore("postgresql://nobody:pw-that-must-not-show@127.0.0.1:1/none", schema="s")
+    assert "pw-that-must-not-show" not in str(err.value) and len(str(err.value).splitlines()) == 1
+    with pytest.raises(ValueError, match="schema"):
+        MemoryStore(pg_url, schema="Robert'); DROP TABLE x;--")
+
+
+def _corpus(n: int, seed: int) -> list[dict]:
+    rng = random.Random(seed)
+    vocab = ["".join(rng.choice("abcdefghijklmnopqrstuvwxyz") for _ in range(rng.randint(4, 9))) for _ in range(800)]
+    tags = [f"tag{i}" for i in range(30)]
+    items = []
+    for i in range(n):
+        words = " ".join(rng.choice(vocab) for _ in range(rng.randint(6, 14)))
+        items.append({"content": f"{words} {i}", "tags": rng.sample(tags, rng.randint(1, 3)),
+                      "questions": [f"what about {rng.choice(vocab)}?"] if i % 3 == 0 else []})
+    # planted near-duplicates: the same note reworded a little, with the same tags
+    for i in range(0, n, 7):
+        src = items[i]
+        items.append({"content": src["content"] + " indeed", "tags": list(src["tags"]),
+                      "questions": list(src["questions"])})
+    return items
+
+
+def test_same_dedup_verdicts_and_rankings_as_sqlite(pg, tmp_path):
+    items = _corpus(300, seed=3)
+    lite = MemoryStore(tmp_path / "lite")
+    try:
+        ids_lite = lite.add_many([dict(it) for it in items[:150]]) + [lite.add(**it) for it in items[150:]]
+        ids_pg = pg.add_many([dict(it) for it in items[:150]]) + [pg.add(**it) for it in items[150:]]
+        assert [i is None for i in ids_pg] == [i is None for i in ids_lite]
+        assert 0 < sum(i is None for i in ids_pg) < len(items) and len(pg) == len(lite)
+        content_of = {i: items[n]["content"] for n, i in enumerate(ids_pg) if i}
+        content_lite = {i: items[n]["content"] for n, i in enumerate(ids_lite) if i}
+        rng = random.Random(5)
+        for _ in range(20):
+            q = " ".join(rng.choice(items)["content"].split()[:4])
+            for mode in ("semantic", "seed"):
+                a = [content_of[r.id] for r in pg.search(q, k=5, ranking=mode)]
+                b = [content_lite[r.id] for r in lite.search(q, k=5, ranking=mode)]
+                assert a == b, (q, mode)
+            # hybrid: BM25 (SQLite) and ts_rank (PostgreSQL) order lexical finds differently;
+            # the best result is the same
+            assert (content_of[pg.search(q, k=1)[0].id] == content_lite[lite.search(q, k=1)[0].id])
+    finally:
+        lite.close()
+
+
+def test_export_import_between_backends(pg, tmp_path):
+    lite = MemoryStore(tmp_path / "lite")
+    try:
+        fill(lite)
+        assert lite.export(tmp_path / "lite.jsonl") == len(NOTES)
+        assert pg.import_(tmp_path / "lite.jsonl") == {"added": len(NOTES), "duplicates": 0}
+        assert pg.import_(tmp_path / "lite.jsonl")["duplicates"] == len(NOTES)  # again: all repeats
+        assert {m.to_dict()["content"] for m in pg.list()} == {c for c, _, _ in NOTES}
+        assert pg.get(lite.list()[0].id).to_dict() == lite.list()[0].to_dict()  # ids and scores kept
+        pg.add("only in the team store", tags=["team"])
+        assert pg.export(tmp_path / "pg.jsonl") == len(NOTES) + 1
+        back = MemoryStore(tmp_path / "back")
+        assert back.import_(tmp_path / "pg.jsonl")["added"] == len(NOTES) + 1
+        assert back.search("team store", k=1)[0].content == "only in the team store"
+        back.close()
+    finally:
+        lite.close()
+
+
+def test_an_agent_and_the_magic_use_the_postgres_store(pg_url, tmp_path):
+    schema = fresh_schema()
+    url = f"{pg_url}"
+    store = open_store(url, schema=schema)
+    assert open_store(url) is store  # one per URL and process, as for a directory
+    result = Agent(model="memfit/memory-lesson", memory=store, workdir=tmp_path).start(
+        "Sum the numbers in data.txt").run()
+    assert result.status in ("done", "failed") and len(store) >= 1  # the run's lessons are in PostgreSQL
+    from types import SimpleNamespace
+
+    from memfit_jupyter.jupyter.memory_magic import memfit_memory
+
+    magics = SimpleNamespace(shell=None, memory_path=url)
+    memfit_memory(magics, 'add "team lesson: pin the litellm range" --tags team')
+    df = memfit_memory(magics, "search pin litellm")
+    assert df["content"][0] == "team lesson: pin the litellm range"
+    assert memfit_memory(magics, "list --tag team").height == 1
+    store.drop()
+    store.close()
+
+
+WRITER = textwrap.dedent("""
+    import json, os, sys, time
+    from memfit_jupyter import MemoryStore
+
+    target, schema, items_path, go = sys.argv[1:5]
+    items = json.load(open(items_path))
+    kwargs = {"schema": schema} if target.startswith("postgresql://") else {}
+    store = MemoryStore(target, **kwargs)
+    while not os.path.exists(go):
+        time.sleep(0.01)
+    ids = []
+    for start in range(0, len(items), 20):
+        ids += store.add_many(items[start:start + 20])
+    store.close()
+    print(json.dumps(ids))
+""")
+
+
+def _writer_items(seed: int = 11) -> tuple[list[list[dict]], list[dict]]:
+    """Eight writers' 1,000 memories each; 100 planted ones, each written by three writers."""
+    rng = random.Random(seed)
+    vocab = ["".join(rng.choice("abcdefghijklmnopqrstuvwxyz") for _ in range(rng.randint(5, 9)))
+             for _ in range(3000)]
+
+    def note(tag: str) -> dict:
+        return {"content": " ".join(rng.choice(vocab) for _ in range(12)), "tags": [tag, f"t{rng.randint(0, 40)}"]}
+
+    planted = [note("planted") for _ in range(100)]
+    per_writer: list[list[dict]] = [[] for _ in range(8)]
+    for j, p in enumerate(planted):
+        for w in {j % 8, (j + 3) % 8, (j + 5) % 8}:
+            per_writer[w].append(p)
+    for w in range(8):
+        per_writer[w] += [note(f"w{w}") for _ in range(1000 - len(per_writer[w]))]
+        rng.shuffle(per_writer[w])
+    return per_writer, planted
+
+
+@pytest.mark.parametrize("backend", ["sqlite", "postgres"])
+def test_eight_writers_lose_nothing_and_store_each_planted_duplicate_once(backend, tmp_path, request):
+    per_writer, planted = _writer_items()
+    if backend == "postgres":
+        target, schema = request.getfixturevalue("pg_url"), fresh_schema()
+    else:
+        target, schema = str(tmp_path / "shared"), ""
+    MemoryStore(target, **({"schema": schema} if schema else {})).close()  # created once, before the race
+    script = tmp_path / "writer.py"
+    script.write_text(WRITER)
+    go = tmp_path / "go"
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
+    procs = []
+    for w, items in enumerate(per_writer):
+        path = tmp_path / f"items{w}.json"
+        path.write_text(json.dumps(items))
+        procs.append(subprocess.Popen([sys.executable, str(script), target, schema, str(path), str(go)],
+                                      stdout=subprocess.PIPE, text=True, env=env))
+    time.sleep(1.0)
+    go.write_text("")
+    results = []
+    for p in procs:
+        out, _ = p.communicate(timeout=600)
+        assert p.returncode == 0
+        results.append(json.loads(out.strip().splitlines()[-1]))
+    store = MemoryStore(target, **({"schema": schema} if schema else {}))
+    try:
+        stored = {m.content: m for m in store.list()}
+        unique = {it["content"] for items in per_writer for it in items}
+        assert len(unique) == 8 * 1000 - 200  # 100 planted notes, each written three times
+        assert set(stored) == unique and len(store) == len(unique)  # none lost, none twice
+        assert sum(1 for m in store.list() if "planted" in m.tags) == len(planted)
+        kept = [i for ids in results for i in ids if i]
+        assert len(kept) == len(unique) and len(set(kept)) == len(kept)
+        for items, ids in zip(per_writer, results, strict=True):  # each writer's own notes all kept
+            for it, i in zip(items, ids, strict=True):
+                if "planted" not in it["tags"]:
+                    assert i is not None
+    finally:
+        if schema:
+            store.drop()
+        store.close()
