@@ -229,7 +229,7 @@ def test_sweep_magic_in_a_real_kernel(tmp_path):
     NotebookClient(nb, timeout=300, kernel_name="python3", allow_errors=True,
                    resources={"metadata": {"path": str(tmp_path)}}).execute()
     shown = [o for o in nb.cells[1].outputs if o.output_type == "display_data"]
-    assert shown and "application/vnd.jupyter.widget-view+json" in shown[0].data
+    assert shown and "application/vnd.jupyter.widget-view+json" in shown[0].data, nb.cells[1].outputs
     state = nb.metadata["widgets"]["application/vnd.jupyter.widget-state+json"]["state"]
     values = [m["state"].get("value", "") for m in state.values() if m["model_name"] == "HTMLModel"]
     assert any("2/2 done" in v and "finished" in v for v in values)
