@@ -64,6 +64,8 @@ class Agent:
         extensions: Iterable[Any] = (),
         extra_tools: Iterable[Tool] = (),
         otel: Any = None,
+        api_base: str | dict[str, str] | None = None,
+        structured: str = "auto",
     ):
         self.model = model or DEFAULT_MODEL
         self.fast_model = fast_model
@@ -100,12 +102,32 @@ class Agent:
         self.extensions = list(extensions)
         #: Live OpenTelemetry export of every run: an endpoint, a file, True (OTEL_* env), options.
         self.otel = otel
+        from .llm.structured import CHOICES
+
+        if structured not in CHOICES:
+            raise ValueError(f"structured must be one of {', '.join(CHOICES)}, got {structured!r}")
+        #: The base URL of an OpenAI-compatible server for every tier, or one per tier
+        #: (``{"primary": ..., "fast": ..., "fallback": ...}``).
+        self.api_base = api_base
+        #: How structured replies are asked for: auto, tools, schema or text (``llm/structured.py``).
+        self.structured = structured
         # Fail now, not at the first step, on a tool name that does not exist.
         select_tools(self.tool_names, self.extra_tools, also_known=EXTENSION_TOOL_NAMES)
 
     @property
     def tiers(self) -> dict[str, str]:
         return {"primary": self.model, "fast": self.fast_model or "", "fallback": self.fallback_model or ""}
+
+    def model_options(self) -> dict[str, dict[str, Any]]:
+        """litellm keyword arguments per model of the tiers (their ``api_base``)."""
+        per_tier = isinstance(self.api_base, dict)
+        bases = self.api_base if per_tier else {t: self.api_base for t in self.tiers}
+        options: dict[str, dict[str, Any]] = {}
+        for tier, model in self.tiers.items():
+            base = bases.get(tier)
+            if model and base and not model.startswith("memfit/"):
+                options.setdefault(model, {"api_base": base})
+        return options
 
     @property
     def breakers(self) -> Any:
@@ -130,6 +152,7 @@ class Agent:
             "context_window": self.context_window,
             "failure_threshold": self.failure_threshold, "recovery_timeout": self.recovery_timeout,
             "memory": self.memory is not False,
+            "api_base": self.api_base, "structured": self.structured,
         }
 
     def start(self, task: str) -> Run:

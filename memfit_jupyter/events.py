@@ -20,6 +20,7 @@ with a generic card that lists its fields):
 ==============  =====================================================================
 run_start       RunStart
 model_call      ModelCall
+model_delta     ModelDelta (live only, not in the trace: a streamed reply's pieces)
 format_error    FormatError (a reply that did not fit its schema)
 action          Action
 observation     Observation
@@ -247,6 +248,27 @@ class ModelCall(Event):
     reply: str | None
     error: str | None
     error_kind: str | None
+    #: How the schema was sent: tools, schema or text (llm/structured.py).
+    structured: str = optional()
+    #: The output cap the caller asked for, before the budget's cap (``max_tokens``).
+    requested_max_tokens: int | None = optional()
+    #: Why generation stopped ("stop", "length": cut off at max_tokens, "tool_calls"...).
+    finish_reason: str | None = optional()
+    #: Prompt tokens served from the provider's prompt cache, where it reports them.
+    cached_tokens: int = optional()
+    #: What had streamed in when the call was interrupted or cut off.
+    partial_reply: str = optional()
+
+
+@event("model_delta", traced=False)
+class ModelDelta(Event):
+    """A piece of a reply as it streams in (live only: the model_call that follows holds it all)."""
+
+    purpose: str
+    model: str
+    text: str
+    #: Characters of the reply so far.
+    chars: int
 
 
 @event("format_error")
@@ -480,6 +502,8 @@ class Context(Event):
     evicted: int
     recall_size: int
     summary: str | None
+    #: Why the context was measured or flushed outside the watermark checks.
+    reason: str = optional()
 
 
 @event("trial")

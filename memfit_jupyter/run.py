@@ -80,11 +80,12 @@ class Run:
         if backend is None:
             from .llm.backend import LiteLLMBackend
 
-            backend = LiteLLMBackend()
+            backend = LiteLLMBackend(agent.model_options())
         self.backend = backend
         from .llm.client import LLMClient
 
-        self.llm = LLMClient(agent.tiers, backend, self.emit, run_key=self.id, budget=self.budget)
+        self.llm = LLMClient(agent.tiers, backend, self.emit, run_key=self.id, budget=self.budget,
+                             structured=getattr(agent, "structured", "auto"))
         self.tool_context = ToolContext(workdir=agent.workdir, namespace=agent.namespace,
                                         ask_user=agent.ask_user, run=self)
         self.extensions = list(agent.extensions) + self._discover_extensions()
@@ -92,6 +93,7 @@ class Run:
         for ext in self.extensions:
             extra.extend(getattr(ext, "tools", lambda: ())())
         self.tools = select_tools(agent.tool_names, extra)
+        self.llm.tools = self.tools  # the action schema names the tools and their parameters
         self._hooks = {name: [getattr(e, name) for e in self.extensions if hasattr(e, name)]
                        for name in ("on_start", "before_iteration", "system_sections", "after_action",
                                     "on_finish")}
@@ -306,7 +308,7 @@ class Run:
         self.budget.check_time("the next iteration")
         messages = self.next_prompt()
         self.last_prompt = messages
-        reply = self.llm.call("action", messages, iteration=i)
+        reply = self.llm.call("action", messages, iteration=i, rebuild=self._after_overflow)
         if not reply.ok:
             self._bad_reply(i, reply)
             return
@@ -323,6 +325,12 @@ class Run:
                 return
             self._decision = decision if isinstance(decision, tuple) else (bool(decision), "")
         self._execute(i, act)
+
+    def _after_overflow(self) -> list[dict[str, str]] | None:
+        """The prompt was over the model's context window: flush the tiered context, prompt again."""
+        from .llm.overflow import flush_for_overflow
+
+        return self.next_prompt() if flush_for_overflow(self) else None
 
     def _execute(self, i: int, act: Any) -> None:
         self._pending = None

@@ -7,10 +7,14 @@ one repeats)::
     server.script("flaky", ["500", "429", "slow:2.0", "malformed", "ok"])
     # litellm: model="openai/flaky", api_base=server.api_base, api_key="test"
 
-Behaviours: ``ok`` (or ``ok:<content>``), ``400`` (bad request), ``401`` (bad key), ``429``, ``500``, ``slow:<seconds>``
-(answers ok after that long: past a shorter client timeout it is a timeout),
-``malformed`` (HTTP 200 whose body is not JSON).  ``requests`` counts what
-each model received.
+Behaviours: ``ok`` (or ``ok:<content>``), ``400`` (bad request), ``401`` (bad key),
+``404`` (no such model), ``429`` (or ``429:<seconds>``, with that Retry-After header),
+``500``, ``context`` (400, the prompt is over the context window), ``policy`` (400, the
+content policy refused it), ``slow:<seconds>`` (answers ok after that long: past a shorter
+client timeout it is a timeout), ``malformed`` (HTTP 200 whose body is not JSON).
+A request with ``"stream": true`` gets its ok reply as server-sent events, a few
+characters a chunk, then the usage.  ``requests`` counts what each model received;
+``bodies`` keeps each request's JSON body.
 """
 
 from __future__ import annotations
@@ -33,6 +37,7 @@ class FaultServer:
     def __init__(self) -> None:
         self._scripts: dict[str, list[str]] = {}
         self.requests: dict[str, int] = defaultdict(int)
+        self.bodies: dict[str, list[dict]] = defaultdict(list)
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._httpd: _Server | None = None
@@ -79,6 +84,8 @@ class FaultServer:
 
     def _answer(self, handler: BaseHTTPRequestHandler, body: dict) -> None:
         model = str(body.get("model", ""))
+        with self._lock:
+            self.bodies[model].append(body)
         behaviour = self._next(model)
         kind, _, arg = behaviour.partition(":")
         if kind == "slow":
@@ -93,10 +100,31 @@ class FaultServer:
                                                     "type": "invalid_request_error"}})
             elif kind == "401":
                 self._send(handler, 401, {"error": {"message": "invalid api key", "type": "authentication_error"}})
+            elif kind == "404":
+                self._send(handler, 404, {"error": {"message": f"The model `{model}` does not exist",
+                                                    "type": "invalid_request_error", "code": "model_not_found"}})
             elif kind == "429":
-                self._send(handler, 429, {"error": {"message": "rate limited", "type": "rate_limit_error"}})
+                headers = {"Retry-After": arg} if arg else {}
+                self._send(handler, 429, {"error": {"message": "rate limited", "type": "rate_limit_error"}},
+                           headers)
+            elif kind == "context":
+                self._send(handler, 400, {"error": {
+                    "message": "This model's maximum context length is 128 tokens. However, your messages "
+                               "resulted in 4000 tokens.", "type": "invalid_request_error",
+                    "code": "context_length_exceeded"}})
+            elif kind == "policy":
+                self._send(handler, 400, {"error": {
+                    "message": "Your request was rejected as a result of our safety system.",
+                    "type": "invalid_request_error", "code": "content_policy_violation"}})
             elif kind == "500":
                 self._send(handler, 500, {"error": {"message": "internal error", "type": "server_error"}})
+            elif kind == "malformed" and body.get("stream"):
+                handler.send_response(200)
+                handler.send_header("Content-Type", "text/event-stream")
+                handler.send_header("Connection", "close")
+                handler.end_headers()
+                handler.wfile.write(b'data: {"id": "x", "choices": [{"delta": {"content": "unterm\n\n')
+                handler.close_connection = True
             elif kind == "malformed":
                 raw = b'{"id": "x", "choices": [{"message": {"content": "unterminated'
                 handler.send_response(200)
@@ -106,6 +134,9 @@ class FaultServer:
                 handler.wfile.write(raw)
             else:
                 content = arg or DEFAULT_CONTENT
+                if body.get("stream"):
+                    self._stream(handler, model, content)
+                    return
                 self._send(handler, 200, {
                     "id": "chatcmpl-test", "object": "chat.completion", "created": int(time.time()),
                     "model": model,
@@ -117,10 +148,36 @@ class FaultServer:
             pass
 
     @staticmethod
-    def _send(handler: BaseHTTPRequestHandler, status: int, payload: dict) -> None:
+    def _send(handler: BaseHTTPRequestHandler, status: int, payload: dict,
+              headers: dict[str, str] | None = None) -> None:
         raw = json.dumps(payload).encode()
         handler.send_response(status)
         handler.send_header("Content-Type", "application/json")
         handler.send_header("Content-Length", str(len(raw)))
+        for key, value in (headers or {}).items():
+            handler.send_header(key, value)
         handler.end_headers()
         handler.wfile.write(raw)
+
+    def _stream(self, handler: BaseHTTPRequestHandler, model: str, content: str, piece: int = 8) -> None:
+        handler.send_response(200)
+        handler.send_header("Content-Type", "text/event-stream")
+        handler.send_header("Connection", "close")
+        handler.end_headers()
+        base = {"id": "chatcmpl-test", "object": "chat.completion.chunk", "created": int(time.time()),
+                "model": model}
+
+        def event(payload):
+            handler.wfile.write(b"data: " + json.dumps(payload).encode() + b"\n\n")
+            handler.wfile.flush()
+
+        event({**base, "choices": [{"index": 0, "delta": {"role": "assistant", "content": ""}}]})
+        for i in range(0, len(content), piece):
+            if self._stop.is_set():
+                return
+            event({**base, "choices": [{"index": 0, "delta": {"content": content[i:i + piece]}}]})
+        event({**base, "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]})
+        event({**base, "choices": [], "usage": {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15}})
+        handler.wfile.write(b"data: [DONE]\n\n")
+        handler.wfile.flush()
+        handler.close_connection = True

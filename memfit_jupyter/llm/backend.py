@@ -23,11 +23,16 @@ class Completion:
     prompt_tokens: int
     completion_tokens: int
     cost_usd: float
+    #: Why generation stopped: "stop", "length" (the max_tokens cap), "tool_calls", ...
+    finish_reason: str | None = None
+    #: Prompt tokens the provider served from its prompt cache, where it reports them.
+    cached_tokens: int = 0
 
 
 class Backend(Protocol):
     def complete(self, model: str, messages: list[dict], *, max_tokens: int | None,
-                 timeout: float | None, metadata: dict[str, Any]) -> Completion: ...
+                 timeout: float | None, metadata: dict[str, Any], request: dict[str, Any] | None = None,
+                 on_delta: Any = None) -> Completion: ...
 
     def prices(self, model: str) -> tuple[float, float]: ...
 
@@ -57,26 +62,6 @@ def import_litellm():
     return _litellm
 
 
-def _kind(exc: Exception) -> str:
-    litellm = import_litellm()
-    if isinstance(exc, litellm.RateLimitError):
-        return "rate_limit"
-    if isinstance(exc, litellm.Timeout):
-        return "timeout"
-    if isinstance(exc, litellm.AuthenticationError):
-        return "auth"
-    if isinstance(exc, litellm.BadRequestError):
-        return "bad_request"
-    if isinstance(exc, litellm.InternalServerError | litellm.ServiceUnavailableError | litellm.APIConnectionError):
-        return "server_error"
-    return "other"
-
-
-def _first_line(exc: Exception) -> str:
-    text = str(exc).strip().splitlines()
-    return text[0][:300] if text else type(exc).__name__
-
-
 def check_model(model: str) -> None:
     """Fail early and clearly on a model no provider serves."""
     if model.startswith("memfit/"):
@@ -94,40 +79,61 @@ def check_model(model: str) -> None:
         ) from None
 
 
+#: The key sent to a server at a custom api_base when no key is set: local servers need none,
+#: but the OpenAI client refuses to send a request without one.
+NO_KEY = "no-key"
+
+
 class LiteLLMBackend:
     def __init__(self, model_options: dict[str, dict[str, Any]] | None = None):
         #: Per-model keyword arguments for litellm (e.g. api_base, api_key of a local server).
         self.model_options = dict(model_options or {})
+        self._key_checked: set[str] = set()
 
-    def complete(self, model, messages, *, max_tokens, timeout, metadata):
+    def _check_key(self, model: str, options: dict[str, Any]) -> dict[str, Any]:
+        """Before the first call to ``model``: a missing key is one clear failure, not a 500."""
+        if model.startswith("memfit/") or options.get("api_key"):
+            return options
         litellm = import_litellm()
-        kwargs: dict[str, Any] = {**self.model_options.get(model, {}), "model": model, "messages": messages,
-                                  "num_retries": 0, "max_retries": 0, "metadata": metadata}
+        try:
+            env = litellm.validate_environment(model)
+        except Exception:
+            return options
+        missing = list(env.get("missing_keys") or [])
+        if not missing:
+            return options
+        if options.get("api_base"):
+            return {**options, "api_key": NO_KEY}
+        from .failures import missing_key_message
+
+        raise ModelCallError("auth", missing_key_message(model, missing))
+
+    def complete(self, model, messages, *, max_tokens, timeout, metadata, request=None, on_delta=None):
+        litellm = import_litellm()
+        options = self._check_key(model, self.model_options.get(model, {}))
+        kwargs: dict[str, Any] = {**options, "model": model, "messages": messages,
+                                  "num_retries": 0, "max_retries": 0, "metadata": metadata,
+                                  **(request or {})}
         if max_tokens is not None:
             kwargs["max_tokens"] = max_tokens
         if timeout is not None:
             kwargs["timeout"] = timeout
+        stream = on_delta is not None and self.can_stream(model)
         try:
-            response = litellm.completion(**kwargs)
+            if stream:
+                from .streaming import stream_completion
+
+                response = stream_completion(litellm, kwargs, on_delta)
+            else:
+                response = litellm.completion(**kwargs)
         except Exception as exc:
-            kind = _kind(exc)
-            if kind == "bad_request" and "LLM Provider NOT provided" in str(exc):
-                raise UnknownModelError(f"unknown model {model!r}: litellm knows no provider for it") from None
-            raise ModelCallError(kind, _first_line(exc)) from None
-        text = response.choices[0].message.content or ""
-        usage = getattr(response, "usage", None)
-        cost = (getattr(response, "_hidden_params", {}) or {}).get("response_cost")
-        if cost is None:
-            try:
-                cost = litellm.completion_cost(completion_response=response)
-            except Exception:
-                cost = 0.0
-        return Completion(
-            text=text,
-            prompt_tokens=int(getattr(usage, "prompt_tokens", 0) or 0),
-            completion_tokens=int(getattr(usage, "completion_tokens", 0) or 0),
-            cost_usd=float(cost or 0.0),
-        )
+            from .failures import classify
+
+            failure = classify(exc, model)
+            error = ModelCallError(failure.kind, failure.message)
+            error.retry_after = failure.retry_after
+            raise error from None
+        return completion_of(litellm, response)
 
     def prices(self, model):
         if model.startswith("memfit/"):
@@ -154,11 +160,46 @@ class LiteLLMBackend:
         except Exception:
             return None
 
+    def can_stream(self, model: str) -> bool:
+        """Whether replies of ``model`` can stream (the scripted models answer whole)."""
+        return not model.startswith("memfit/")
+
+    def structured_mode(self, model: str, requested: str) -> str:
+        from .structured import choose_mode
+
+        return choose_mode(model, requested, bool(self.model_options.get(model, {}).get("api_base")))
+
     def forget(self, run_key):
         if _litellm is not None:
             from .provider import HANDLER
 
             HANDLER.forget(run_key)
+
+
+def completion_of(litellm: Any, response: Any) -> Completion:
+    """A litellm response as a ``Completion``: the reply text (a tool call's arguments in tools mode)."""
+    choice = response.choices[0]
+    message = choice.message
+    text = message.content or ""
+    calls = getattr(message, "tool_calls", None) or []
+    if calls:
+        text = calls[0].function.arguments or ""
+    usage = getattr(response, "usage", None)
+    cost = (getattr(response, "_hidden_params", {}) or {}).get("response_cost")
+    if cost is None:
+        try:
+            cost = litellm.completion_cost(completion_response=response)
+        except Exception:
+            cost = 0.0
+    details = getattr(usage, "prompt_tokens_details", None)
+    return Completion(
+        text=text,
+        prompt_tokens=int(getattr(usage, "prompt_tokens", 0) or 0),
+        completion_tokens=int(getattr(usage, "completion_tokens", 0) or 0),
+        cost_usd=float(cost or 0.0),
+        finish_reason=getattr(choice, "finish_reason", None),
+        cached_tokens=int(getattr(details, "cached_tokens", 0) or 0),
+    )
 
 
 class ReplayBackend:
@@ -168,12 +209,15 @@ class ReplayBackend:
     def __init__(self, model_calls: Iterable[dict[str, Any]], prices: dict[str, tuple[float, float]] | None = None,
                  windows: dict[str, int] | None = None):
         self._queues: dict[str, deque[dict[str, Any]]] = defaultdict(deque)
+        self._modes: dict[str, str] = {}
         for call in model_calls:
+            if call.get("structured") and call.get("model"):
+                self._modes.setdefault(call["model"], call["structured"])
             self._queues[call.get("purpose", "action")].append(call)
         self._prices = prices or {}
         self._windows = windows or {}
 
-    def complete(self, model, messages, *, max_tokens, timeout, metadata):
+    def complete(self, model, messages, *, max_tokens, timeout, metadata, request=None, on_delta=None):
         purpose = metadata.get("memfit_purpose", "action")
         queue = self._queues.get(purpose)
         if not queue:
@@ -186,10 +230,16 @@ class ReplayBackend:
             prompt_tokens=int(call.get("prompt_tokens", 0)),
             completion_tokens=int(call.get("completion_tokens", 0)),
             cost_usd=float(call.get("cost_usd", 0.0)),
+            finish_reason=call.get("finish_reason"),
+            cached_tokens=int(call.get("cached_tokens", 0) or 0),
         )
 
     def prices(self, model):
         return self._prices.get(model, (0.0, 0.0))
+
+    def structured_mode(self, model: str, requested: str) -> str:
+        """The mode the recording used for ``model`` (a replay sends what the run sent)."""
+        return self._modes.get(model) or ("text" if requested == "auto" else requested)
 
     def context_window(self, model):
         return self._windows.get(model)

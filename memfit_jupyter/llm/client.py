@@ -9,11 +9,24 @@ attempt is a ``model_call`` event carrying the reply, so a run can be
 replayed.  Before each attempt the run's budget caps the output tokens and
 the timeout, and the budget's deadline cuts the call off at that timeout; the
 run charges its budget from the ``model_call`` events.
+
+The schema goes out in the model's structured mode (``structured.py``: native
+tool call, JSON schema or JSON in text).  Provider failures come back as kinds
+(``failures.py``): a refused key or an unknown model ends the run at once
+(``ProviderRejected``); a 429's Retry-After is waited for when the time budget
+allows; a prompt over the context window is rebuilt once (``rebuild``, which
+flushes the tiered context) and sent again.
+
+A budget never buys a truncated reply: each purpose has a minimum useful
+output size (``MIN_USEFUL_TOKENS``, raised to 1.5 times the longest reply of
+that purpose in the run); a call the budget cannot pay for at that size is not
+made, and the run degrades before spending.
 """
 
 from __future__ import annotations
 
 import json
+import math
 import re
 import time
 from collections.abc import Callable
@@ -22,10 +35,20 @@ from typing import Any
 
 from ..errors import ModelCallError
 from .backend import Backend
+from .failures import FATAL_KINDS, MAX_RETRY_AFTER_S, ProviderRejected
 from .tokens import estimate_message_tokens
 
 DEFAULT_TIMEOUT_S = 60.0
 DEFAULT_MAX_TOKENS = 1024
+#: Fewest output tokens that can carry a useful reply of each purpose, before the run has seen one.
+MIN_USEFUL_TOKENS = {"action": 48, "reflection": 64, "spin": 32, "triage": 40, "tags": 16,
+                     "sample": 32, "summary": 48, "lesson": 24}
+#: A purpose's useful size is at least this times its longest reply so far in the run.
+USEFUL_MARGIN = 1.5
+#: Purposes whose reply streams into the run view (the others are short and not shown as they come).
+STREAMED = frozenset({"action", "summary", "sample"})
+#: How many 429s with a Retry-After one call waits through before it counts as failed.
+MAX_RATE_LIMIT_WAITS = 2
 
 
 @dataclass(slots=True)
@@ -45,6 +68,8 @@ class CallResult:
     attempts: int = 0
     #: Set when the call was answered by another tier than the one asked (breaker fallback).
     fallback_from: str | None = None
+    #: How the schema was sent: tools, schema or text.
+    structured: str = "text"
 
 
 _FENCE = re.compile(r"```(?:json)?\s*(.*?)```", re.S)
@@ -83,7 +108,12 @@ class LLMClient:
 
     def __init__(self, tiers: dict[str, str], backend: Backend, emit: Callable[..., Any],
                  run_key: str = "", budget=None, breakers=None, max_format_retries: int = 2,
-                 default_timeout_s: float = DEFAULT_TIMEOUT_S):
+                 default_timeout_s: float = DEFAULT_TIMEOUT_S, structured: str = "auto",
+                 stream: bool = True):
+        from .structured import CHOICES
+
+        if structured not in CHOICES:
+            raise ValueError(f"structured must be one of {', '.join(CHOICES)}, got {structured!r}")
         self.tiers = {k: v for k, v in tiers.items() if v}
         self.backend = backend
         self.emit = emit
@@ -92,12 +122,43 @@ class LLMClient:
         self.breakers = breakers
         self.max_format_retries = max_format_retries
         self.default_timeout_s = default_timeout_s
+        #: "auto", "tools", "schema" or "text" (``structured.py``); the mode per model is cached.
+        self.structured = structured
+        self._modes: dict[str, str] = {}
+        #: The run's tools by name: the action schema names them and their parameters.
+        self.tools: dict[str, Any] | None = None
+        #: Stream replies of the ``STREAMED`` purposes as ``model_delta`` events (real models).
+        self.stream = stream
+        self._longest: dict[str, int] = {}
+
+    def mode_for(self, model: str) -> str:
+        """The structured mode calls to ``model`` use."""
+        mode = self._modes.get(model)
+        if mode is None:
+            chooser = getattr(self.backend, "structured_mode", None)
+            mode = chooser(model, self.structured) if chooser else (
+                "text" if self.structured == "auto" else self.structured)
+            self._modes[model] = mode
+        return mode
+
+    def useful_tokens(self, purpose: str, cap: int | None) -> int:
+        """The fewest output tokens worth paying for in a ``purpose`` call (module docstring)."""
+        floor = MIN_USEFUL_TOKENS.get(purpose, 32)
+        need = max(floor, math.ceil(USEFUL_MARGIN * self._longest.get(purpose, 0)))
+        return need if cap is None else min(cap, need)
+
+    def _learn(self, purpose: str, completion_tokens: int) -> None:
+        if completion_tokens > self._longest.get(purpose, 0):
+            self._longest[purpose] = completion_tokens
 
     def model_for(self, tier: str) -> str:
         return self.tiers.get(tier) or self.tiers["primary"]
 
     def call(self, purpose: str, messages: list[dict], *, tier: str = "primary", iteration: int = 0,
-             max_tokens: int | None = DEFAULT_MAX_TOKENS) -> CallResult:
+             max_tokens: int | None = DEFAULT_MAX_TOKENS,
+             rebuild: Callable[[], list[dict] | None] | None = None) -> CallResult:
+        """One structured call (module docstring).  ``rebuild()`` gives the messages again after
+        the context is flushed, when the prompt is over the model's window (None: cannot)."""
         from .schemas import SCHEMAS
 
         schema = SCHEMAS[purpose]
@@ -105,28 +166,52 @@ class LLMClient:
             tier = "primary"
         messages = list(messages)
         result = CallResult(purpose=purpose, ok=False, tier=tier, model=self.model_for(tier))
-        for attempt in range(1, self.max_format_retries + 2):
+        waits = 0
+        attempt = 0
+        format_attempts = 0
+        while format_attempts <= self.max_format_retries:
+            attempt += 1
             result.attempts = attempt
             try:
-                completion, model, used_tier = self._complete(purpose, messages, tier, iteration, attempt, max_tokens)
+                completion, model, used_tier, mode = self._complete(purpose, messages, tier, iteration,
+                                                                    attempt, max_tokens)
             except ModelCallError as exc:
                 result.error, result.error_kind = str(exc), exc.kind
+                if exc.kind in FATAL_KINDS:
+                    raise ProviderRejected(exc.kind, str(exc)) from None
+                retry_after = getattr(exc, "retry_after", None)
+                if exc.kind == "rate_limit" and retry_after is not None and waits < MAX_RATE_LIMIT_WAITS \
+                        and self._can_wait(retry_after):
+                    waits += 1
+                    self.emit("note", iteration=iteration, text=f"{result.model} is rate limited: waiting "
+                              f"{retry_after:g} s as it asked (Retry-After), then trying again")
+                    time.sleep(retry_after)
+                    continue
+                if exc.kind == "context_window" and rebuild is not None:
+                    fresh, rebuild = rebuild(), None  # once only
+                    if fresh:
+                        messages = list(fresh)
+                        continue
                 return result
-            result.model, result.raw = model, completion.text
+            result.model, result.raw, result.structured = model, completion.text, mode
             if used_tier != tier:
                 result.fallback_from, result.tier = tier, used_tier
             result.cost_usd += completion.cost_usd
             result.prompt_tokens += completion.prompt_tokens
             result.completion_tokens += completion.completion_tokens
+            format_attempts += 1
             try:
                 data = extract_json(completion.text)
                 result.value = schema.model_validate(data)
                 result.ok, result.error, result.error_kind = True, None, None
+                self._learn(purpose, completion.completion_tokens)
                 return result
             except Exception as exc:  # ValueError or pydantic.ValidationError
                 problem = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
                 if hasattr(exc, "errors"):
                     problem = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors()[:3])
+                if completion.finish_reason == "length":
+                    problem = f"cut off at the {completion.completion_tokens}-token cap: {problem}"
                 result.error, result.error_kind = f"reply does not fit the {purpose} schema: {problem}", "format"
                 self.emit("format_error", iteration=iteration, purpose=purpose, attempt=attempt, error=result.error)
                 messages = messages + [
@@ -137,25 +222,57 @@ class LLMClient:
                 ]
         return result
 
+    def _can_wait(self, seconds: float) -> bool:
+        if seconds > MAX_RETRY_AFTER_S:
+            return False
+        if self.budget is None:
+            return True
+        from ..reliability.guarantees import MIN_CALL_SECONDS
+
+        return self.budget.remaining_time() - seconds > 2 * MIN_CALL_SECONDS
+
     def _complete(self, purpose, messages, tier, iteration, attempt, max_tokens):
         """One attempt at one tier (the breakers may route it elsewhere). Emits its model_call event."""
+        from .schemas import SCHEMAS
+        from .structured import request_for, wire_schema
+
         if self.breakers is not None:
             tier = self.breakers.route(tier, purpose=purpose, iteration=iteration)
         model = self.model_for(tier)
+        mode = self.mode_for(model)
+        request = request_for(mode, purpose, wire_schema(purpose, SCHEMAS[purpose], self.tools, mode))
         prompt_tokens = estimate_message_tokens(messages)
         timeout = self.default_timeout_s
+        requested = max_tokens
         if self.budget is not None:
-            max_tokens, timeout = self.budget.cap_model_call(
-                prompt_tokens, self.backend.prices(model), max_tokens, timeout)
+            max_tokens, timeout = self._capped(purpose, prompt_tokens, model, max_tokens, timeout)
         started = time.perf_counter()
         metadata = {"memfit_purpose": purpose, "memfit_run": self.run_key}
+        can_stream = getattr(self.backend, "can_stream", None)
+        stream = _DeltaPump(self.emit, iteration, purpose, model) if (
+            self.stream and purpose in STREAMED and can_stream is not None and can_stream(model)) else None
+        common = {"model": model, "tier": tier, "attempt": attempt, "max_tokens": max_tokens,
+                  "requested_max_tokens": requested, "structured": mode}
+
+        # Only what is in use is passed on, so that a backend written for text calls keeps working.
+        optional: dict[str, Any] = {}
+        if request:
+            optional["request"] = request
+        if stream is not None:
+            optional["on_delta"] = stream.push
 
         def send():
-            return self.backend.complete(model, messages, max_tokens=max_tokens, timeout=timeout, metadata=metadata)
+            return self.backend.complete(model, messages, max_tokens=max_tokens, timeout=timeout,
+                                         metadata=metadata, **optional)
 
         try:
             # With a budget, the call is cut off at its timeout by the wall clock (reliability/deadline.py).
-            completion = send() if self.budget is None else self.budget.run_call(send, timeout)
+            if self.budget is None:
+                completion = send()
+            elif stream is not None:
+                completion = stream.run(self.budget, send, timeout)
+            else:
+                completion = self.budget.run_call(send, timeout)
         except (ModelCallError, KeyboardInterrupt) as exc:
             latency = time.perf_counter() - started
             interrupted = isinstance(exc, KeyboardInterrupt)
@@ -169,16 +286,86 @@ class LLMClient:
                     charged = self.budget.worst_case_cost(prompt_tokens, self.backend.prices(model), max_tokens)
             if self.breakers is not None and not interrupted:
                 self.breakers.record(tier, ok=False, error=error, kind=kind)
-            self.emit("model_call", iteration=iteration, purpose=purpose, model=model, tier=tier, attempt=attempt,
+            partial = stream.text() if stream is not None else None
+            self.emit("model_call", iteration=iteration, purpose=purpose, **common,
                       ok=False, prompt_tokens=0, completion_tokens=0, cost_usd=charged, latency_s=latency,
-                      max_tokens=max_tokens, timeout_s=round(timeout, 3), reply=None, error=error,
-                      error_kind=kind)
+                      timeout_s=round(timeout, 3), reply=None, error=error, error_kind=kind,
+                      **({"partial_reply": partial} if partial else {}))
             raise
         latency = time.perf_counter() - started
+        if stream is not None:
+            stream.flush()
         if self.breakers is not None:
             self.breakers.record(tier, ok=True)
-        self.emit("model_call", iteration=iteration, purpose=purpose, model=model, tier=tier, attempt=attempt,
+        extra = {}
+        if completion.cached_tokens:
+            extra["cached_tokens"] = completion.cached_tokens
+        self.emit("model_call", iteration=iteration, purpose=purpose, **common,
                   ok=True, prompt_tokens=completion.prompt_tokens, completion_tokens=completion.completion_tokens,
-                  cost_usd=completion.cost_usd, latency_s=latency, max_tokens=max_tokens,
-                  timeout_s=round(timeout, 3), reply=completion.text, error=None, error_kind=None)
-        return completion, model, tier
+                  cost_usd=completion.cost_usd, latency_s=latency,
+                  timeout_s=round(timeout, 3), reply=completion.text, error=None, error_kind=None,
+                  finish_reason=completion.finish_reason, **extra)
+        return completion, model, tier, mode
+
+    def _capped(self, purpose, prompt_tokens, model, max_tokens, timeout):
+        """The budget's caps, refusing (LimitsExceeded) a call it cannot pay for at a useful size."""
+        need = self.useful_tokens(purpose, max_tokens)
+        try:
+            return self.budget.cap_model_call(prompt_tokens, self.backend.prices(model), max_tokens, timeout,
+                                              min_tokens=need)
+        except TypeError:  # a budget without per-call minimums: the fixed floor only
+            return self.budget.cap_model_call(prompt_tokens, self.backend.prices(model), max_tokens, timeout)
+
+
+class _DeltaPump:
+    """Carries a streamed reply from the call's worker thread to the caller's thread, which emits
+    it as throttled ``model_delta`` events (events are never emitted from another thread)."""
+
+    INTERVAL_S = 0.25
+
+    def __init__(self, emit, iteration, purpose, model):
+        import queue
+
+        self.emit, self.iteration, self.purpose, self.model = emit, iteration, purpose, model
+        self.queue: Any = queue.SimpleQueue()
+        self.parts: list[str] = []
+        self.sent = 0
+
+    def push(self, delta: str) -> None:  # on the worker thread
+        self.queue.put(delta)
+
+    def drain(self) -> None:
+        while True:
+            try:
+                self.parts.append(self.queue.get_nowait())
+            except Exception:
+                break
+        text = "".join(self.parts)
+        if len(text) > self.sent:
+            self.emit("model_delta", iteration=self.iteration, purpose=self.purpose, model=self.model,
+                      text=text[self.sent:], chars=len(text))
+            self.sent = len(text)
+
+    def text(self) -> str:
+        self.drain()
+        return "".join(self.parts)
+
+    def flush(self) -> None:
+        self.drain()
+
+    def run(self, budget, send, timeout):
+        """``send()`` under the budget's deadline, draining deltas every ``INTERVAL_S`` meanwhile."""
+        from ..reliability.deadline import call_with_deadline
+
+        if getattr(budget, "runner", None) is not call_with_deadline:
+            return budget.run_call(send, timeout)
+        limit = max(0.0, min(timeout, budget.remaining_time()))
+        return call_with_deadline(send, limit, poll=self._tick)
+
+    def _tick(self) -> None:
+        import time as _time
+
+        now = _time.monotonic()
+        if now - getattr(self, "_last", 0.0) >= self.INTERVAL_S:  # throttled: a few events a second
+            self._last = now
+            self.drain()

@@ -80,12 +80,24 @@ class ScriptedLLM(CustomLLM):
             text = reply.text or ""
         completion_tokens = reply.completion_tokens or estimate_tokens(text)
         max_tokens = optional_params.get("max_tokens")
+        finish = "stop"
         if max_tokens and completion_tokens > max_tokens:
             # A real model stops at max_tokens: the reply is cut, and so is the bill.
             text = text[: max_tokens * 4]
             completion_tokens = max_tokens
-        model_response.choices[0].message.content = text
-        model_response.choices[0].finish_reason = "stop"
+            finish = "length"
+        tools = optional_params.get("tools")
+        message = model_response.choices[0].message
+        if tools:
+            # Tools mode: the reply is the arguments of a call to the one function offered.
+            name = tools[0]["function"]["name"]
+            message.content = None
+            message.tool_calls = [litellm.utils.ChatCompletionMessageToolCall(
+                id=f"call_{purpose}", type="function", function=litellm.utils.Function(name=name, arguments=text))]
+            finish = "tool_calls" if finish == "stop" else finish
+        else:
+            message.content = text
+        model_response.choices[0].finish_reason = finish
         model_response.model = model
         prompt_tokens = estimate_tokens(prompt)
         model_response.usage = litellm.Usage(

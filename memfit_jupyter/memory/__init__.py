@@ -66,6 +66,7 @@ class MemoryExtension:
         self._seen: list[Any] = []  # timeline entries already triaged (kept alive: compared by identity)
         self._seen_ids: set[int] = set()
         self._last: tuple[Any, int] = (None, 0)  # the entries list last read, and its length then
+        self._last_triaged = 0  # the iteration triaged last
 
     def tools(self) -> list[Any]:
         import dataclasses
@@ -87,15 +88,20 @@ class MemoryExtension:
         return "\n".join(f"[{e.kind} #{e.iteration}] {e.content}" for e in fresh if e.kind != "task")
 
     def after_action(self, run: Any, record: Any) -> None:
-        """Seed 3.7.1: the timeline's diff since the last iteration goes to triage."""
-        from .triage import contextual_input, handle_memory
+        """Seed 3.7.1: the timeline's diff since the last triage goes to triage, when the
+        iteration has something to keep (``triage.triage_due``)."""
+        from .triage import TriageConfig, contextual_input, handle_memory, task_lines, triage_due
 
-        diff = self._diff(run)
+        config = getattr(run.agent, "triage_config", None) or TriageConfig()
+        if not triage_due(record, record.iteration, self._last_triaged, config):
+            return
+        diff = task_lines(self._diff(run))
+        self._last_triaged = record.iteration
         if not diff.strip():
             return
         done = bool(record.ok and record.data.get("final"))
         reason = "the agent called finish" if done else (record.error or None)
-        text = contextual_input(record.iteration, run.id, diff, run.status, done, reason)
+        text = contextual_input(record.iteration, run.id, diff, run.status, done, reason, format=config.format)
         try:
             outcome = handle_memory(self.store, text, run.llm, iteration=record.iteration)
         except Exception as exc:  # memory must never take the loop down

@@ -14,13 +14,14 @@ it falls back to ``recovery_timeout`` once the tier closes again.
 Which failures count.  The client reports each failed attempt with its kind
 (``ModelCallError.kind``).  Faults of the provider count toward opening and
 fail a probe: ``rate_limit``, ``timeout``, ``server_error`` (5xx, connection
-errors, malformed replies), ``auth`` (the tier cannot serve us until someone
-fixes its key, and another tier may) and ``other`` (an unknown kind counts,
-to be safe).  ``bad_request`` does not: a 400 is the provider answering that
-our own request (prompt too long, bad parameter) is wrong; it neither adds to
-nor resets the consecutive failures, and a probe that gets one closes the
-circuit, since the provider has shown that it answers.  Such failures are
-counted apart, as ``not_counted``.
+errors, malformed replies) and ``other`` (an unknown kind counts, to be safe).
+The kinds of ``llm.failures.NOT_TIER_HEALTH_KINDS`` do not: a 400, a prompt
+over the context window or a content refusal is the provider answering that
+our own request is wrong, and a refused key or an unknown model ends the run
+at once (no other call could succeed); they neither add to nor reset the
+consecutive failures, and a probe that gets one closes the circuit, since the
+provider has shown that it answers.  Such failures are counted apart, as
+``not_counted``.
 
 Exactly one probe goes through: admission (``route``) and the outcome
 (``record``) each take the set's lock, and while a probe is in flight every
@@ -48,12 +49,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..errors import ModelCallError
+from ..llm.failures import NOT_TIER_HEALTH_KINDS
 
 log = logging.getLogger("memfit_jupyter")
 
 TIERS = ("primary", "fast", "fallback")
 #: Failure kinds that are not the provider's fault: they never open a circuit (module docstring).
-NOT_COUNTED_KINDS = frozenset({"bad_request"})
+NOT_COUNTED_KINDS = NOT_TIER_HEALTH_KINDS
 
 
 def counts_as_failure(kind: str | None) -> bool:

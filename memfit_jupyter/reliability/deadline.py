@@ -100,8 +100,9 @@ def _worker() -> _Worker:
     return worker
 
 
-def call_with_deadline(fn: Callable[[], Any], seconds: float) -> Any:
+def call_with_deadline(fn: Callable[[], Any], seconds: float, poll: Callable[[], Any] | None = None) -> Any:
     """``fn()``'s result (or its exception), or ``DeadlineExceeded`` once ``seconds`` have passed.
+    ``poll()`` runs on the caller's thread after each wait slice (a streamed reply's pieces).
 
     >>> call_with_deadline(lambda: 6 * 7, 1.0)
     42
@@ -110,6 +111,8 @@ def call_with_deadline(fn: Callable[[], Any], seconds: float) -> Any:
     deadline = time.monotonic() + max(0.0, seconds)
     _worker().jobs.put(job)
     while not job.done.wait(min(WAIT_SLICE_S, max(0.0, deadline - time.monotonic()))):
+        if poll is not None:
+            poll()
         if time.monotonic() >= deadline:
             raise DeadlineExceeded(seconds)
     if job.error is not None:

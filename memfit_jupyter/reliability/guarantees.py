@@ -115,8 +115,10 @@ class BudgetTracker:
         self.recursive_calls += 1
 
     def cap_model_call(self, prompt_tokens: int, prices: tuple[float, float],
-                       max_tokens: int | None, timeout: float | None) -> tuple[int | None, float]:
-        """The (max_tokens, timeout) a model call may use, or LimitsExceeded."""
+                       max_tokens: int | None, timeout: float | None,
+                       min_tokens: int = MIN_OUTPUT_TOKENS) -> tuple[int | None, float]:
+        """The (max_tokens, timeout) a model call may use, or LimitsExceeded when fewer than
+        ``min_tokens`` (the purpose's useful reply size) are affordable: never buy a cut-off reply."""
         left_s = self.check_time("a model call")
         timeout = left_s if timeout is None else min(timeout, left_s)
         price_in, price_out = prices
@@ -124,10 +126,11 @@ class BudgetTracker:
         prompt_cost = prompt_tokens * PROMPT_TOKEN_MARGIN * price_in
         if price_out > 0:
             affordable = int((left_usd - prompt_cost) / price_out)
-            if affordable < MIN_OUTPUT_TOKENS:
+            if affordable < max(MIN_OUTPUT_TOKENS, min_tokens):
                 self._violate("max_cost_usd",
                               f"cost limit of ${self.guarantees.max_cost_usd:g} reached: "
-                              f"${left_usd:.6f} left cannot pay for another call",
+                              f"${left_usd:.6f} left cannot pay for a useful reply "
+                              f"({max(MIN_OUTPUT_TOKENS, min_tokens)} output tokens)",
                               operation="model call", prompt_tokens=prompt_tokens)
             max_tokens = affordable if max_tokens is None else min(max_tokens, affordable)
         elif left_usd <= 0:
