@@ -166,22 +166,23 @@ def test_a_worker_that_dies_mid_run_is_retried(tmp_path):
 
 
 def test_sweep_budget_is_hard(tmp_path):
-    # Each run may spend up to 0.004; the sweep 0.01: two run at once, and a run starts only
-    # when the finished runs' spend plus the running runs' worst cases leaves room for it.
+    # Each run may spend up to 0.012 (a run's first call must afford a whole reply: 1,024 tokens
+    # at $8e-6); the sweep 0.025: two run at once, and a run starts only when the finished runs'
+    # spend plus the running runs' worst cases leaves room for it.
     seen = []
     df = sweep(["What is the total of the numbers in data.txt?"], {"max_iterations": [3, 4, 5, 6, 7, 8]},
-               settings={"model": "memfit/demo", "memory": False, "max_cost_usd": 0.004},
-               out=tmp_path / "b", max_parallel=2, max_cost_usd=0.01, progress=seen.append)
+               settings={"model": "memfit/demo", "memory": False, "max_cost_usd": 0.012},
+               out=tmp_path / "b", max_parallel=2, max_cost_usd=0.025, progress=seen.append)
     ran = df.filter(pl.col("status") != "skipped")
     skipped = df.filter(pl.col("status") == "skipped")
     assert ran.height >= 2 and skipped.height >= 1
-    assert ran["cost_usd"].sum() <= 0.01
+    assert ran["cost_usd"].sum() <= 0.025
     assert all("worst case" in e for e in skipped["error"])
     for p in seen:  # never more committed than the budget
-        assert p.cost_usd + p.reserved_usd <= 0.01 + 1e-12
+        assert p.cost_usd + p.reserved_usd <= 0.025 + 1e-12
     # A larger budget over the same out runs only what was skipped.
     more = sweep(["What is the total of the numbers in data.txt?"], {"max_iterations": [3, 4, 5, 6, 7, 8]},
-                 settings={"model": "memfit/demo", "memory": False, "max_cost_usd": 0.004},
+                 settings={"model": "memfit/demo", "memory": False, "max_cost_usd": 0.012},
                  out=tmp_path / "b", max_parallel=2, max_cost_usd=1.0, progress=False)
     assert (more["status"] != "skipped").all()
     assert more.filter(pl.col("run").is_in(ran["run"].to_list()))["attempts"].to_list() == [1] * ran.height

@@ -18,9 +18,10 @@ allows; a prompt over the context window is rebuilt once (``rebuild``, which
 flushes the tiered context) and sent again.
 
 A budget never buys a truncated reply: each purpose has a minimum useful
-output size (``MIN_USEFUL_TOKENS``, raised to 1.5 times the longest reply of
-that purpose in the run); a call the budget cannot pay for at that size is not
-made, and the run degrades before spending.
+output size (``useful_tokens``: the caller's cap until the run has seen a reply
+of that purpose, then 1.5 times the longest one, at least ``MIN_USEFUL_TOKENS``);
+a call the budget cannot pay for at that size is not made, and the run
+degrades before spending, with the work so far as its partial result.
 """
 
 from __future__ import annotations
@@ -130,6 +131,7 @@ class LLMClient:
         #: Stream replies of the ``STREAMED`` purposes as ``model_delta`` events (real models).
         self.stream = stream
         self._longest: dict[str, int] = {}
+        self._requests: dict[tuple, dict[str, Any]] = {}
 
     def mode_for(self, model: str) -> str:
         """The structured mode calls to ``model`` use."""
@@ -142,9 +144,14 @@ class LLMClient:
         return mode
 
     def useful_tokens(self, purpose: str, cap: int | None) -> int:
-        """The fewest output tokens worth paying for in a ``purpose`` call (module docstring)."""
+        """The fewest output tokens worth paying for in a ``purpose`` call (module docstring):
+        before the run has seen a reply of that purpose, the caller's whole cap (nothing says a
+        shorter reply will do); then 1.5 times the longest one, at least the purpose's floor."""
         floor = MIN_USEFUL_TOKENS.get(purpose, 32)
-        need = max(floor, math.ceil(USEFUL_MARGIN * self._longest.get(purpose, 0)))
+        longest = self._longest.get(purpose)
+        if longest is None:
+            return cap if cap is not None else floor
+        need = max(floor, math.ceil(USEFUL_MARGIN * longest))
         return need if cap is None else min(cap, need)
 
     def _learn(self, purpose: str, completion_tokens: int) -> None:
@@ -233,14 +240,11 @@ class LLMClient:
 
     def _complete(self, purpose, messages, tier, iteration, attempt, max_tokens):
         """One attempt at one tier (the breakers may route it elsewhere). Emits its model_call event."""
-        from .schemas import SCHEMAS
-        from .structured import request_for, wire_schema
-
         if self.breakers is not None:
             tier = self.breakers.route(tier, purpose=purpose, iteration=iteration)
         model = self.model_for(tier)
         mode = self.mode_for(model)
-        request = request_for(mode, purpose, wire_schema(purpose, SCHEMAS[purpose], self.tools, mode))
+        request = self._request(purpose, mode)
         prompt_tokens = estimate_message_tokens(messages)
         timeout = self.default_timeout_s
         requested = max_tokens
@@ -306,6 +310,20 @@ class LLMClient:
                   timeout_s=round(timeout, 3), reply=completion.text, error=None, error_kind=None,
                   finish_reason=completion.finish_reason, **extra)
         return completion, model, tier, mode
+
+    def _request(self, purpose: str, mode: str) -> dict[str, Any]:
+        """The litellm arguments that carry the schema in ``mode`` (built once per purpose and mode)."""
+        if mode == "text":
+            return {}
+        key = (purpose, mode, tuple(self.tools or ()))
+        request = self._requests.get(key)
+        if request is None:
+            from .schemas import SCHEMAS
+            from .structured import request_for, wire_schema
+
+            request = request_for(mode, purpose, wire_schema(purpose, SCHEMAS[purpose], self.tools, mode))
+            self._requests[key] = request
+        return request
 
     def _capped(self, purpose, prompt_tokens, model, max_tokens, timeout):
         """The budget's caps, refusing (LimitsExceeded) a call it cannot pay for at a useful size."""
