@@ -60,6 +60,11 @@ export interface ModelCallEvent {
   reply: string | null;
   error: string | null;
   error_kind: string | null;
+  structured?: string;
+  requested_max_tokens?: number | null;
+  finish_reason?: string | null;
+  cached_tokens?: number;
+  partial_reply?: string;
 }
 
 /** A reply that did not fit its schema (the client asks again). */
@@ -304,6 +309,7 @@ export interface ContextEvent {
   evicted: number;
   recall_size: number;
   summary: string | null;
+  reason?: string;
 }
 
 /** A failure-diary trial judged by the oracle. */
