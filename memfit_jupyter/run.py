@@ -76,7 +76,11 @@ class Run:
         self._bad_replies = 0
         self._pending: tuple[int, Any] | None = None
         self._decision: tuple[bool, str] | None = None
-        self.budget = BudgetTracker(agent.guarantees, on_violation=self._on_violation)
+        # The run's clock counts only while it runs (inside step()): time spent paused between
+        # steps, waiting for a person, is not held against max_duration_seconds.
+        self._active_s = 0.0
+        self._stepping_since: float | None = None
+        self.budget = BudgetTracker(agent.guarantees, clock=self._running_time, on_violation=self._on_violation)
         if backend is None:
             from .llm.backend import LiteLLMBackend
 
@@ -182,7 +186,12 @@ class Run:
 
     @property
     def elapsed(self) -> float:
-        return time.monotonic() - self._t0
+        """Seconds the run has spent running (paused time does not count)."""
+        return self._running_time()
+
+    def _running_time(self) -> float:
+        since = self._stepping_since
+        return self._active_s + (time.monotonic() - since if since is not None else 0.0)
 
     @property
     def waiting_for_approval(self) -> dict[str, Any] | None:
@@ -210,6 +219,9 @@ class Run:
         if self.done:
             raise RuntimeError(f"this run has ended (status {self.status!r}); start a new one")
         before = len(self.records)
+        outer = self._stepping_since is None
+        if outer:
+            self._stepping_since = time.monotonic()
         try:
             if self.status == "pending":
                 self._begin()
@@ -222,6 +234,10 @@ class Run:
             self.emit(ev.Error(message=f"{type(exc).__name__}: {exc}",
                                traceback="".join(traceback.format_exception(exc))[-4000:]))
             self._finish(RunFailed(f"internal error: {type(exc).__name__}: {exc}"))
+        finally:
+            if outer and self._stepping_since is not None:
+                self._active_s += time.monotonic() - self._stepping_since
+                self._stepping_since = None
         return self.records[-1] if len(self.records) > before else None
 
     def __iter__(self) -> Iterator[ActionRecord]:
@@ -268,7 +284,12 @@ class Run:
         """Choose alternative ``index`` of the last diverse synthesis; the choice goes into the trace."""
         from .reliability.synthesis import choose
 
-        return choose(self, index)
+        picked = choose(self, index)
+        if self.result is not None:  # the run has ended: the chosen alternative is its answer now
+            self.result.answer = str(picked["answer"])
+            self.emit(ev.AnswerChanged(answer=self.result.answer,
+                                       reason=f"the person chose alternative {index} of the diverse synthesis"))
+        return picked
 
     def approve(self, ok: bool = True, reason: str = "") -> None:
         """Decide on the tool call waiting for approval; the next step() carries it out (or not)."""

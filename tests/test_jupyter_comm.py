@@ -243,9 +243,26 @@ def test_diverse_choice_buttons_record_the_choice(kernel):
     kernel.act("choose", index=1)
     choice = kernel.value("[e.get('choice') for e in split.events if e.type == 'synthesis'][-1]")
     assert choice.startswith("{'index': 1, 'answer': ")
-    assert kernel.value("split.trace()['events'][-1]['choice']['index']") == "1"
+    assert kernel.value("split.trace()['events'][-2]['choice']['index']") == "1"
+    # the run had ended: the chosen alternative is its answer now, and that is an event too
+    assert kernel.value("split.result.answer") == repr(alternatives[1])
+    assert kernel.value("split.trace()['answer']") == repr(alternatives[1])
+    last = kernel.events[kernel.run_widget()][-1]
+    assert last["type"] == "answer" and last["answer"] == alternatives[1]
+    assert kernel.heads[kernel.run_widget()]["answer"] == alternatives[1]
     # the choice is made: the buttons are gone
     assert kernel.controls()["choices"] == []
+
+
+def test_time_paused_between_steps_does_not_count_against_the_time_limit(kernel):
+    kernel.execute("%%memfit_task --step --model memfit/demo --max-duration 2 --no-memory --name slowpoke\n"
+                   "What is the total of the numbers in data.txt?")
+    kernel.act("step")
+    time.sleep(3)  # the person reads the step: longer than the run may take in all
+    kernel.act("step")
+    kernel.act("step")
+    assert kernel.value("slowpoke.status") == "'done'"
+    assert kernel.value("slowpoke.result.duration_s < 2") == "True"
 
 
 def test_escalation_asks_the_person_and_more_trials_go_on(kernel, tmp_path):

@@ -92,5 +92,7 @@ def test_disagree_scenario(tmp_path, strategy, answer):
         with pytest.raises(ValueError, match="0 to 2"):
             run.choose(7)
         picked = run.choose(1)
-        last = run.trace()["events"][-1]
+        *_, last, changed = run.trace()["events"]
         assert last["type"] == "synthesis" and last["choice"] == {"index": 1, "answer": picked["answer"]}
+        # the run had ended: the choice is its answer now (an event of its own)
+        assert changed["type"] == "answer" and run.result.answer == changed["answer"] == picked["answer"]
