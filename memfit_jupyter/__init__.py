@@ -1,7 +1,8 @@
 """memfit-jupyter: watch, steer and teach self-correcting LLM agents inside Jupyter.
 
-``%load_ext memfit_jupyter`` registers ``%%memfit_task``, ``%memfit_memory`` and
-``%memfit``.  The Python API works without Jupyter::
+``%load_ext memfit_jupyter`` registers ``%%memfit_task``, ``%memfit_memory``,
+``%memfit`` and ``%memfit_demo`` (a failure mode of ``catalogue()``, on and off).
+The Python API works without Jupyter::
 
     from memfit_jupyter import Agent
     result = Agent(model="memfit/demo").start("add up data.txt").run()

@@ -18,7 +18,9 @@ rules::
 The first rule whose conditions hold answers; its n-th use in a run gives its
 n-th reply.  Conditions on prompt text let a scripted agent react to guidance
 injected into its context, as a real model would.  ``defaults.toml`` answers
-every purpose that a scenario does not script.
+every purpose that a scenario does not script.  ``classes`` and the ``[mode]``
+table say which published failure classes a scenario shows and how its failure
+mode is demoed (see ``memfit_jupyter/catalogue.py``).
 """
 
 from __future__ import annotations
