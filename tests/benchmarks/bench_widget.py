@@ -7,7 +7,14 @@ baseline.  Reported: the widget messages the kernel sent on iopub
 (``comm_open`` + ``comm_msg``), the bytes of those messages, and the kernel
 time of the cell (measured inside the kernel).
 
+The widget sends the run's serialized events in batches (one custom message per batch),
+never HTML; "unthrottled" sends one batch per event.
+
     python tests/benchmarks/bench_widget.py
+
+Measured here (2 loaded cores): throttled 228 messages / 0.89 MB, unthrottled 2,708 / 1.22 MB
+(ratio 0.084); the HTML widget this replaced sent 540 / 1.7 MB throttled and 4,723 / 20.3 MB
+unthrottled.  Kernel time with the widget was within noise of the quiet run (0.93x).
 """
 
 from __future__ import annotations
