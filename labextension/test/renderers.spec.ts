@@ -10,6 +10,7 @@ import * as path from 'path';
 import extensions, { COMPARE_MIME, MEMORY_MIME, RANK, RUN_MIME } from '../src/index';
 import { LiveRunView } from '../src/live';
 import { Controls, LiveChange, LiveSource, registerLive, unregisterLive } from '../src/liveregistry';
+import { renderCompare } from '../src/compare';
 import { renderMemory } from '../src/memory';
 import { MAX_RESULTS, MemfitEvent } from '../src/payload';
 import { EAGER_EVENTS, headOf, renderRun } from '../src/run';
@@ -359,6 +360,37 @@ describe('memory ranking renderer', () => {
     const root = renderMemory(r);
     expect(root.querySelectorAll('.memfit-rank-row').length).toBe(MAX_RESULTS);
     expect(root.querySelector('.memfit-problems')!.textContent).toContain(`Showing the first ${MAX_RESULTS} of 5000 results.`);
+  });
+});
+
+describe('compare renderer', () => {
+  it('draws the table, where the runs diverged and both runs side by side', () => {
+    const a = trace('demo');
+    const b = trace('spin-demo');
+    const root = renderCompare({
+      version: 1,
+      labels: ['on', 'off'],
+      runs: [a, b],
+      rows: [
+        { label: 'outcome', kind: 'text', values: [a.status, b.status] },
+        { label: 'cost', kind: 'money', values: [0.5, 0.5] },
+        { label: 'iterations', kind: 'count', values: [3, 6] }
+      ],
+      diverged: { iteration: 2, a: 'python(code=1)', b: 'read_file(path=x)' }
+    });
+    expect(root.querySelector('.memfit-title')!.textContent).toBe('on vs off');
+    const iterations = root.querySelector('tr[data-row="iterations"]')!;
+    expect(texts(iterations as HTMLElement, 'td')).toEqual(['3', '6']);
+    expect(iterations.querySelectorAll('.memfit-differs').length).toBe(2);
+    expect(root.querySelector('tr[data-row="cost"] .memfit-differs')).toBeNull();
+    expect(root.querySelector('.memfit-diverged')!.textContent).toBe('Diverged at iteration 2: python(code=1) vs read_file(path=x)');
+    const sides = root.querySelectorAll('.memfit-side-by-side > .memfit-side');
+    expect(sides.length).toBe(2);
+    expect(sides[1].querySelector('.memfit-title')!.textContent).toBe(b.task);
+  });
+
+  it('explains a payload that is not two runs', () => {
+    expect(renderCompare({ version: 1, runs: [1] }).textContent).toContain('expected a comparison of two runs');
   });
 });
 
