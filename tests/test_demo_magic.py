@@ -9,6 +9,7 @@ from nbclient import NotebookClient
 
 RUN_MIME = "application/vnd.memfit.run+json"
 WIDGET_MIME = "application/vnd.jupyter.widget-view+json"
+COMPARE_MIME = "application/vnd.memfit.compare+json"
 
 CELLS = {
     "load": "%load_ext memfit_jupyter",
@@ -62,6 +63,10 @@ def test_a_mode_runs_on_and_off_side_by_side(nb):
     traces = [o.data[RUN_MIME] for o in outs if RUN_MIME in o.get("data", {})]
     assert [t["status"] for t in traces] == ["done", "failed"]
     assert traces[1]["settings"]["reflection"] == "none"
+    # The compare view of the pair: both runs, under their sides' labels.
+    (pair_view,) = [o.data for o in outs if COMPARE_MIME in o.get("data", {})]
+    assert "on: reflection auto" in str(pair_view[COMPARE_MIME]) and "off: reflection none" in str(pair_view[COMPARE_MIME])
+    assert "compare view could not be built" not in text_of(outs)
     table = outs[-1].data
     assert "as_stated" in table["text/html"] and "spin:same_action_type" in table["text/html"]
     assert table["text/plain"].splitlines()[1].startswith("off (reflection none): failed, 8 iterations")
