@@ -11,10 +11,13 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
+from .context.tiers import ContextConfig
 from .errors import UnknownModelError
 from .records import ReflectionLevel
+from .reflection.config import ReflectionConfig
+from .reliability.config import ReliabilityConfig
 from .reliability.guarantees import ExecutionGuarantees
 from .run import TRACE_VERSION, Run
 from .tools import EXTENSION_TOOL_NAMES, Tool, select_tools
@@ -22,6 +25,13 @@ from .tools import EXTENSION_TOOL_NAMES, Tool, select_tools
 __all__ = ["DEFAULT_MODEL", "TRACE_VERSION", "Agent", "Run"]
 
 DEFAULT_MODEL = "memfit/demo"
+C = TypeVar("C")
+
+
+def _config_classes() -> tuple[type, ...]:
+    from .memory import MemoryConfig  # the memory package loads on first use
+
+    return (ReflectionConfig, ReliabilityConfig, ContextConfig, MemoryConfig)
 
 Approver = Callable[[dict[str, Any]], "bool | tuple[bool, str] | None"]
 
@@ -42,31 +52,36 @@ class Agent:
         fallback_model: str | None = None,
         max_iterations: int = 20,
         guarantees: ExecutionGuarantees | None = None,
-        reflection: str | ReflectionLevel = "auto",
-        spin_threshold: int = 3,
-        max_consecutive_spin_warnings: int = 3,
+        reflection: str | ReflectionLevel | None = None,
+        spin_threshold: int | None = None,
+        max_consecutive_spin_warnings: int | None = None,
         detectors: dict[str, bool] | None = None,
-        strategy: str = "weighted",
-        samples: int = 1,
+        strategy: str | None = None,
+        samples: int | None = None,
         tools: Iterable[str] | str | None = None,
         memory: Any = None,
         oracle: str | Callable[..., Any] | None = None,
-        max_trials: int = 3,
+        max_trials: int | None = None,
         plan: str | None = None,
         progress: str | None = None,
         context_window: int | None = None,
-        failure_threshold: int = 3,
-        recovery_timeout: float = 60.0,
+        failure_threshold: int | None = None,
+        recovery_timeout: float | None = None,
         approve: Approver | None = None,
         ask_user: Callable[[str], str] | None = None,
         workdir: str | Path = ".",
         namespace: dict[str, Any] | None = None,
         extensions: Iterable[Any] = (),
+        configs: Iterable[Any] = (),
         extra_tools: Iterable[Tool] = (),
         otel: Any = None,
         api_base: str | dict[str, str] | None = None,
         structured: str = "auto",
     ):
+        """Flat keyword arguments left as None take the default of their feature's config
+        (``ReflectionConfig``, ``ReliabilityConfig``, ``ContextConfig``, ``MemoryConfig``: the
+        seed's numbers, written there once); a config given whole in ``configs`` (or, as before,
+        among ``extensions``) wins over them."""
         self.model = model or DEFAULT_MODEL
         self.fast_model = fast_model
         self.fallback_model = fallback_model
@@ -77,29 +92,38 @@ class Agent:
             raise ValueError("max_iterations must be at least 1")
         self.max_iterations = max_iterations
         self.guarantees = guarantees or ExecutionGuarantees()
-        self.reflection = reflection if reflection == "auto" else ReflectionLevel.parse(reflection)
-        self.spin_threshold = spin_threshold
-        self.max_consecutive_spin_warnings = max_consecutive_spin_warnings
-        self.detectors = dict(detectors or {})
-        self.strategy = strategy
-        self.samples = samples
+        self.extensions = list(extensions)
+        given = {type(c): c for c in [*self.extensions, *configs] if type(c) in _config_classes()}
+        self.configs: dict[type, Any] = {}
+        rc = self._configure(ReflectionConfig, given, reflection=reflection, spin_threshold=spin_threshold,
+                             max_consecutive_spin_warnings=max_consecutive_spin_warnings,
+                             detectors=dict(detectors) if detectors is not None else None)
+        lc = self._configure(ReliabilityConfig, given, failure_threshold=failure_threshold,
+                             recovery_timeout=recovery_timeout, strategy=strategy, samples=samples)
+        cc = self._configure(ContextConfig, given, max_trials=max_trials)
+        self._configure(_config_classes()[-1], given)
+        self.reflection = rc.reflection if rc.reflection == "auto" else ReflectionLevel.parse(rc.reflection)
+        self.spin_threshold = rc.spin_threshold
+        self.max_consecutive_spin_warnings = rc.max_consecutive_spin_warnings
+        self.detectors = dict(rc.detectors)
+        self.strategy = lc.strategy
+        self.samples = lc.samples
         if isinstance(tools, str):
             tools = [t for t in tools.split(",") if t.strip()]
         self.tool_names = list(tools) if tools is not None else None
         self.extra_tools = list(extra_tools)
         self.memory = memory
         self.oracle = oracle
-        self.max_trials = max_trials
+        self.max_trials = cc.max_trials
         self.plan = plan
         self.progress = progress
         self.context_window = context_window
-        self.failure_threshold = failure_threshold
-        self.recovery_timeout = recovery_timeout
+        self.failure_threshold = lc.failure_threshold
+        self.recovery_timeout = lc.recovery_timeout
         self.approve = approve
         self.ask_user = ask_user
         self.workdir = Path(workdir)
         self.namespace = namespace if namespace is not None else {}
-        self.extensions = list(extensions)
         #: Live OpenTelemetry export of every run: an endpoint, a file, True (OTEL_* env), options.
         self.otel = otel
         from .llm.structured import CHOICES
@@ -113,6 +137,25 @@ class Agent:
         self.structured = structured
         # Fail now, not at the first step, on a tool name that does not exist.
         select_tools(self.tool_names, self.extra_tools, also_known=EXTENSION_TOOL_NAMES)
+
+    def _configure(self, cls: type[C], given: dict[type, Any], **flat: Any) -> C:
+        config = given.get(cls) or cls(**{k: v for k, v in flat.items() if v is not None})
+        self.configs[cls] = config
+        return config
+
+    def config(self, cls: type[C]) -> C:
+        """This agent's config of a feature, e.g. ``agent.config(ReflectionConfig)``."""
+        return self.configs[cls]  # type: ignore[no-any-return]
+
+    @property
+    def context_config(self) -> ContextConfig:
+        """The tiered context's settings (assignable: ``agent.context_config = ContextConfig(...)``)."""
+        return self.config(ContextConfig)
+
+    @context_config.setter
+    def context_config(self, value: ContextConfig) -> None:
+        self.configs[ContextConfig] = value
+        self.max_trials = value.max_trials
 
     @property
     def tiers(self) -> dict[str, str]:
@@ -190,10 +233,12 @@ class Agent:
         settings.update(overrides)
         agent = cls(guarantees=g, **settings)
         run = Run(agent, trace["task"], backend=recording.backend(agent.tiers), tools=recording.tools(),
-                  clock=recording.clock(), run_id=trace.get("run_id"), started_at=trace.get("started_at"))
+                  run_id=trace.get("run_id"), started_at=trace.get("started_at"))
         # Breakers tell when the next probe is due: on the recorded time, they say what they said.
-        run.clock.run = run
-        breakers_for(agent).clock = run.clock.now
+        clock = recording.clock()
+        clock.run = run
+        run.clock = clock
+        breakers_for(agent).clock = clock.now
         # The prompt names the recorded working directory, so a replay elsewhere sends the same text.
         if trace.get("workdir"):
             run.prompt_workdir = trace["workdir"]

@@ -13,6 +13,7 @@ run goes on only through ``Run.reopen`` (an override, more trials).
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
 import time
 import traceback
@@ -24,19 +25,20 @@ from typing import TYPE_CHECKING, Any
 from . import events as ev
 from .errors import Cancelled, Finished, LimitsExceeded, RunEnded, RunFailed
 from .events import Event
+from .extension import Extension, adapt, name_of
 from .records import ActionRecord, GracefulDegradationPlan, RunResult, ToolResult
 from .reliability.guarantees import BudgetTracker, ExecutionGuarantees
 from .replay import LiveClock, LiveTools
 from .secrets import package_logger, redact_obj, refresh_env_secrets
 from .timeline import Timeline
 from .tools import ToolContext, select_tools
+from .trace import TRACE_VERSION as TRACE_VERSION
 
 if TYPE_CHECKING:
     from .agent import Agent
 
 log = package_logger()  # one logger for the package; secrets redacted
 
-TRACE_VERSION = 1
 #: Feature packages that may contribute an extension to every run, in hook order.
 EXTENSION_MODULES = ("context", "memory", "reliability", "reflection")
 #: The model may fail to give a usable reply this many times in a row before the run fails.
@@ -45,6 +47,12 @@ MAX_CONSECUTIVE_BAD_REPLIES = 3
 INVALID_REPLY = "invalid_reply"
 
 Subscriber = Callable[[Any], None]
+
+
+def _is_config(obj: Any) -> bool:
+    """A feature's config given among the extensions (as before ``configs=``): not an extension."""
+    return dataclasses.is_dataclass(obj) and not any(callable(getattr(obj, h, None))
+                                                     for h in ("after_action", "before_iteration", "tools"))
 
 
 class Run:
@@ -92,24 +100,44 @@ class Run:
                              structured=getattr(agent, "structured", "auto"))
         self.tool_context = ToolContext(workdir=agent.workdir, namespace=agent.namespace,
                                         ask_user=agent.ask_user, run=self)
-        self.extensions = list(agent.extensions) + self._discover_extensions()
+        #: What the extensions provide each other and the views, by name (``Extension.provides``).
+        self.services: dict[str, Any] = {}
+        self.extensions: list[Extension] = [adapt(e) for e in agent.extensions if not _is_config(e)]
+        for ext in self.extensions:
+            self.services.update(ext.provides())
+        self.extensions += self._discover_extensions()
+        self.llm.breakers = self.services.get("breakers")  # model calls go through the breakers
         extra = list(agent.extra_tools)
         for ext in self.extensions:
-            extra.extend(getattr(ext, "tools", lambda: ())())
+            extra.extend(ext.tools())
         self.tools = select_tools(agent.tool_names, extra)
         self.llm.tools = self.tools  # the action schema names the tools and their parameters
-        self._hooks = {name: [getattr(e, name) for e in self.extensions if hasattr(e, name)]
-                       for name in ("on_start", "before_iteration", "system_sections", "after_action",
-                                    "on_finish")}
         refresh_env_secrets()  # keys loaded since the last run (a .env file) are redacted too
 
-    def _discover_extensions(self) -> list[Any]:
+    def _discover_extensions(self) -> list[Extension]:
         found = []
         for name in EXTENSION_MODULES:
             ext = importlib.import_module(f"{__package__}.{name}").extension_for(self)
             if ext is not None:
-                found.append(ext)
+                found.append(adapt(ext))
+                self.services.update(ext.provides())  # the next ones may use it
         return found
+
+    # --- services (what the extensions provide) ----------------------------------------
+    @property
+    def memory(self) -> Any:
+        """The long-term memory store of this run (the memory extension's), or None."""
+        return self.services.get("memory")
+
+    @property
+    def context(self) -> Any:
+        """The context extension of this run: tiers, plan, failure diary."""
+        return self.services.get("context")
+
+    @property
+    def breakers(self) -> Any:
+        """The run's view of its agent's circuit breakers (``.metrics()`` per tier)."""
+        return self.services.get("breakers")
 
     # --- events -----------------------------------------------------------------------
     def subscribe(self, callback: Subscriber, *types: type[Event]) -> Callable[[], None]:
@@ -137,7 +165,7 @@ class Run:
         for name, _ in event._FIELDS:
             value = getattr(event, name)
             if isinstance(value, str | dict | list):
-                setattr(event, name, redact_obj(value))
+                setattr(event, name, redact_obj(value))  # type: ignore[no-untyped-call]
         if event.TRACED:
             self.events.append(event)
         self._project(event)
@@ -204,9 +232,9 @@ class Run:
     def system_prompt(self) -> str:
         from .llm.prompts import action_system
 
-        sections = []
-        for hook in self._hooks["system_sections"]:
-            sections.extend(hook(self) or ())
+        sections: list[str] = []
+        for ext in self.extensions:
+            sections.extend(ext.system_sections(self) or ())
         return action_system(self.tools.values(), self.prompt_workdir, sections)
 
     def next_prompt(self) -> list[dict[str, str]]:
@@ -300,10 +328,10 @@ class Run:
     def _begin(self) -> None:
         self.status = "running"
         self.emit(ev.RunStart(task=self.task, tiers=self.agent.tiers, settings=self.agent.settings(),
-                              tools=sorted(self.tools), extensions=[type(e).__name__ for e in self.extensions]))
+                              tools=sorted(self.tools), extensions=[name_of(e) for e in self.extensions]))
         self._place_scenario_files()
-        for hook in self._hooks["on_start"]:
-            hook(self)
+        for ext in self.extensions:
+            ext.on_start(self)
 
     def _place_scenario_files(self) -> None:
         """A scripted scenario brings the files its story needs; existing files are left alone."""
@@ -324,8 +352,8 @@ class Run:
             raise RunFailed(f"reached max_iterations ({self.agent.max_iterations}) without finishing")
         self.iteration += 1
         i = self.iteration
-        for hook in self._hooks["before_iteration"]:
-            hook(self)
+        for ext in self.extensions:
+            ext.before_iteration(self)
         self.budget.check_time("the next iteration")
         messages = self.next_prompt()
         self.last_prompt = messages
@@ -369,8 +397,8 @@ class Run:
         self.emit(ev.Observation(tool=act.tool, ok=result.ok, output=result.output, error=result.error,
                                  duration_s=duration, data=result.data))
         record = self.records[-1]
-        for hook in self._hooks["after_action"]:
-            hook(self, record)
+        for ext in self.extensions:
+            ext.after_action(self, record)
         if result.ok and result.data.get("final"):
             raise Finished("the agent called finish", answer=str(act.params.get("answer", result.output)))
 
@@ -380,8 +408,8 @@ class Run:
         self.emit(ev.Observation(tool="", ok=False, output="", error=reply.error, duration_s=0.0,
                                  data={"error_kind": reply.error_kind}))
         record = self.records[-1]
-        for hook in self._hooks["after_action"]:
-            hook(self, record)
+        for ext in self.extensions:
+            ext.after_action(self, record)
         if self._bad_replies >= MAX_CONSECUTIVE_BAD_REPLIES:
             raise RunFailed(f"the model gave no usable reply {self._bad_replies} times in a row "
                             f"(last: {reply.error})")
@@ -404,9 +432,9 @@ class Run:
         self.status = status
         if plan is not None:
             self.emit(ev.Degradation(**plan.to_dict()))
-        for hook in self._hooks["on_finish"]:
+        for ext in self.extensions:
             try:
-                hook(self, self.result)
+                ext.on_finish(self, self.result)
             except Exception as exc:
                 self.emit(ev.Error(message=f"on_finish hook failed: {type(exc).__name__}: {exc}"))
         self.emit(ev.RunEnd(status=status, answer=answer, reason=end.reason))
@@ -430,34 +458,9 @@ class Run:
     # --- the trace --------------------------------------------------------------------
     def trace(self) -> dict[str, Any]:
         """The run as a JSON-serialisable dict: the ``application/vnd.memfit.run+json`` payload."""
-        spent = self.budget.spent
-        g = self.budget.guarantees  # the run's own: an override may have raised them
-        return {
-            "version": TRACE_VERSION,
-            "run_id": self.id,
-            "task": self.task,
-            "model": self.agent.model,
-            "tiers": self.agent.tiers,
-            "status": self.status,
-            "answer": self.result.answer if self.result else None,
-            "reason": self.result.reason if self.result else "",
-            "started_at": self.started_at,
-            "settings": self.agent.settings(),
-            "workdir": self.prompt_workdir,
-            "limits": {"max_cost_usd": g.max_cost_usd, "max_duration_seconds": g.max_duration_seconds,
-                       "max_recursive_calls": g.max_recursive_calls,
-                       "max_iterations": self.agent.max_iterations},
-            "totals": {
-                "cost_usd": spent.cost_usd,
-                "tokens": {"prompt": spent.prompt_tokens, "completion": spent.completion_tokens,
-                           "total": spent.prompt_tokens + spent.completion_tokens},
-                "calls": spent.calls,
-                "iterations": self.iteration,
-                "recursive_calls": self.budget.recursive_calls,
-                "duration_s": (self.result.duration_s if self.result else self.elapsed),
-            },
-            "events": [e.to_dict() for e in self.events],
-        }
+        from .trace import trace_of
+
+        return trace_of(self)
 
     def __repr__(self) -> str:
         return f"<Run {self.id} {self.status} iteration={self.iteration} task={self.task[:40]!r}>"

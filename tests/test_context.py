@@ -177,9 +177,7 @@ def test_core_memory_tools_edit_blocks_within_their_limits(tmp_path):
 
 
 def test_archival_tools_say_so_when_there_is_no_store(tmp_path):
-    run = Agent(model="memfit/demo", workdir=tmp_path).start("add up data.txt")
-    run.memory = None
-    run.agent.memory = None
+    run = Agent(model="memfit/demo", workdir=tmp_path, memory=False).start("add up data.txt")
     for tool, params in (("archival_memory_insert", {"content": "x"}), ("archival_memory_search", {"query": "x"})):
         result = _call(run, tool, **params)
         assert not result.ok and result.error.startswith("archival memory is off")

@@ -128,7 +128,7 @@ def test_memory_query_and_depth_by_level(tmp_path):
 
     for forced, depth in (("standard", 2048), ("deep", 5120), ("critical", 10240), ("minimal", None)):
         run = start("spin-demo", tmp_path / forced, reflection=forced)
-        run.memory = Recorder()
+        run.services["memory"] = Recorder()  # the memory service, replaced
         run.step()
         searches = run.memory.searches
         if depth is None:

@@ -22,6 +22,7 @@ from typing import Any
 
 from .. import events as ev
 from ..errors import Escalated, Finished, RunFailed
+from ..extension import Hooks
 from ..records import ToolResult
 from ..tools import Param, Tool
 from .diary import FailureDiary, failures
@@ -38,8 +39,9 @@ def extension_for(run: Any) -> ContextExtension:
     return ContextExtension(run)
 
 
-class ContextExtension:
-    """Hooks of the tiered context, the long-horizon plan and the failure diary for one run."""
+class ContextExtension(Hooks):
+    """Hooks of the tiered context, the long-horizon plan and the failure diary for one run;
+    provides ``context`` (itself: the widget reads the gauge and the summary from it)."""
 
     def __init__(self, run: Any):
         agent = run.agent
@@ -51,7 +53,9 @@ class ContextExtension:
         self._reset_note: str | None = None
         if self.plan is not None:
             self.tiers.on_flush.append(self._flush_to_progress)
-        run.context = self  # the widget reads the gauge and the summary from here
+
+    def provides(self) -> dict[str, Any]:
+        return {"context": self}
 
     # --- hooks ------------------------------------------------------------------------
     def tools(self) -> list[Tool]:

@@ -42,7 +42,7 @@ PRESSURE_TAG = "[MEMORY PRESSURE]"
 class ContextConfig:
     """Settings of the tiered context; the seed's numbers are the defaults.
 
-    Set ``agent.context_config = ContextConfig(...)`` to change them.
+    ``Agent(configs=[ContextConfig(...)])`` (or ``agent.context_config = ...``) changes them.
     """
 
     #: Share of the window above which the model gets the memory-pressure message.
@@ -57,6 +57,8 @@ class ContextConfig:
     blocks: tuple[tuple[str, int], ...] = (("persona", 1000), ("task_notes", 2000))
     #: At most this many characters of evicted text go into one summary call.
     summary_input_chars: int = 12_000
+    #: The failure diary: trials the oracle may fail before the run is escalated (``max_trials=``).
+    max_trials: int = 3
 
     def __post_init__(self) -> None:
         if not 0 < self.warning_ratio <= self.flush_ratio:

@@ -6,32 +6,48 @@
 - the retrieval pipeline (``search``), ranking and keyword bonus (``ranking``),
   2-of-3 deduplication (``dedup``), triage (``triage``), DataFrames (``frames``).
 
-``extension_for(run)`` plugs memory into every run: ``run.memory`` is the
-store, the agent gets ``memory_search`` and ``memory_insert``, each iteration's
+``extension_for(run)`` plugs memory into every run: it provides the store
+(``run.memory``), the agent gets ``memory_search`` and ``memory_insert``, each iteration's
 timeline diff goes to triage, and a finished task searches memory (4 KB).
 Importing this package does not import usearch.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ..extension import Hooks
 from .dedup import DedupConfig
 from .entity import MemoryEntity, ScoredMemory, SearchResults
 from .postgres import is_url
 from .ranking import RankingConfig
 from .store import MemoryStore, StoreWarning, open_store
 
-__all__ = ["DedupConfig", "MemoryEntity", "MemoryStore", "RankingConfig", "ScoredMemory", "SearchResults",
+__all__ = ["DedupConfig", "MemoryConfig", "MemoryEntity", "MemoryStore", "RankingConfig", "ScoredMemory", "SearchResults",
            "StoreWarning", "extension_for", "open_store", "DEFAULT_DIR", "TASK_SEARCH_BYTES"]
 
 #: The default store, relative to the agent's working directory.
 DEFAULT_DIR = ".memfit"
-#: Seed 000 §3.7.2: the memory search when a task completes.
-TASK_SEARCH_BYTES = 4096
-#: What the memory_search tool returns at most.
-TOOL_SEARCH_BYTES = 4096
+
+
+@dataclass(frozen=True)
+class MemoryConfig:
+    """How a run uses long-term memory; the seed's numbers are the defaults.
+
+    ``Agent(configs=[MemoryConfig(task_search_bytes=8192)])`` changes them; where the store
+    lives is ``Agent(memory=...)``.
+    """
+
+    #: Seed 000 §3.7.2: how much memory a completed task's search returns, in bytes.
+    task_search_bytes: int = 4096
+    #: What the memory_search tool returns at most, in bytes.
+    tool_search_bytes: int = 4096
+
+
+TASK_SEARCH_BYTES = MemoryConfig.task_search_bytes
+TOOL_SEARCH_BYTES = MemoryConfig.tool_search_bytes
 
 
 def resolve_store(memory: Any, workdir: str | Path = ".") -> MemoryStore | None:
@@ -57,16 +73,20 @@ def result_dicts(results: Any) -> list[dict[str, Any]]:
             for r in results]
 
 
-class MemoryExtension:
-    """The memory hooks and tools of one run."""
+class MemoryExtension(Hooks):
+    """The memory hooks and tools of one run; provides ``memory`` (the store)."""
 
-    def __init__(self, run: Any, store: MemoryStore):
+    def __init__(self, run: Any, store: MemoryStore, config: MemoryConfig | None = None):
         self.run = run
         self.store = store
+        self.config = config or MemoryConfig()
         self._seen: list[Any] = []  # timeline entries already triaged (kept alive: compared by identity)
         self._seen_ids: set[int] = set()
         self._last: tuple[Any, int] = (None, 0)  # the entries list last read, and its length then
         self._last_triaged = 0  # the iteration triaged last
+
+    def provides(self) -> dict[str, Any]:
+        return {"memory": self.store}
 
     def tools(self) -> list[Any]:
         import dataclasses
@@ -114,7 +134,7 @@ class MemoryExtension:
         """Seed 3.7.2: a completed task searches memory (4 KB) and shows what it found."""
         try:
             if result.status == "done":
-                found = self.store.search(run.task, k=None, bytes_limit=TASK_SEARCH_BYTES, llm=run.llm,
+                found = self.store.search(run.task, k=None, bytes_limit=self.config.task_search_bytes, llm=run.llm,
                                           iteration=run.iteration)
                 run.emit("memory", op="task_search", query=run.task, results=result_dicts(found), added=[],
                          bytes=found.content_bytes)
@@ -123,9 +143,9 @@ class MemoryExtension:
 
 
 def extension_for(run: Any) -> MemoryExtension | None:
-    """The memory extension of ``run`` (None with ``memory=False``); sets ``run.memory``."""
+    """The memory extension of ``run`` (None with ``memory=False``)."""
     store = resolve_store(run.agent.memory, run.agent.workdir)
-    run.memory = store
     if store is None:
         return None
-    return MemoryExtension(run, store)
+    config = run.agent.config(MemoryConfig) if hasattr(run.agent, "config") else None
+    return MemoryExtension(run, store, config)

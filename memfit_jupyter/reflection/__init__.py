@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..extension import Hooks
 from ..records import ActionRecord, ReflectionLevel
 from .config import DETECTORS, ReflectionConfig
 from .levels import decide_level, same_action_type_spin
@@ -25,7 +26,7 @@ __all__ = [
 ]
 
 
-class ReflectionExtension:
+class ReflectionExtension(Hooks):
     """The run extension: reflection after each action, then spin detection."""
 
     def __init__(self, config: ReflectionConfig):

@@ -30,10 +30,9 @@ class ReflectionConfig:
     """How reflection and spin detection behave.  Every default is seed 000's number.
 
     ``Agent(reflection=..., spin_threshold=..., max_consecutive_spin_warnings=...,
-    detectors=...)`` fill the common fields; to change the others, put a
-    ``ReflectionConfig`` among the agent's extensions::
+    detectors=...)`` fill the common fields; to change the others, give it whole::
 
-        Agent(model="memfit/spin-demo", extensions=[ReflectionConfig(iteration_threshold=8)])
+        Agent(model="memfit/spin-demo", configs=[ReflectionConfig(iteration_threshold=8)])
     """
 
     #: "auto" (the decision tree) or a forced level for every action; NONE turns reflection
@@ -61,8 +60,9 @@ class ReflectionConfig:
     max_consecutive_spin_warnings: int = 3
     #: This many iterations in a row with no spin reset the warning count.
     quiet_reset: int = 5
-    #: Thresholds of the extra detectors (None = spin_threshold).
+    #: The same action with the same observation this many times in a row (None = spin_threshold).
     repeat_observation_threshold: int | None = None
+    #: The same error this many times in a row (None = spin_threshold).
     repeated_error_threshold: int | None = None
     #: A/B alternation: this many full A-B cycles fire it (3 = A, B, A, B, A, B, as OpenHands counts).
     alternation_cycles: int = 3
@@ -79,11 +79,13 @@ class ReflectionConfig:
     progress_window: int = 10
     #: repeat_observation: repeats count when at most this many steps apart.
     repeat_gap: int = 3
-    #: edit_rerun: this many edit-then-same-result cycles fire it, each rerun at most rerun_gap steps on.
+    #: edit_rerun: this many edit-then-same-result cycles fire it ...
     rerun_cycles: int = 2
+    #: ... each rerun at most this many steps after its edit.
     rerun_gap: int = 6
-    #: OpenHands' patterns: messages with no observation, context condensations, in a row.
+    #: OpenHands' pattern: this many messages in a row with no observation.
     monologue_threshold: int = 3
+    #: OpenHands' pattern: this many context condensations in a row.
     context_window_threshold: int = 3
 
     def __post_init__(self) -> None:
@@ -108,7 +110,11 @@ class ReflectionConfig:
 
     @classmethod
     def from_agent(cls, agent: Any) -> ReflectionConfig:
-        """The config for an agent: an explicit ReflectionConfig among its extensions, else its settings."""
+        """The config for an agent: its own (``agent.config(ReflectionConfig)``), an explicit
+        ReflectionConfig among its extensions, else one made from its settings."""
+        configs = getattr(agent, "configs", None)
+        if isinstance(configs, dict) and isinstance(configs.get(cls), cls):
+            return configs[cls]
         for ext in getattr(agent, "extensions", ()):
             if isinstance(ext, cls):
                 return ext

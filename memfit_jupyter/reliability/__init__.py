@@ -2,7 +2,7 @@
 and the guards of ``guards.py`` (off unless switched on).
 
 ``extension_for(run)`` plugs it into every run: the run's model calls go
-through its agent's per-tier breakers (``run.breakers``), the ``sub_query``
+through its agent's per-tier breakers (the ``breakers`` service), the ``sub_query``
 tool is added, shell commands get no more time than the run has left, and a
 limit that a sub-query ran into ends the run (degraded) once its observation
 is recorded.
@@ -12,25 +12,30 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..extension import Hooks
+from .config import ReliabilityConfig
+
 #: Shell commands get at most this long (the tool's own default), less when the run has less left.
-SHELL_TIMEOUT_S = 30.0
+SHELL_TIMEOUT_S = ReliabilityConfig.shell_timeout_s
 
 
-class ReliabilityExtension:
-    """The run's hooks for SPEC-10."""
+class ReliabilityExtension(Hooks):
+    """The run's hooks for SPEC-10; provides ``breakers`` (the run's model calls go through them)."""
 
     def __init__(self, run: Any):
         from .breakers import RunBreakers, breakers_for
         from .recursive import SubQueryTool
 
         self.breakers = RunBreakers(breakers_for(run.agent), run.emit)
-        run.breakers = self.breakers
-        run.llm.breakers = self.breakers
         self.sub_query = SubQueryTool()
-        self.shell_timeout_s = getattr(run.tool_context, "shell_timeout_s", SHELL_TIMEOUT_S)
+        config = run.agent.config(ReliabilityConfig) if hasattr(run.agent, "config") else ReliabilityConfig()
+        self.shell_timeout_s = getattr(run.tool_context, "shell_timeout_s", config.shell_timeout_s)
         from .guards import monitor_for
 
         self.guards = monitor_for(run)  # None unless a GuardConfig switches a guard on
+
+    def provides(self) -> dict[str, Any]:
+        return {"breakers": self.breakers}
 
     def on_start(self, run: Any) -> None:
         # litellm takes seconds to import on the first call; import it now, before any call's
