@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 
-def _print_event(event) -> None:
+def _print_event(event: Any) -> None:
     d = event.to_dict()
     kind = d["type"]
     if kind == "action":
@@ -82,7 +82,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--trace", help="write the replayed trace to this JSON file")
     args = ap.parse_args(argv)
 
-    from . import Agent, MemfitError, scenarios
+    from .agent import Agent
+    from .errors import MemfitError
+    from .llm.scenarios import scenarios
 
     try:
         if args.command == "scenarios":

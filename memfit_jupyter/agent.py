@@ -164,7 +164,7 @@ class Agent:
     def model_options(self) -> dict[str, dict[str, Any]]:
         """litellm keyword arguments per model of the tiers (their ``api_base``)."""
         per_tier = isinstance(self.api_base, dict)
-        bases = self.api_base if per_tier else {t: self.api_base for t in self.tiers}
+        bases: dict[str, Any] = self.api_base if per_tier else {t: self.api_base for t in self.tiers}  # type: ignore[assignment]
         options: dict[str, dict[str, Any]] = {}
         for tier, model in self.tiers.items():
             base = bases.get(tier)

@@ -54,128 +54,18 @@ Memory rankings travel as ``application/vnd.memfit.memory+json``::
 
 from __future__ import annotations
 
-import dataclasses
-from collections.abc import Callable
-from dataclasses import dataclass, field
-from typing import Any, ClassVar, TypeVar, dataclass_transform
+from dataclasses import field
+from typing import Any
 
-# Fields whose values come from the wall clock; a replay takes them from its recording.
-TIMING_FIELDS = ("ts", "latency_s", "duration_s")
-
-
-class _Unset:
-    """The value of a field that this event leaves out of its serialised form."""
-
-    _instance: _Unset | None = None
-
-    def __new__(cls) -> _Unset:
-        if cls._instance is None:
-            cls._instance = super().__new__(cls)
-        return cls._instance
-
-    def __repr__(self) -> str:
-        return "UNSET"
-
-    def __bool__(self) -> bool:
-        return False
-
-
-UNSET: Any = _Unset()
-
-
-def hidden(default: Any = None) -> Any:
-    """A field that stays in the process: never serialised (trace version 1 has no place for it)."""
-    return field(default=default, metadata={"trace": False})
-
-
-def optional() -> Any:
-    """A field that some events of a type carry and others leave out."""
-    return field(default=UNSET)
-
-
-@dataclass(kw_only=True, slots=True)
-class Event:
-    """Base of every event: the iteration it belongs to and when it happened.
-
-    ``iteration`` None means "the run's current iteration" (``emit`` fills it in);
-    ``ts`` is set by ``emit`` from the run's clock.
-    """
-
-    TYPE: ClassVar[str] = ""
-    #: Whether the event is part of the trace (``Guidance`` is not).
-    TRACED: ClassVar[bool] = True
-    _FIELDS: ClassVar[tuple[tuple[str, bool], ...]] = ()
-
-    iteration: int | None = None
-    ts: float = 0.0
-
-    @property
-    def type(self) -> str:
-        return self.TYPE
-
-    def to_dict(self) -> dict[str, Any]:
-        """The serialised event: what the trace holds."""
-        out: dict[str, Any] = {"type": self.TYPE, "iteration": self.iteration, "ts": self.ts}
-        for name, traced in self._FIELDS:
-            if traced:
-                value = getattr(self, name)
-                if value is not UNSET:
-                    out[name] = value
-        return out
-
-    def fields(self) -> dict[str, Any]:
-        """The event's own fields (serialised ones, without type, iteration and ts)."""
-        d = self.to_dict()
-        for key in ("type", "iteration", "ts"):
-            d.pop(key)
-        return d
-
-    # Mapping-style reads, so that subscribers may treat an event as its dict.
-    def __getitem__(self, key: str) -> Any:
-        if key == "type":
-            return self.TYPE
-        if key in self._names():
-            value = getattr(self, key)
-            if value is not UNSET:
-                return value
-        raise KeyError(key)
-
-    def get(self, key: str, default: Any = None) -> Any:
-        try:
-            return self[key]
-        except KeyError:
-            return default
-
-    def __contains__(self, key: str) -> bool:
-        return self.get(key, UNSET) is not UNSET
-
-    @classmethod
-    def _names(cls) -> frozenset[str]:
-        return _NAMES[cls]
-
-
-_NAMES: dict[type, frozenset[str]] = {}
-#: Every event class by its ``type``, in declaration order (a type may have several shapes).
-REGISTRY: dict[str, list[type[Event]]] = {}
-
-E = TypeVar("E", bound=type[Event])
-
-
-@dataclass_transform(kw_only_default=True, field_specifiers=(field, hidden, optional))
-def event(type_name: str, *, traced: bool = True) -> Callable[[E], E]:
-    """Make an event class: a keyword-only dataclass registered under ``type_name``."""
-
-    def wrap(cls: E) -> E:
-        made = dataclass(kw_only=True, slots=True)(cls)
-        made.TYPE = type_name
-        made.TRACED = traced
-        own = [f for f in dataclasses.fields(made) if f.name not in ("iteration", "ts")]
-        made._FIELDS = tuple((f.name, f.metadata.get("trace", True)) for f in own)
-        _NAMES[made] = frozenset(("iteration", "ts", *(f.name for f in own)))
-        REGISTRY.setdefault(type_name, []).append(made)
-        return made
-
-    return wrap
+from .event_base import REGISTRY as REGISTRY
+from .event_base import TIMING_FIELDS as TIMING_FIELDS
+from .event_base import UNSET as UNSET
+from .event_base import Event as Event
+from .event_base import event as event
+from .event_base import from_dict as from_dict
+from .event_base import hidden as hidden
+from .event_base import make as make
+from .event_base import optional as optional
 
 
 # --- the run --------------------------------------------------------------------------
@@ -204,7 +94,7 @@ class Error(Event):
     """An exception the loop (or a button callback) caught and survived."""
 
     message: str
-    traceback: str = optional()
+    traceback: str = optional(default=UNSET)
 
 
 @event("note")
@@ -212,10 +102,10 @@ class Note(Event):
     """A message for the person; with ``timeline`` it is also put where the model reads it."""
 
     text: str
-    source: str = optional()
+    source: str = optional(default=UNSET)
     #: None: the model does not see it; "append": added to the timeline; "reset": the timeline
     #: starts again from the task and this note (a new trial or feature).
-    timeline: str | None = hidden(None)
+    timeline: str | None = hidden(default=None)
 
 
 @event("guidance", traced=False)
@@ -249,15 +139,15 @@ class ModelCall(Event):
     error: str | None
     error_kind: str | None
     #: How the schema was sent: tools, schema or text (llm/structured.py).
-    structured: str = optional()
+    structured: str = optional(default=UNSET)
     #: The output cap the caller asked for, before the budget's cap (``max_tokens``).
-    requested_max_tokens: int | None = optional()
+    requested_max_tokens: int | None = optional(default=UNSET)
     #: Why generation stopped ("stop", "length": cut off at max_tokens, "tool_calls"...).
-    finish_reason: str | None = optional()
+    finish_reason: str | None = optional(default=UNSET)
     #: Prompt tokens served from the provider's prompt cache, where it reports them.
-    cached_tokens: int = optional()
+    cached_tokens: int = optional(default=UNSET)
     #: What had streamed in when the call was interrupted or cut off.
-    partial_reply: str = optional()
+    partial_reply: str = optional(default=UNSET)
 
 
 @event("model_delta", traced=False)
@@ -311,7 +201,7 @@ class Approval(Event):
 
     state: str  # waiting | approved | rejected
     tool: str
-    reason: str = optional()
+    reason: str = optional(default=UNSET)
 
 
 # --- reflection and spin ------------------------------------------------------------------
@@ -358,7 +248,7 @@ class GuaranteeViolated(Event):
     message: str
     limit: str
     operation: str
-    prompt_tokens: int = optional()
+    prompt_tokens: int = optional(default=UNSET)
     cost_usd: float
     elapsed_s: float
     recursive_calls: int
@@ -386,9 +276,9 @@ class Guard(Event):
 
     guard: str
     reason: str
-    refused: str = optional()
-    refusals: int = optional()
-    max_refusals: int = optional()
+    refused: str = optional(default=UNSET)
+    refusals: int = optional(default=UNSET)
+    max_refusals: int = optional(default=UNSET)
 
 
 @event("breaker")
@@ -486,9 +376,9 @@ class Memory(Event):
     results: list[dict[str, Any]]
     added: list[Any]
     bytes: int
-    source: str | None = optional()
-    duplicates: Any = optional()
-    error: str | None = optional()
+    source: str | None = optional(default=UNSET)
+    duplicates: Any = optional(default=UNSET)
+    error: str | None = optional(default=UNSET)
 
 
 @event("context")
@@ -503,7 +393,7 @@ class Context(Event):
     recall_size: int
     summary: str | None
     #: Why the context was measured or flushed outside the watermark checks.
-    reason: str = optional()
+    reason: str = optional(default=UNSET)
 
 
 @event("trial")
@@ -541,28 +431,3 @@ class AnswerChanged(Event):
 
     answer: str
     reason: str
-
-
-def make(type_name: str, iteration: int | None = None, **fields: Any) -> Event:
-    """The typed event for ``type_name`` and ``fields`` (the shape whose fields they fit).
-
-    >>> make("note", text="hello").to_dict()["text"]
-    'hello'
-    """
-    shapes = REGISTRY.get(type_name)
-    if not shapes:
-        raise ValueError(f"unknown event type {type_name!r}: each type is a class in memfit_jupyter.events")
-    keys = set(fields)
-    for cls in shapes:
-        if keys <= cls._names():
-            return cls(iteration=iteration, **fields)
-    names = ", ".join(sorted(keys - shapes[0]._names()))
-    raise ValueError(f"{type_name} events have no field(s) {names}")
-
-
-def from_dict(d: dict[str, Any]) -> Event:
-    """A serialised event (a trace's) as its typed event again."""
-    fields = {k: v for k, v in d.items() if k not in ("type", "iteration", "ts")}
-    e = make(d["type"], d.get("iteration"), **fields)
-    e.ts = d.get("ts", 0.0)
-    return e

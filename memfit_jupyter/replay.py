@@ -89,7 +89,8 @@ class LiveTools:
         if tool is None:
             return ToolResult(ok=False, error=f"unknown tool {act.tool!r}; available: {', '.join(sorted(run.tools))}")
         run.budget.check_time(f"tool {act.tool}")
-        return tool(run.tool_context, act.params)
+        result: ToolResult = tool(run.tool_context, act.params)
+        return result
 
 
 class RecordedTools(LiveTools):
@@ -151,7 +152,7 @@ class _Hit:
         return self.entity.tags
 
 
-class _Results(list):
+class _Results(list[_Hit]):
     def __init__(self, hits: Iterable[_Hit], content_bytes: int):
         super().__init__(hits)
         self.content_bytes = content_bytes
@@ -198,7 +199,7 @@ class RecordedStore:
         if llm is not None:
             from .memory.search import select_tags
 
-            for _ in range(found.tags_calls):  # the model's tag selection, replayed with its call
+            for _call in range(found.tags_calls):  # the model's tag selection, replayed with its call
                 select_tags(llm, query, ["(recorded)"], iteration)
         return _Results(found.hits, found.content_bytes)
 
@@ -233,25 +234,30 @@ class RecordedBackend:
         from .llm.backend import LiteLLMBackend, ReplayBackend
 
         calls = [e for e in events if e.get("type") == "model_call"]
-        live = LiteLLMBackend()
-        prices, windows = {}, {}
+        live: Any = LiteLLMBackend()
+        prices: dict[str, tuple[float, float]] = {}
+        windows: dict[str, int] = {}
         for model in {m for m in tiers.values() if m}:
             try:
                 prices[model] = live.prices(model)
-                windows[model] = live.context_window(model)
+                window = live.context_window(model)
             except Exception:  # a model this machine knows nothing of: no prices, no window
-                prices[model], windows[model] = (0.0, 0.0), None
-        self._inner = ReplayBackend(calls, prices=prices, windows={m: w for m, w in windows.items() if w})
+                prices[model], window = (0.0, 0.0), None
+            if window:
+                windows[model] = window
+        self._inner: Any = ReplayBackend(calls, prices=prices, windows=windows)
 
-    def complete(self, model: str, messages: list[dict], *, max_tokens: int | None, timeout: float | None,
-                 metadata: dict[str, Any]) -> Any:
+    def complete(self, model: str, messages: list[dict[str, Any]], *, max_tokens: int | None,
+                 timeout: float | None, metadata: dict[str, Any]) -> Any:
         return self._inner.complete(model, messages, max_tokens=max_tokens, timeout=timeout, metadata=metadata)
 
     def prices(self, model: str) -> tuple[float, float]:
-        return self._inner.prices(model)
+        price_in, price_out = self._inner.prices(model)
+        return float(price_in), float(price_out)
 
     def context_window(self, model: str) -> int | None:
-        return self._inner.context_window(model)
+        window = self._inner.context_window(model)
+        return int(window) if window else None
 
     def forget(self, run_key: str) -> None:
         pass

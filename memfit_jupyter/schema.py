@@ -107,7 +107,7 @@ def _ts(schema: dict[str, Any]) -> str:
     if "anyOf" in schema:
         return " | ".join(_ts(s) for s in schema["anyOf"])
     if "$ref" in schema:
-        return schema["$ref"].rsplit("/", 1)[1]
+        return str(schema["$ref"]).rsplit("/", 1)[1]
     kind = schema.get("type")
     if kind == "array":
         inner = _ts(schema.get("items", {}))

@@ -14,4 +14,5 @@ bash tests/otel_phoenix_setup.sh >/dev/null
 
 export LITELLM_LOCAL_MODEL_COST_MAP=True
 python -m ruff check memfit_jupyter tests
+python -m mypy  # the files and strictness are in pyproject.toml
 python -m pytest "$@"

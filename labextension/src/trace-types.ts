@@ -334,6 +334,25 @@ export interface EscalationEvent {
   max_trials: number | null;
 }
 
+/** A warning or log line raised while the run moved: the run's view shows it (not stderr). */
+export interface LogEvent {
+  type: 'log';
+  iteration: number;
+  ts: number;
+  level: string;
+  logger: string;
+  message: string;
+}
+
+/** The answer of an ended run changed: the person chose an alternative of a diverse synthesis. */
+export interface AnswerChangedEvent {
+  type: 'answer';
+  iteration: number;
+  ts: number;
+  answer: string;
+  reason: string;
+}
+
 /** Any event of a trace. */
 export type TraceEvent =
   | RunStartEvent
@@ -358,7 +377,9 @@ export type TraceEvent =
   | MemoryEvent
   | ContextEvent
   | TrialEvent
-  | EscalationEvent;
+  | EscalationEvent
+  | LogEvent
+  | AnswerChangedEvent;
 
 /** A saved run: `Run.trace()`, the application/vnd.memfit.run+json payload. */
 export interface Trace {

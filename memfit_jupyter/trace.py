@@ -1,0 +1,46 @@
+"""The trace of a run: its settings, totals and events, as one JSON-serialisable dict.
+
+The schema of this dict is generated from the event classes (``schema.py``).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .run import Run
+
+#: The version of the serialised format (``application/vnd.memfit.run+json``).
+TRACE_VERSION = 1
+
+
+def trace_of(run: Run) -> dict[str, Any]:
+    """``run`` as the ``application/vnd.memfit.run+json`` payload (``Run.trace()``)."""
+    spent = run.budget.spent
+    g = run.budget.guarantees  # the run's own: an override may have raised them
+    return {
+        "version": TRACE_VERSION,
+        "run_id": run.id,
+        "task": run.task,
+        "model": run.agent.model,
+        "tiers": run.agent.tiers,
+        "status": run.status,
+        "answer": run.result.answer if run.result else None,
+        "reason": run.result.reason if run.result else "",
+        "started_at": run.started_at,
+        "settings": run.agent.settings(),
+        "workdir": run.prompt_workdir,
+        "limits": {"max_cost_usd": g.max_cost_usd, "max_duration_seconds": g.max_duration_seconds,
+                   "max_recursive_calls": g.max_recursive_calls,
+                   "max_iterations": run.agent.max_iterations},
+        "totals": {
+            "cost_usd": spent.cost_usd,
+            "tokens": {"prompt": spent.prompt_tokens, "completion": spent.completion_tokens,
+                       "total": spent.prompt_tokens + spent.completion_tokens},
+            "calls": spent.calls,
+            "iterations": run.iteration,
+            "recursive_calls": run.budget.recursive_calls,
+            "duration_s": (run.result.duration_s if run.result else run.elapsed),
+        },
+        "events": [e.to_dict() for e in run.events],
+    }
