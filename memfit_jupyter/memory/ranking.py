@@ -1,18 +1,24 @@
 """Ranking: the C.O.R.E. P.A.C.T. score, the keyword bonus (seed 000 §3.4-3.5) and the
 retrieval term that this package adds.
 
-The seed's score is ``min(1, core + keyword_bonus)`` with the bonus capped at
-0.3.  It ignores how close a memory is to the query beyond shared keywords, so
-two modes add a retrieval term ``relevance`` in [0, 1]::
+The seed's score is ``seed = min(1, core + keyword_bonus)`` with the bonus capped at
+0.3.  It ignores how close a memory is to the query beyond shared keywords, so two
+modes add a retrieval term ``relevance`` in [0, 1]::
 
-    final = (1 - w) * min(1, core + keyword_bonus) + w * relevance
+    final = (1 - w) * seed + w * relevance
 
-- ``ranking="seed"``: the seed's formula (w = 0).
+- ``ranking="seed"``: the seed's formula (w = 0), over the seed's candidates.
 - ``ranking="semantic"``: relevance is the cosine similarity to the query.
 - ``ranking="hybrid"`` (default): relevance is the reciprocal-rank fusion of the
-  BM25 rank and the semantic rank, scaled so that first in both lists is 1.
+  retrievers' own lists (full-text BM25, the vector search, and the tag search when
+  the model picked tags): each list ranks only what it found, in its own order, so a
+  memory found by one retriever alone weighs the same whichever retriever found it.
+  Scaled so that first in every list that ran is 1.
 
-The final score stays within [0, 1].  ``w`` defaults to the value that the
+With w close to 1 the seed's part is a bounded rerank: it moves a memory past another
+only when their relevance differs by less than ``(1 - w) / w`` (0.053 at the default
+0.95), which reorders near-ties and never lifts a memory no retriever found (relevance
+0) over one that some retriever did.  ``w`` and the other defaults are what the
 retrieval evaluation (tests/benchmarks/retrieval_eval.py) chose.
 """
 
@@ -39,13 +45,17 @@ class RankingConfig:
     """How results are ordered.
 
     ``mode``: hybrid (default), semantic or seed.  ``weight``: the share of the
-    retrieval term in the final score (0 for seed).  ``rrf_k``: the constant of
-    reciprocal-rank fusion (60, as in Cormack et al.).
+    retrieval term in the final score (ignored by seed).  ``rrf_k``: the constant of
+    reciprocal-rank fusion (60, as in Cormack et al.).  ``depth``: how many memories
+    the vector and the full-text search each return to hybrid ranking (seed and
+    semantic use the seed's 15 from the vector search).  ``weights``: the seven
+    C.O.R.E. P.A.C.T. weights (the seed's).
     """
 
     mode: str = "hybrid"
-    weight: float = 0.6
+    weight: float = 0.95
     rrf_k: int = 60
+    depth: int = 30
     weights: dict[str, float] = field(default_factory=lambda: dict(WEIGHTS))
 
     def __post_init__(self) -> None:
@@ -53,6 +63,13 @@ class RankingConfig:
             raise ValueError(f"unknown ranking {self.mode!r}; choose one of: {', '.join(RANKINGS)}")
         if not 0.0 <= self.weight <= 1.0:
             raise ValueError(f"ranking weight must be in [0, 1], got {self.weight}")
+        if self.rrf_k < 1 or self.depth < 1:
+            raise ValueError(f"rrf_k and depth must be at least 1, got {self.rrf_k} and {self.depth}")
+
+    def with_mode(self, mode: str) -> RankingConfig:
+        """The same settings in another mode."""
+        return RankingConfig(mode=mode, weight=self.weight, rrf_k=self.rrf_k, depth=self.depth,
+                             weights=dict(self.weights))
 
 
 def core_score(entity: MemoryEntity, weights: dict[str, float] = WEIGHTS) -> float:
@@ -121,23 +138,43 @@ _SHOWN = ("r", "c", "t", "a", "p", "o", "e")
 _COLUMNS = (*_SHOWN, "core", "keyword_bonus", "semantic", "lexical", "relevance", "final")
 
 
-def _ranks(ids: list[str], values: np.ndarray) -> np.ndarray:
-    """1-based rank among the positive ``values`` (ties by id), 0 for the others."""
-    out = np.zeros(len(ids))
-    order = sorted((i for i in range(len(ids)) if values[i] > 0), key=lambda i: (-values[i], ids[i]))
-    out[order] = np.arange(1, len(order) + 1)
+def fused_relevance(ids: list[str], found: dict[str, list[str]], k: int = 60) -> np.ndarray:
+    """Reciprocal-rank fusion of each retriever's own list (ids best first) for ``ids``,
+    scaled to [0, 1]: first in every non-empty list is 1, absent from all is 0."""
+    lists = [ranked for ranked in found.values() if ranked]
+    if not lists:
+        return np.zeros(len(ids))
+    pos = {i: n for n, i in enumerate(ids)}
+    fused = np.zeros(len(ids))
+    for ranked in lists:
+        for r, i in enumerate(ranked, 1):
+            n = pos.get(i)
+            if n is not None:
+                fused[n] += 1.0 / (k + r)
+    return fused / (len(lists) / (k + 1))
+
+
+def _lists_from_scores(ids: list[str], semantic: dict[str, float], lexical: dict[str, float]) -> dict[str, list[str]]:
+    """Retriever lists when only scores are known: each ranks the ids it scored above 0."""
+    out = {}
+    for name, values in (("semantic", semantic), ("lexical", lexical)):
+        scored = [i for i in ids if values.get(i, 0.0) > 0]
+        out[name] = sorted(scored, key=lambda i, v=values: (-v[i], i))
     return out
 
 
 def rank(entities: list[MemoryEntity], query: str, *, semantic: dict[str, float],
          lexical: dict[str, float], config: RankingConfig | None = None,
-         sources: dict[str, tuple[str, ...]] | None = None, limit: int | None = None) -> list[ScoredMemory]:
+         sources: dict[str, tuple[str, ...]] | None = None, limit: int | None = None,
+         found: dict[str, list[str]] | None = None) -> list[ScoredMemory]:
     """Score and order ``entities`` for ``query``.
 
     ``semantic`` maps id to cosine similarity; ``lexical`` maps id to BM25 score
-    (higher is better; absent: no lexical match).  Ties break on id for a stable
-    order.  ``limit``: return only the best so many.  Computed over all
-    candidates at once (numpy), as this runs on every search.
+    (higher is better; absent: no lexical match).  ``found``: each retriever's own
+    list of ids, best first (as ``Candidates.found``), fused by hybrid ranking; without
+    it each of ``semantic`` and ``lexical`` ranks the ids it scores above 0.  Ties
+    break on id for a stable order.  ``limit``: return only the best so many.
+    Computed over all candidates at once (numpy), as this runs on every search.
     """
     config = config or RankingConfig()
     n = len(entities)
@@ -155,11 +192,8 @@ def rank(entities: list[MemoryEntity], query: str, *, semantic: dict[str, float]
     top_lex = max(lexical.values(), default=0.0) or 1.0
     lex = np.maximum(0.0, lex_raw) / top_lex
     if config.mode == "hybrid":
-        # a memory with no similarity at all is not "ranked" by the semantic list
-        fused = np.zeros(n)
-        for r in (_ranks(ids, sem), _ranks(ids, lex_raw)):
-            fused += np.where(r > 0, 1.0 / (config.rrf_k + np.maximum(r, 1)), 0.0)
-        relevance = fused / (2 / (config.rrf_k + 1))
+        relevance = fused_relevance(ids, found if found is not None else _lists_from_scores(ids, semantic, lexical),
+                                    config.rrf_k)
     else:
         relevance = cos
     w = 0.0 if config.mode == "seed" else config.weight

@@ -2,7 +2,8 @@
 
 1. AI tag selection (the "tags" purpose), unless ``disable_ai``.
 2. Tag search, limit 20.
-3. Semantic search, limit 15 (and, for hybrid ranking, BM25 search, limit 15).
+3. Semantic search, limit 15 (for hybrid ranking: the vector search and BM25, each to the
+   ranking's ``depth``).
 4. Deduplication of the candidates (the same memory found twice is one).
 5. Ranking: C.O.R.E. P.A.C.T. weights, keyword bonus, retrieval term (see ``ranking``).
 6. Selection up to the byte limit.
@@ -21,7 +22,6 @@ from .ranking import RankingConfig, rank, select_by_bytes
 
 TAG_LIMIT = 20
 SEMANTIC_LIMIT = 15
-LEXICAL_LIMIT = 15
 
 
 @dataclass(slots=True)
@@ -73,27 +73,30 @@ def search_memory(store: Any, query: str, *, k: int | None = 10, bytes_limit: in
     if k is not None and k < 1:
         raise ValueError(f"k must be at least 1, got {k}")
     config = ranking if isinstance(ranking, RankingConfig) else (
-        RankingConfig(mode=ranking, weight=store.ranking.weight, rrf_k=store.ranking.rrf_k)
-        if ranking else store.ranking)
+        store.ranking.with_mode(ranking) if ranking else store.ranking)
     only = [t.strip().lower() for t in tags if t and t.strip()] if tags is not None else None
     selected: list[str] = list(only or [])
     if not disable_ai and llm is not None and only is None:
         selected = select_tags(llm, query, list(store.tags()), iteration)
 
     q = store.embed_query(query)
+    hybrid = config.mode == "hybrid"
     cands = store.candidates(q, query, tags=selected, only=only, tag_limit=TAG_LIMIT,
-                             semantic_limit=SEMANTIC_LIMIT,
-                             lexical_limit=LEXICAL_LIMIT * (3 if only else 1) if config.mode == "hybrid" else 0)
+                             semantic_limit=config.depth if hybrid else SEMANTIC_LIMIT,
+                             lexical_limit=config.depth * (3 if only else 1) if hybrid else 0)
     entities, vecs = cands.entities, cands.vectors
+    found = cands.found
     if only is not None:
         wanted = set(only)
         keep = [i for i, e in enumerate(entities) if wanted & set(e.tags)]
         entities, vecs = [entities[i] for i in keep], vecs[keep]
+        kept = {e.id for e in entities}
+        found = {name: [i for i in ids if i in kept] for name, ids in found.items()}
     # every candidate's true cosine (tag and lexical finds too), from the stored vectors
     sims = np.clip(vecs @ q, -1.0, 1.0).tolist() if len(entities) else []
     semantic = {e.id: s for e, s in zip(entities, sims, strict=True)}
     lexical = {e.id: cands.lexical[e.id] for e in entities if e.id in cands.lexical}
     ranked = rank(entities, query, semantic=semantic, lexical=lexical, config=config,
-                  sources=cands.sources(), limit=k)
+                  sources=cands.sources(), limit=k, found=found)
     return SearchResults(select_by_bytes(ranked, bytes_limit), query=query, bytes_limit=bytes_limit,
                          selected_tags=selected, candidates=len(entities))
