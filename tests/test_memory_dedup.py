@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from memfit_jupyter.memory import DedupConfig, MemoryStore
-from memfit_jupyter.memory.dedup import Probe, compare, jaccard
+from memfit_jupyter.memory.dedup import Probe, compare, jaccard, probe_of
 from memfit_jupyter.memory.items import prepare
 
 
@@ -25,7 +25,7 @@ def probe(tags=("a", "b", "c", "d"), q=1.0, c=1.0):
 def test_jaccard():
     assert jaccard(frozenset("abcd"), frozenset("abcde")) == pytest.approx(0.8)
     assert jaccard(frozenset(), frozenset()) is None
-    assert jaccard(frozenset("a"), frozenset()) == 0.0
+    assert jaccard(frozenset("a"), frozenset()) is None  # one side without tags: nothing to compare
 
 
 @pytest.mark.parametrize("tags,hit", [(("a", "b", "c", "d", "e"), True), (("a", "b", "c", "e"), False)])
@@ -53,10 +53,31 @@ def test_one_of_three_is_not_a_duplicate_and_three_is():
     assert compare(probe(), BASE, DedupConfig())[0]
 
 
-def test_empty_dimensions_are_left_out():
+def test_a_missing_signal_is_not_agreement():
+    # no tags and no questions on either side: content alone is one of three, never a duplicate
     lone = Probe(frozenset(), None, unit(1.0))
-    assert compare(lone, Probe(frozenset(), None, unit(0.95)), DedupConfig())[0]
-    assert not compare(lone, Probe(frozenset(), None, unit(0.5)), DedupConfig())[0]
+    assert not compare(lone, Probe(frozenset(), None, unit(1.0)), DedupConfig())[0]
+    assert compare(lone, Probe(frozenset(), None, unit(0.95)), DedupConfig(min_matches=1))[0]
+    # tags on one side only do not match either; with questions and content repeating it is 2 of 3
+    assert not compare(probe(tags=(), q=None, c=1.0), BASE, DedupConfig())[0]
+    assert compare(probe(tags=(), q=1.0, c=1.0), BASE, DedupConfig())[0]
+    dup, sims = compare(probe(tags=(), q=None, c=1.0), BASE, DedupConfig())
+    assert sims["tags"] is None and sims["questions"] is None
+
+
+def test_an_answer_to_its_twins_question_is_kept():
+    question = Probe(frozenset({"jon", "gina"}), None, unit(1.0), asks=True)
+    answer = Probe(frozenset({"jon", "gina"}), None, unit(0.95), asks=False)
+    restated = Probe(frozenset({"jon", "gina"}), None, unit(0.95), asks=True)
+    assert not compare(answer, question, DedupConfig())[0]  # same tags, near-twin content
+    assert compare(restated, question, DedupConfig())[0]  # the same question again
+
+
+def test_asks_reads_question_marks():
+    from memfit_jupyter.memory.dedup import asks
+
+    assert asks("Jon: Hey Gina! How's the store going?") and asks("店里怎么样？")
+    assert not asks("Gina: Hey Jon! The store's doing great!")
 
 
 def test_thresholds_are_configurable():
@@ -88,16 +109,46 @@ def test_store_add_returns_none_for_duplicate(tmp_path):
 
 def test_batch_form_dedups_within_the_batch(tmp_path):
     with MemoryStore(tmp_path / "m") as store:
-        store.add("the sqlite database is locked when two writers collide")
+        store.add("the sqlite database is locked when two writers collide", tags=["sqlite"])
         ids = store.add_many([
-            {"content": "the sqlite database is locked when two writers collide"},  # repeats the store
-            {"content": "polars reads parquet files lazily with scan_parquet"},
-            {"content": "polars reads parquet files lazily with scan_parquet"},  # repeats the batch
-            {"content": "matplotlib needs plt.show() outside notebooks"},
+            {"content": "the sqlite database is locked when two writers collide", "tags": ["sqlite"]},  # the store's
+            {"content": "polars reads parquet files lazily with scan_parquet", "tags": ["polars"]},
+            {"content": "polars reads parquet files lazily with scan_parquet", "tags": ["polars"]},  # the batch's
+            {"content": "matplotlib needs plt.show() outside notebooks", "tags": ["polars"]},
+            {"content": "matplotlib needs plt.show() outside notebooks"},  # untagged: content alone is 1 of 3
         ])
         assert ids[0] is None and ids[2] is None
-        assert ids[1] and ids[3]
-        assert len(store) == 3
+        assert ids[1] and ids[3] and ids[4]
+        assert len(store) == 4
+
+
+def _twins(rng, n=60, dim=384):
+    """Conversation-like twins: turns at cosine 0.95 with an earlier one, half of them answers to
+    a question, tags a speaker or none, questions on some."""
+    base = rng.standard_normal((n // 3, dim)).astype(np.float32)
+    base /= np.linalg.norm(base, axis=1, keepdims=True)
+    vecs = np.concatenate([base, _near(base, 0.95, rng), _near(base, 0.97, rng)])
+    items = []
+    for i in range(n):
+        topic = i % (n // 3)
+        text = f"turn {i} about topic {topic}" + ("?" if (i // (n // 3)) == 0 and topic % 2 else "")
+        tags = [["jon"], ["gina"], []][topic % 3] if i // (n // 3) < 2 else [["jon"], [], ["gina"]][topic % 3]
+        item = {"content": text, "tags": tags}
+        if topic % 4 == 0:
+            item["questions"] = [f"what about topic {topic}?"]
+        items.append(item)
+    return items, vecs
+
+
+@pytest.mark.parametrize("cfg", [DedupConfig(), DedupConfig(min_matches=1), DedupConfig(min_matches=3),
+                                 DedupConfig(content_similarity_threshold=0.96)])
+def test_batch_and_one_by_one_decide_alike(tmp_path, cfg):
+    items, vecs = _twins(np.random.default_rng(2))
+    with MemoryStore(tmp_path / "batch", dedup=cfg) as batch, MemoryStore(tmp_path / "seq", dedup=cfg) as seq:
+        together = [i is not None for i in batch.add_many(items, vectors=vecs)]
+        apart = [seq.add_many([it], vectors=vecs[n : n + 1])[0] is not None for n, it in enumerate(items)]
+    assert together == apart
+    assert any(together) and (cfg.min_matches == 3 or not all(together))
 
 
 def test_batch_matrix_agrees_with_pairwise_compare():
@@ -111,7 +162,8 @@ def test_batch_matrix_agrees_with_pairwise_compare():
         v = base[i % 4] + rng.uniform(0, 0.5) * rng.standard_normal(8).astype(np.float32)
         q = None if i % 3 == 0 else base[(i // 2) % 4] + 0.3 * rng.standard_normal(8).astype(np.float32)
         tags = frozenset(rng.choice(list("abcde"), size=int(rng.integers(0, 4)), replace=False).tolist())
-        probes.append(Probe(tags, None if q is None else q / np.linalg.norm(q), v / np.linalg.norm(v)))
+        probes.append(Probe(tags, None if q is None else q / np.linalg.norm(q), v / np.linalg.norm(v),
+                            asks=i % 7 == 0))
     for cfg in (DedupConfig(), DedupConfig(min_matches=1), DedupConfig(min_matches=3),
                 DedupConfig(tag_overlap_threshold=0.5, content_similarity_threshold=0.8),
                 DedupConfig(tag_overlap_threshold=0.0), DedupConfig(question_similarity_threshold=0.0)):
@@ -213,7 +265,7 @@ def test_store_keeps_what_pairwise_compare_against_every_kept_memory_keeps(tmp_p
         assert len(store._db.tag_postings({"common"}, TAG_SCAN)["common"]) == TAG_SCAN  # "common" became popular
         entities = [prepare(it, "now") for it in items]
         qvecs = store._question_vectors(entities)
-    probes = [Probe(frozenset(e.tags), qvecs[i], vecs[i]) for i, e in enumerate(entities)]
+    probes = [probe_of(e.content, e.tags, qvecs[i], vecs[i]) for i, e in enumerate(entities)]
     repeats = batch_repeats(probes, DedupConfig())  # [i, j]: i repeats the earlier j (pairwise compare)
     kept = np.zeros(len(probes), dtype=bool)
     for i in range(len(probes)):

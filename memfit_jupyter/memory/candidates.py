@@ -22,7 +22,7 @@ import json
 import numpy as np
 
 from .db import Database
-from .dedup import DedupConfig, Probe, norm_tags
+from .dedup import DedupConfig, Probe, can_repeat, probe_of
 from .index import VectorIndex
 
 #: Newest memories per tag that dedup looks at (a popular tag must not scan the whole store).
@@ -34,9 +34,8 @@ def tags_decide(probe: Probe, postings: dict[str, list[int]], config: DedupConfi
     returned all memories with those tags (no tag reached ``TAG_SCAN``).
 
     That holds for a tagged probe without questions when two or more dimensions must match:
-    against any stored memory its questions either cannot be compared (then tags and content
-    are what is left, and both must match) or compare as 0.0 (a miss), so a repeat must reach
-    the tag threshold, and a Jaccard of at least t needs at least t of the probe's own tags.
+    its questions match nothing (a missing signal is not agreement), so tags and content must
+    both match, and a Jaccard of at least t needs at least t of the probe's own tags.
     """
     return (config.min_matches >= 2 and config.tag_overlap_threshold > 1e-6 and bool(probe.tags)
             and probe.qvec is None and all(len(postings.get(t, ())) < TAG_SCAN for t in probe.tags))
@@ -47,21 +46,22 @@ def stored_candidates(db: Database, vectors: VectorIndex, probes: list[Probe],
     """For each probe, the stored memories it could repeat (see the module docstring).
 
     The vector search is skipped for a probe whose every repeat must share its tags (see
-    ``tags_decide``) when the tag index gave all of them.
+    ``tags_decide``) when the tag index gave all of them, and both searches for a probe
+    with too few signals to be a duplicate of anything (``dedup.can_repeat``).
     """
     n = len(probes)
     cand: list[set[int]] = [set() for _ in range(n)]
     postings = db.tag_postings({t for p in probes for t in p.tags}, TAG_SCAN)
     for i, p in enumerate(probes):
-        if not p.tags:
-            continue  # an untagged memory only repeats by content (tags then count 0 or not at all)
+        if not p.tags or not can_repeat(p, config):
+            continue  # tags only match tags
         need = max(1, int(np.ceil(config.tag_overlap_threshold * len(p.tags) - 1e-9)))
         hits: dict[int, int] = {}
         for tag in p.tags:
             for key in postings.get(tag, ()):
                 hits[key] = hits.get(key, 0) + 1
         cand[i].update(key for key, c in hits.items() if c >= need)
-    search = [i for i, p in enumerate(probes) if not tags_decide(p, postings, config)]
+    search = [i for i, p in enumerate(probes) if can_repeat(p, config) and not tags_decide(p, postings, config)]
     size = len(vectors)
     if search and size and size < vectors.exact_below:
         _exact_candidates(db, vectors, [probes[i] for i in search], min(config.candidates, size),
@@ -71,9 +71,9 @@ def stored_candidates(db: Database, vectors: VectorIndex, probes: list[Probe],
                           [cand[i] for i in search], config)
     wanted = sorted(set().union(*cand))
     stored: dict[int, Probe] = {}
-    for key, tags, qv, v in db.dedup_rows(wanted):
-        stored[key] = Probe(norm_tags(json.loads(tags)), np.frombuffer(qv, dtype=np.float32) if qv else None,
-                            np.frombuffer(v, dtype=np.float32))
+    for key, content, tags, qv, v in db.dedup_rows(wanted):
+        stored[key] = probe_of(content, json.loads(tags), np.frombuffer(qv, dtype=np.float32) if qv else None,
+                               np.frombuffer(v, dtype=np.float32))
     return [[stored[k] for k in sorted(c) if k in stored] for c in cand]
 
 

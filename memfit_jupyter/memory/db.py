@@ -232,12 +232,12 @@ class Database:
                 if present else np.zeros((0, dim), dtype=np.float32))
         return present, [found[k][0] for k in present], vecs
 
-    def dedup_rows(self, keys: list[int]) -> Iterator[tuple[int, str, bytes | None, bytes]]:
-        """``(key, tags, qvector, vector)`` of ``keys``: what dedup compares."""
+    def dedup_rows(self, keys: list[int]) -> Iterator[tuple[int, str, str, bytes | None, bytes]]:
+        """``(key, content, tags, qvector, vector)`` of ``keys``: what dedup compares."""
         for chunk in range(0, len(keys), _SLICE):
             part = keys[chunk : chunk + _SLICE]
             yield from self.conn.execute(
-                f"SELECT key, tags, qvector, vector FROM memories WHERE key IN ({_marks(len(part))})", part)
+                f"SELECT key, content, tags, qvector, vector FROM memories WHERE key IN ({_marks(len(part))})", part)
 
     def get(self, id: str) -> MemoryEntity | None:
         row = self.conn.execute(f"SELECT {COLUMNS} FROM memories WHERE id = ?", (str(id),)).fetchone()

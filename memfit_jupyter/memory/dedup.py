@@ -3,10 +3,18 @@
 Three dimensions are compared between a new memory and an existing one: tag
 overlap (Jaccard), similarity of the potential questions, similarity of the
 content.  A new memory is a duplicate when at least ``min_matches`` (2) of them
-reach their thresholds against the same existing memory.  A dimension that is
-empty on both sides (no tags, no questions) cannot be compared and is left out;
-then the rule asks for all of the dimensions that remain, up to ``min_matches``
-(so two untagged memories with no questions are duplicates when their content is).
+reach their thresholds against the same existing memory.
+
+A missing signal is not agreement: tags only match when both memories have tags,
+questions only when both have questions, so two untagged memories without questions
+never repeat each other, however alike their text (the seed's 2 of 3, where content
+alone is one).  And an answer is not a repeat of its question: when one of the two
+asks something (its text has a question mark) and the other does not, their contents
+do not count as repeating ("How's the store going?" and "The store's doing great!"
+are near-twins by cosine).
+
+Every function here is pure (vectors in, verdicts out), shared by every store backend;
+``candidates`` is how the SQLite store finds what to compare.
 """
 
 from __future__ import annotations
@@ -48,37 +56,49 @@ class Probe:
 
     tags: frozenset[str]
     qvec: np.ndarray | None  # unit vector of the joined questions, None without questions
-    vec: np.ndarray
+    vec: np.ndarray  # unit vector of the content
+    asks: bool = False  # the content asks something (see ``asks``)
 
 
 def norm_tags(tags) -> frozenset[str]:
     return frozenset(t.strip().lower() for t in tags if t and t.strip())
 
 
+def asks(content: str) -> bool:
+    """Does this text ask something?  A question mark, ASCII or full-width, anywhere in it."""
+    return "?" in content or "\uff1f" in content
+
+
+def probe_of(content: str, tags, qvec: np.ndarray | None, vec: np.ndarray) -> Probe:
+    """The probe of a memory with this content and tags, question vector and content vector."""
+    return Probe(norm_tags(tags), qvec, vec, asks(content))
+
+
+def can_repeat(probe: Probe, config: DedupConfig) -> bool:
+    """False when ``probe`` has too few signals to reach ``min_matches`` against anything
+    (content is always there; tags and questions only when it has them)."""
+    return 1 + bool(probe.tags) + (probe.qvec is not None) >= config.min_matches
+
+
 def jaccard(a: frozenset[str], b: frozenset[str]) -> float | None:
-    """Jaccard overlap; None when both sets are empty (nothing to compare)."""
-    if not a and not b:
+    """Jaccard overlap; None when either set is empty (nothing to compare)."""
+    if not a or not b:
         return None
     return len(a & b) / len(a | b)
 
 
 def compare(new: Probe, old: Probe, config: DedupConfig) -> tuple[bool, dict[str, float | None]]:
-    """Is ``new`` a duplicate of ``old``?  Returns the verdict and the three similarities."""
+    """Is ``new`` a duplicate of ``old``?  Returns the verdict and the three similarities
+    (None for tags or questions that one side lacks)."""
     tag_sim = jaccard(new.tags, old.tags)
-    if new.qvec is None and old.qvec is None:
-        q_sim = None
-    elif new.qvec is None or old.qvec is None:
-        q_sim = 0.0
-    else:
-        q_sim = float(np.dot(new.qvec, old.qvec))
+    q_sim = None if new.qvec is None or old.qvec is None else float(np.dot(new.qvec, old.qvec))
     c_sim = float(np.dot(new.vec, old.vec))
-    checks = [(tag_sim, config.tag_overlap_threshold), (q_sim, config.question_similarity_threshold),
-              (c_sim, config.content_similarity_threshold)]
-    available = [(s, t) for s, t in checks if s is not None]
     # float32 dot products of identical unit vectors land a hair under 1.0
-    hits = sum(1 for s, t in available if s >= t - 1e-6)
-    needed = min(config.min_matches, len(available))
-    return hits >= needed, {"tags": tag_sim, "questions": q_sim, "content": c_sim}
+    eps = 1e-6
+    hits = ((tag_sim is not None and tag_sim >= config.tag_overlap_threshold - eps)
+            + (q_sim is not None and q_sim >= config.question_similarity_threshold - eps)
+            + (new.asks == old.asks and c_sim >= config.content_similarity_threshold - eps))
+    return hits >= config.min_matches, {"tags": tag_sim, "questions": q_sim, "content": c_sim}
 
 
 def _codes_below(rows: np.ndarray, cols: np.ndarray, n: int) -> np.ndarray:
@@ -121,13 +141,14 @@ def repeat_pairs(probes: list[Probe], config: DedupConfig) -> tuple[np.ndarray, 
     found = [_lower_pairs_above(sims, config.content_similarity_threshold - eps)]
     has_q = np.array([p.qvec is not None for p in probes])
     qsims = None
-    if has_q.any():
+    if has_q.sum() > 1:
         qdim = next(p.qvec for p in probes if p.qvec is not None).shape[0]
         q = np.stack([p.qvec if p.qvec is not None else np.zeros(qdim, dtype=np.float32) for p in probes])
-        qsims = q @ q.T  # one side without questions compares as 0.0, as in compare
+        qsims = q @ q.T
         threshold = config.question_similarity_threshold - eps
-        found.append(_lower_pairs_above(qsims, threshold) if threshold > 0 else
-                     _lower_pairs(has_q[:, None] | has_q[None, :]))  # 0.0 reaches it: any pair with one side
+        both_q = has_q[:, None] & has_q[None, :]
+        # a side without questions has a zero row here, so it reaches a positive threshold with nobody
+        found.append(_lower_pairs_above(qsims, threshold) if threshold > 0 else _lower_pairs(both_q))
     sizes = np.array([len(p.tags) for p in probes], dtype=np.int64)
     tagged = sizes > 0
     postings: dict[str, list[int]] = {}
@@ -138,28 +159,26 @@ def repeat_pairs(probes: list[Probe], config: DedupConfig) -> tuple[np.ndarray, 
     shared = [b * n + a for m in postings.values() if len(m) > 1 for a, b in itertools.combinations(m, 2)]
     shared_codes, shared_counts = np.unique(np.array(shared, dtype=np.int64), return_counts=True)
     if config.tag_overlap_threshold <= eps:  # any overlap, even none, reaches the threshold
-        found.append(_lower_pairs(tagged[:, None] | tagged[None, :]))
+        found.append(_lower_pairs(tagged[:, None] & tagged[None, :]))
     else:
         found.append(shared_codes)
     codes = np.unique(np.concatenate(found))
     rows, cols = codes // n, codes % n
-    hits = (sims[rows, cols] >= config.content_similarity_threshold - eps).astype(np.int64)
-    available = np.ones(len(codes), dtype=np.int64)
+    same_kind = np.array([p.asks for p in probes])
+    hits = ((sims[rows, cols] >= config.content_similarity_threshold - eps)
+            & (same_kind[rows] == same_kind[cols])).astype(np.int64)
     if qsims is not None:
-        q_avail = has_q[rows] | has_q[cols]
-        hits += q_avail & (qsims[rows, cols] >= config.question_similarity_threshold - eps)
-        available += q_avail
-    t_avail = tagged[rows] | tagged[cols]
-    available += t_avail
+        hits += has_q[rows] & has_q[cols] & (qsims[rows, cols] >= config.question_similarity_threshold - eps)
+    both_tagged = tagged[rows] & tagged[cols]
     if config.tag_overlap_threshold <= eps:
-        hits += t_avail
+        hits += both_tagged
     else:
         inter = np.zeros(len(codes), dtype=np.int64)
         if len(shared_codes):  # every shared pair is among the codes (they were added above)
             inter[np.searchsorted(codes, shared_codes)] = shared_counts
         union = np.maximum(sizes[rows] + sizes[cols] - inter, 1)
-        hits += t_avail & (inter / union >= config.tag_overlap_threshold - eps)
-    dup = hits >= np.minimum(available, config.min_matches)
+        hits += both_tagged & (inter / union >= config.tag_overlap_threshold - eps)
+    dup = hits >= config.min_matches
     return rows[dup], cols[dup]
 
 

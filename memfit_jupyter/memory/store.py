@@ -37,7 +37,7 @@ import numpy as np
 from ..errors import StoreError
 from .candidates import TAG_SCAN, stored_candidates
 from .db import DB_NAME, SCHEMA_VERSION, Database
-from .dedup import DedupConfig, Probe, non_repeated, norm_tags
+from .dedup import DedupConfig, Probe, non_repeated, norm_tags, probe_of
 from .embedders import Embedder, get_embedder
 from .entity import MemoryEntity, SearchResults, now_iso
 from .index import SAVE_EVERY, SAVE_SHARE, GraphAdd, StoreWarning, VectorIndex
@@ -177,7 +177,7 @@ class MemoryStore:
             if vecs.shape != (len(entities), self.embedder.dim):
                 raise ValueError(f"vectors must have shape ({len(entities)}, {self.embedder.dim}), got {vecs.shape}")
         qvecs = self._question_vectors(entities)
-        probes = [Probe(norm_tags(e.tags), qvecs[i], vecs[i]) for i, e in enumerate(entities)]
+        probes = [probe_of(e.content, e.tags, qvecs[i], vecs[i]) for i, e in enumerate(entities)]
         kept: list[int] = []
         for start in range(0, len(entities), ADD_CHUNK):
             part = range(start, min(len(entities), start + ADD_CHUNK))
