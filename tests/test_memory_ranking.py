@@ -72,7 +72,7 @@ def test_rrf_scaled():
 def test_rank_hybrid_formula_and_order():
     a = entity("a", content="sqlite lock timeout", r=0.4)
     b = entity("b", content="polars csv", r=1.0)
-    cfg = RankingConfig(mode="hybrid", weight=0.5)
+    cfg = RankingConfig(mode="hybrid", weight=0.5, fusion="rrf")
     out = rank([a, b], "sqlite lock", semantic={"a": 0.8, "b": 0.1}, lexical={"a": 3.0}, config=cfg)
     seed_a = 0.25 * 0.4 + keyword_bonus(a, "sqlite lock")
     seed_b = 0.25
@@ -117,7 +117,7 @@ def test_fusion_weighs_a_find_alike_whichever_retriever_made_it():
     found = {"semantic": ["b", "s"], "lexical": ["b", "l"]}
     # the lexical-only find is close to the query too: its cosine must not earn it a second term
     out = rank([only_sem, only_lex, both], "sqlite lock", semantic={"s": 0.3, "l": 0.9, "b": 0.8},
-               lexical={"b": 2.0, "l": 1.5}, found=found, config=RankingConfig(weight=1.0))
+               lexical={"b": 2.0, "l": 1.5}, found=found, config=RankingConfig(weight=1.0, fusion="rrf"))
     rel = {m.id: m.breakdown["relevance"] for m in out}
     assert rel["b"] == pytest.approx(1.0)
     assert rel["s"] == pytest.approx(rel["l"]) == pytest.approx((1 / 62) / (2 / 61), abs=1e-6)
@@ -125,7 +125,7 @@ def test_fusion_weighs_a_find_alike_whichever_retriever_made_it():
 
 
 def test_scores_rerank_near_ties_only():
-    cfg = RankingConfig()  # the default: hybrid, w = 0.95
+    cfg = RankingConfig(fusion="rrf")  # hybrid, w = 0.95
     bound = (1 - cfg.weight) / cfg.weight
     important = entity("i", content="nothing shared", **{k: 1.0 for k in "corepat"})
     plain = entity("p", content="nothing shared either")
@@ -174,3 +174,18 @@ def test_varied_scores_do_not_move_recall_of_the_default_ranking(tmp_path):
     assert recalls["default"][0] > 0.5
     assert abs(recalls["default"][0] - recalls["random"][0]) <= 0.02
     assert recalls["default"][1] - recalls["random"][1] > 0.05
+
+
+def test_convex_fusion_scores_every_candidate_by_both_retrievers():
+    a = entity("a", content="x")
+    b = entity("b", content="y")
+    c = entity("c", content="z")
+    cfg = RankingConfig(weight=1.0, fusion="convex", alpha=0.3)
+    out = rank([a, b, c], "q", semantic={"a": 0.9, "b": 0.5, "c": 0.1}, lexical={"b": 4.0, "c": 2.0}, config=cfg)
+    rel = {m.id: m.breakdown["relevance"] for m in out}
+    assert rel["a"] == pytest.approx(0.3)  # best cosine, no BM25 match
+    assert rel["b"] == pytest.approx(0.3 * 0.5 + 0.7)  # cosine half way, best BM25
+    assert rel["c"] == pytest.approx(0.7 * 0.5)
+    assert [m.id for m in out] == ["b", "c", "a"]
+    with pytest.raises(ValueError, match="fusion"):
+        RankingConfig(fusion="magic")

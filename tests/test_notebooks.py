@@ -16,6 +16,8 @@ from pathlib import Path
 import nbformat
 import pytest
 
+from memfit_jupyter.memory.ranking import RankingConfig
+
 ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOKS = ROOT / "notebooks"
 RUN_MIME = "application/vnd.memfit.run+json"
@@ -150,7 +152,7 @@ def test_memory(copy_of_notebooks):
     assert "q3_summary" in str(payload)
     frame = search.outputs[-1].data["text/html"]
     assert all(col in frame for col in ("keyword_bonus", "relevance", "final"))
-    assert "relevance x0.6" in cell(nb, "import polars as pl").outputs[-1].data["text/html"]
+    assert f"relevance x{RankingConfig().weight}" in cell(nb, "import polars as pl").outputs[-1].data["text/html"]
     first, second = runs_in(cell(nb, "%%memfit_task --model memfit/memory-lesson --quiet --name first")), \
         runs_in(cell(nb, "%%memfit_task --model memfit/memory-lesson --quiet --name second"))
     assert first[0]["status"] == second[0]["status"] == "done"

@@ -9,11 +9,14 @@ modes add a retrieval term ``relevance`` in [0, 1]::
 
 - ``ranking="seed"``: the seed's formula (w = 0), over the seed's candidates.
 - ``ranking="semantic"``: relevance is the cosine similarity to the query.
-- ``ranking="hybrid"`` (default): relevance is the reciprocal-rank fusion of the
-  retrievers' own lists (full-text BM25, the vector search, and the tag search when
-  the model picked tags): each list ranks only what it found, in its own order, so a
-  memory found by one retriever alone weighs the same whichever retriever found it.
-  Scaled so that first in every list that ran is 1.
+- ``ranking="hybrid"`` (default): relevance fuses the candidates that the vector
+  search and BM25 found (each ``depth`` deep, plus the tag search's when the model
+  picked tags).  ``fusion="convex"`` (default): ``alpha`` times the cosine, min-max
+  scaled over the candidates, plus ``1 - alpha`` times BM25 scaled by the best; every
+  candidate is scored by both, whichever retriever found it.  ``fusion="rrf"``:
+  reciprocal-rank fusion of the retrievers' own lists, each ranking only what it found.
+  On LoCoMo (tests/benchmarks/retrieval_eval.py) convex fusion gave recall@10 0.60
+  against 0.55 for RRF with the wordllama embedder, 0.57 against 0.50 with hashing.
 
 With w close to 1 the seed's part is a bounded rerank: it moves a memory past another
 only when their relevance differs by less than ``(1 - w) / w`` (0.053 at the default
@@ -38,6 +41,7 @@ WEIGHTS = {"r": 0.25, "c": 0.20, "t": 0.15, "a": 0.15, "p": 0.10, "o": 0.10, "e"
 BONUS = {"content": 0.10, "tags": 0.08, "questions": 0.05, "contains": 0.05, "all": 0.03}
 BONUS_CAP = 0.3
 RANKINGS = ("hybrid", "semantic", "seed")
+FUSIONS = ("rrf", "convex")
 
 
 @dataclass(slots=True)
@@ -49,13 +53,17 @@ class RankingConfig:
     reciprocal-rank fusion (60, as in Cormack et al.).  ``depth``: how many memories
     the vector and the full-text search each return to hybrid ranking (seed and
     semantic use the seed's 15 from the vector search).  ``weights``: the seven
-    C.O.R.E. P.A.C.T. weights (the seed's).
+    C.O.R.E. P.A.C.T. weights (the seed's).  ``fusion``: how hybrid fuses the
+    retrievers: ``rrf`` (their ranks) or ``convex`` (``alpha`` times the cosine, min-max
+    scaled over the candidates, plus ``1 - alpha`` times BM25 scaled by the best).
     """
 
     mode: str = "hybrid"
     weight: float = 0.95
     rrf_k: int = 60
     depth: int = 30
+    fusion: str = "convex"
+    alpha: float = 0.3
     weights: dict[str, float] = field(default_factory=lambda: dict(WEIGHTS))
 
     def __post_init__(self) -> None:
@@ -63,13 +71,17 @@ class RankingConfig:
             raise ValueError(f"unknown ranking {self.mode!r}; choose one of: {', '.join(RANKINGS)}")
         if not 0.0 <= self.weight <= 1.0:
             raise ValueError(f"ranking weight must be in [0, 1], got {self.weight}")
+        if self.fusion not in FUSIONS:
+            raise ValueError(f"unknown fusion {self.fusion!r}; choose one of: {', '.join(FUSIONS)}")
+        if not 0.0 <= self.alpha <= 1.0:
+            raise ValueError(f"fusion alpha must be in [0, 1], got {self.alpha}")
         if self.rrf_k < 1 or self.depth < 1:
             raise ValueError(f"rrf_k and depth must be at least 1, got {self.rrf_k} and {self.depth}")
 
     def with_mode(self, mode: str) -> RankingConfig:
         """The same settings in another mode."""
         return RankingConfig(mode=mode, weight=self.weight, rrf_k=self.rrf_k, depth=self.depth,
-                             weights=dict(self.weights))
+                             fusion=self.fusion, alpha=self.alpha, weights=dict(self.weights))
 
 
 def core_score(entity: MemoryEntity, weights: dict[str, float] = WEIGHTS) -> float:
@@ -191,7 +203,10 @@ def rank(entities: list[MemoryEntity], query: str, *, semantic: dict[str, float]
     cos = np.clip(sem, 0.0, 1.0)
     top_lex = max(lexical.values(), default=0.0) or 1.0
     lex = np.maximum(0.0, lex_raw) / top_lex
-    if config.mode == "hybrid":
+    if config.mode == "hybrid" and config.fusion == "convex":
+        span = float(cos.max() - cos.min())
+        relevance = config.alpha * ((cos - cos.min()) / span if span > 0 else np.zeros(n)) + (1 - config.alpha) * lex
+    elif config.mode == "hybrid":
         relevance = fused_relevance(ids, found if found is not None else _lists_from_scores(ids, semantic, lexical),
                                     config.rrf_k)
     else:
