@@ -31,7 +31,7 @@ import numpy as np
 
 from ..errors import StoreError
 from .db import fts_text
-from .dedup import DedupConfig, Probe, non_repeated, norm_tags
+from .dedup import DedupConfig, Probe, non_repeated, norm_tags, probe_of
 from .embedders import Embedder, get_embedder
 from .entity import MemoryEntity, SearchResults, now_iso
 from .items import prepare, question_texts, redact_all
@@ -204,7 +204,7 @@ class PostgresStore:
         with_q, texts = question_texts(entities)
         for i, v in zip(with_q, self.embedder.embed(texts) if with_q else (), strict=True):
             qvecs[i] = v
-        probes = [Probe(norm_tags(e.tags), qvecs[i], vecs[i]) for i, e in enumerate(entities)]
+        probes = [probe_of(e.content, e.tags, qvecs[i], vecs[i]) for i, e in enumerate(entities)]
         ids: list[str | None] = [None] * len(entities)
         for start in range(0, len(entities), ADD_CHUNK):
             part = list(range(start, min(len(entities), start + ADD_CHUNK)))
@@ -298,9 +298,10 @@ class PostgresStore:
         wanted = sorted(set().union(*cand))
         stored: dict[int, Probe] = {}
         if wanted:
-            for key, tags_, qv, v in self._x(
-                    f"SELECT key, tags, qvector, vector FROM {self._t('memories')} WHERE key = ANY(%s)", (wanted,)):
-                stored[key] = Probe(norm_tags(tags_), None if qv is None else _array(qv), _array(v))
+            for key, content, tags_, qv, v in self._x(
+                    f"SELECT key, content, tags, qvector, vector FROM {self._t('memories')} WHERE key = ANY(%s)",
+                    (wanted,)):
+                stored[key] = probe_of(content, tags_, None if qv is None else _array(qv), _array(v))
         return [[stored[k] for k in sorted(c) if k in stored] for c in cand]
 
     def delete(self, id: str) -> bool:
