@@ -248,8 +248,15 @@ class RecordedBackend:
         self._inner: Any = ReplayBackend(calls, prices=prices, windows=windows)
 
     def complete(self, model: str, messages: list[dict[str, Any]], *, max_tokens: int | None,
-                 timeout: float | None, metadata: dict[str, Any]) -> Any:
+                 timeout: float | None, metadata: dict[str, Any], request: dict[str, Any] | None = None,
+                 on_delta: Any = None) -> Any:
         return self._inner.complete(model, messages, max_tokens=max_tokens, timeout=timeout, metadata=metadata)
+
+    def structured_mode(self, model: str, requested: str) -> str:
+        return self._inner.structured_mode(model, requested)
+
+    def default_timeout(self, model: str, purpose: str | None = None) -> float | None:
+        return self._inner.default_timeout(model, purpose)
 
     def prices(self, model: str) -> tuple[float, float]:
         price_in, price_out = self._inner.prices(model)

@@ -284,6 +284,13 @@ class Run:
                 break  # waiting for a person's approval: resume with approve() then run()
         return self.result  # type: ignore[return-value]
 
+    def estimate(self) -> dict[str, Any]:
+        """The expected cost of the next iteration from the model's prices and the prompt, its worst
+        case, and how many iterations the budget left pays for (``llm/estimate.py``)."""
+        from .llm.estimate import estimate
+
+        return estimate(self)
+
     def cancel(self, reason: str = "cancelled by the person") -> RunResult:
         if not self.done:
             self._finish(Cancelled(reason))

