@@ -253,10 +253,12 @@ class RecordedBackend:
         return self._inner.complete(model, messages, max_tokens=max_tokens, timeout=timeout, metadata=metadata)
 
     def structured_mode(self, model: str, requested: str) -> str:
-        return self._inner.structured_mode(model, requested)
+        mode: str = self._inner.structured_mode(model, requested)
+        return mode
 
     def default_timeout(self, model: str, purpose: str | None = None) -> float | None:
-        return self._inner.default_timeout(model, purpose)
+        seconds: float | None = self._inner.default_timeout(model, purpose)
+        return seconds
 
     def prices(self, model: str) -> tuple[float, float]:
         price_in, price_out = self._inner.prices(model)
