@@ -55,7 +55,7 @@ def test_an_imported_run_shows_as_a_saved_run(nb):
     assert summary.data["text/plain"].startswith("mini-swe-agent run, 11 steps, status done")
     trace = run.data[RUN_MIME]
     assert trace["source"]["format"] == "mini-swe-agent" and trace["version"] == 1
-    assert "memfit-run" in run.data["text/html"] and "parse_version" in run.data["text/html"]
+    assert "memfit-summary" in run.data["text/html"] and "parse_version" in run.data["text/html"]
     assert not any(e["type"] == "spin" for e in trace["events"])
 
 
