@@ -16,6 +16,7 @@ import json
 import os
 import subprocess
 import time
+import urllib.error
 import urllib.request
 from collections import Counter
 from pathlib import Path
@@ -81,7 +82,12 @@ def phoenix_spans(base: str, expected: int) -> list[dict]:
     while True:
         spans, cursor = [], None
         while True:
-            page = _get(f"{base}/v1/projects/{PROJECT}/spans?limit=1000" + (f"&cursor={cursor}" if cursor else ""))
+            try:
+                page = _get(f"{base}/v1/projects/{PROJECT}/spans?limit=1000" + (f"&cursor={cursor}" if cursor else ""))
+            except urllib.error.HTTPError as exc:
+                if exc.code != 404:
+                    raise
+                break  # the project appears with its first stored span: not there yet
             spans += page["data"]
             cursor = page.get("next_cursor")
             if not cursor:
