@@ -109,7 +109,9 @@ def test_a_real_model_drives_the_magic_with_schema_valid_actions(nb):
     assert facts["modes"] == ["schema"]
     assert facts["actions_ok"] and all(facts["actions_ok"])  # every action reply parsed and validated
     assert set(facts["tools"]) <= {"read_file", "finish"} and facts["observations"] >= 1
-    assert {"action", "reflection", "triage"} <= set(facts["purposes"])
+    # the forced reflection follows a tool's observation; a model that finishes at once ends the run first
+    reflected = {"reflection"} if set(facts["tools"]) - {"finish"} else set()
+    assert {"action", "triage"} | reflected <= set(facts["purposes"])
     assert all(t > 0 for t in facts["tokens"]) and facts["calls"] >= 3
     assert facts["status"] in ("done", "failed")
     saved = [o for o in outputs(nb, "run") if o.output_type == "display_data" and RUN_MIME in o.data]
