@@ -7,7 +7,7 @@ import pytest
 
 from memfit_jupyter.memory import DedupConfig, MemoryStore
 from memfit_jupyter.memory.dedup import Probe, compare, jaccard, probe_of
-from memfit_jupyter.memory.items import prepare
+from memfit_jupyter.memory.items import prepare, question_texts
 
 
 def unit(cos):
@@ -264,7 +264,10 @@ def test_store_keeps_what_pairwise_compare_against_every_kept_memory_keeps(tmp_p
             ids += store.add_many(items[s : s + 40], vectors=vecs[s : s + 40])
         assert len(store._db.tag_postings({"common"}, TAG_SCAN)["common"]) == TAG_SCAN  # "common" became popular
         entities = [prepare(it, "now") for it in items]
-        qvecs = store._question_vectors(entities)
+        with_q, texts = question_texts(entities)
+        qvecs: list = [None] * len(entities)
+        for i, v in zip(with_q, store.embedder.embed(texts), strict=True):
+            qvecs[i] = v
     probes = [probe_of(e.content, e.tags, qvecs[i], vecs[i]) for i, e in enumerate(entities)]
     repeats = batch_repeats(probes, DedupConfig())  # [i, j]: i repeats the earlier j (pairwise compare)
     kept = np.zeros(len(probes), dtype=bool)

@@ -10,8 +10,12 @@ from __future__ import annotations
 import os
 from typing import Any
 
+import numpy as np
+
 from ..secrets import redact
-from .entity import DIMENSIONS, MemoryEntity, clean_scores
+from .dedup import Probe, probe_of
+from .embedders import Embedder
+from .entity import DIMENSIONS, MemoryEntity, clean_scores, now_iso
 
 MAX_CONTENT_BYTES = 64_000
 _SEP = "\n\x1e\n"
@@ -76,3 +80,28 @@ def question_texts(entities: list[MemoryEntity]) -> tuple[list[int], list[str]]:
     joined): the question vector that dedup compares."""
     with_q = [i for i, e in enumerate(entities) if e.potential_questions]
     return with_q, ["\n".join(entities[i].potential_questions) for i in with_q]
+
+
+def prepare_batch(items: Any, embedder: Embedder, vectors: np.ndarray | None
+                  ) -> tuple[list[MemoryEntity], np.ndarray, list[np.ndarray | None], list[Probe]]:
+    """What every store does before deciding a batch: validate, redact and embed each item
+    (content and questions), one clock read for all; ``vectors`` (unit rows) skips embedding
+    the content.  Returns the entities, their vectors, question vectors and dedup probes."""
+    stamp = now_iso()
+    entities = [prepare(item, stamp) for item in items]
+    redact_all(entities)
+    if not entities:
+        return [], np.zeros((0, embedder.dim), dtype=np.float32), [], []
+    if vectors is None:
+        vecs = embedder.embed([e.content for e in entities])
+    else:
+        vecs = np.ascontiguousarray(vectors, dtype=np.float32)
+        if vecs.shape != (len(entities), embedder.dim):
+            raise ValueError(f"vectors must have shape ({len(entities)}, {embedder.dim}), got {vecs.shape}")
+    qvecs: list[np.ndarray | None] = [None] * len(entities)
+    with_q, texts = question_texts(entities)
+    if with_q:
+        for i, v in zip(with_q, embedder.embed(texts), strict=True):
+            qvecs[i] = v
+    probes = [probe_of(e.content, e.tags, qvecs[i], vecs[i]) for i, e in enumerate(entities)]
+    return entities, vecs, qvecs, probes

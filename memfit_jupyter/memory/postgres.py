@@ -33,8 +33,8 @@ from ..errors import StoreError
 from .db import fts_text
 from .dedup import DedupConfig, Probe, non_repeated, norm_tags, probe_of
 from .embedders import Embedder, get_embedder
-from .entity import MemoryEntity, SearchResults, now_iso
-from .items import prepare, question_texts, redact_all
+from .entity import MemoryEntity, SearchResults
+from .items import prepare_batch
 from .ranking import RankingConfig
 from .search import Candidates
 
@@ -189,22 +189,9 @@ class PostgresStore:
                  ) -> list[str | None]:
         """Store many memories (batch dedup); ids, None for duplicates.  Each ``ADD_CHUNK`` is
         one transaction, all or nothing, decided under the store's write lock."""
-        stamp = now_iso()
-        entities = [prepare(item, stamp) for item in items]
+        entities, vecs, qvecs, probes = prepare_batch(items, self.embedder, vectors)
         if not entities:
             return []
-        redact_all(entities)
-        if vectors is None:
-            vecs = self.embedder.embed([e.content for e in entities])
-        else:
-            vecs = np.ascontiguousarray(vectors, dtype=np.float32)
-            if vecs.shape != (len(entities), self.embedder.dim):
-                raise ValueError(f"vectors must have shape ({len(entities)}, {self.embedder.dim}), got {vecs.shape}")
-        qvecs: list[np.ndarray | None] = [None] * len(entities)
-        with_q, texts = question_texts(entities)
-        for i, v in zip(with_q, self.embedder.embed(texts) if with_q else (), strict=True):
-            qvecs[i] = v
-        probes = [probe_of(e.content, e.tags, qvecs[i], vecs[i]) for i, e in enumerate(entities)]
         ids: list[str | None] = [None] * len(entities)
         for start in range(0, len(entities), ADD_CHUNK):
             part = list(range(start, min(len(entities), start + ADD_CHUNK)))

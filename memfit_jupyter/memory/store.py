@@ -37,11 +37,11 @@ import numpy as np
 from ..errors import StoreError
 from .candidates import TAG_SCAN, stored_candidates
 from .db import DB_NAME, SCHEMA_VERSION, Database
-from .dedup import DedupConfig, Probe, non_repeated, norm_tags, probe_of
+from .dedup import DedupConfig, Probe, non_repeated, norm_tags
 from .embedders import Embedder, get_embedder
-from .entity import MemoryEntity, SearchResults, now_iso
+from .entity import MemoryEntity, SearchResults
 from .index import SAVE_EVERY, SAVE_SHARE, GraphAdd, StoreWarning, VectorIndex
-from .items import MAX_CONTENT_BYTES, prepare, question_texts, redact_all
+from .items import MAX_CONTENT_BYTES, prepare_batch
 from .postgres import is_url
 from .ranking import RankingConfig
 from .search import Candidates
@@ -165,19 +165,9 @@ class MemoryStore:
         (or potential_questions), scores, and optionally id and created_at.
         ``vectors`` (unit rows) skips embedding the content.
         """
-        stamp = now_iso()  # one clock read for the batch
-        entities = [prepare(item, stamp) for item in items]
+        entities, vecs, qvecs, probes = prepare_batch(items, self.embedder, vectors)
         if not entities:
             return []
-        redact_all(entities)
-        if vectors is None:
-            vecs = self.embedder.embed([e.content for e in entities])
-        else:
-            vecs = np.ascontiguousarray(vectors, dtype=np.float32)
-            if vecs.shape != (len(entities), self.embedder.dim):
-                raise ValueError(f"vectors must have shape ({len(entities)}, {self.embedder.dim}), got {vecs.shape}")
-        qvecs = self._question_vectors(entities)
-        probes = [probe_of(e.content, e.tags, qvecs[i], vecs[i]) for i, e in enumerate(entities)]
         kept: list[int] = []
         for start in range(0, len(entities), ADD_CHUNK):
             part = range(start, min(len(entities), start + ADD_CHUNK))
@@ -223,14 +213,6 @@ class MemoryStore:
             if vectors.due():
                 self.flush()
         return kept
-
-    def _question_vectors(self, entities: list[MemoryEntity]) -> list[np.ndarray | None]:
-        with_q, texts = question_texts(entities)
-        out: list[np.ndarray | None] = [None] * len(entities)
-        if with_q:
-            for i, v in zip(with_q, self.embedder.embed(texts), strict=True):
-                out[i] = v
-        return out
 
     def delete(self, id: str) -> bool:
         """Delete a memory; False when there is none with this id."""
