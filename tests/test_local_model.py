@@ -112,7 +112,8 @@ def test_a_real_model_drives_the_magic_with_schema_valid_actions(nb):
     # the forced reflection follows a tool's observation; a model that finishes at once ends the run first
     reflected = {"reflection"} if set(facts["tools"]) - {"finish"} else set()
     assert {"action", "triage"} | reflected <= set(facts["purposes"])
-    assert all(t > 0 for t in facts["tokens"]) and facts["calls"] >= 3
+    # one call per purpose seen: an action and the memory triage, plus the reflection when one was due
+    assert all(t > 0 for t in facts["tokens"]) and facts["calls"] >= 2 + len(reflected)
     assert facts["status"] in ("done", "failed")
     saved = [o for o in outputs(nb, "run") if o.output_type == "display_data" and RUN_MIME in o.data]
     assert len(saved) == 1
