@@ -23,10 +23,11 @@ from __future__ import annotations
 import re
 from collections import deque
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from .events import BreakerRejected, Event
+from .memory.entity import MemoryEntity, ScoredMemory, SearchResults
 from .records import ToolResult
 
 #: Fields whose values come from the clock, taken from the recording (breakers use the wall clock).
@@ -122,46 +123,16 @@ class RecordedTools(LiveTools):
                           error=recorded.get("error"), data=dict(recorded.get("data") or {}))
 
 
-@dataclass
-class _Entity:
-    id: str
-    content: str
-    tags: list[str] = field(default_factory=list)
-
-    @property
-    def size(self) -> int:
-        return len(self.content.encode())
-
-
-@dataclass
-class _Hit:
-    entity: _Entity
-    breakdown: dict[str, float]
-    score: float
-
-    @property
-    def id(self) -> str:
-        return self.entity.id
-
-    @property
-    def content(self) -> str:
-        return self.entity.content
-
-    @property
-    def tags(self) -> list[str]:
-        return self.entity.tags
-
-
-class _Results(list[_Hit]):
-    def __init__(self, hits: Iterable[_Hit], content_bytes: int):
-        super().__init__(hits)
-        self.content_bytes = content_bytes
+def _hit(record: dict[str, Any]) -> ScoredMemory:
+    """A recorded result as the store gave it: the entity and its breakdown, final score included."""
+    entity = MemoryEntity(str(record.get("id", "")), str(record.get("content", "")), list(record.get("tags") or []))
+    score = float(record.get("score", 0.0) or 0.0)
+    return ScoredMemory(entity, {**dict(record.get("breakdown") or {}), "final": score})
 
 
 @dataclass
 class _Search:
-    hits: list[_Hit]
-    content_bytes: int
+    hits: list[ScoredMemory]
     tags_calls: int
 
 
@@ -179,14 +150,10 @@ class RecordedStore:
             if kind == "model_call" and e.get("purpose") == "tags":
                 tags_calls += 1
             elif kind == "memory" and e.get("op") in ("search", "task_search", "failures"):
-                hits = [_Hit(_Entity(str(r.get("id")), str(r.get("content", "")), list(r.get("tags") or [])),
-                             dict(r.get("breakdown") or {}), float(r.get("score", 0.0) or 0.0))
-                        for r in e.get("results") or ()]
-                self.searches.append(_Search(hits, int(e.get("bytes", 0) or 0), tags_calls))
+                self.searches.append(_Search([_hit(r) for r in e.get("results") or ()], tags_calls))
                 tags_calls = 0
             elif kind == "reflection" and int(e.get("level", 0) or 0) >= 2:
-                hits = [_Hit(_Entity("", str(c)), {}, 0.0) for c in e.get("memory_used") or ()]
-                self.searches.append(_Search(hits, sum(h.entity.size for h in hits), tags_calls))
+                self.searches.append(_Search([_hit({"content": c}) for c in e.get("memory_used") or ()], tags_calls))
                 tags_calls = 0
             elif kind == "memory" and e.get("op") == "insert":
                 self.inserts.append(list(e.get("added") or []))
@@ -194,14 +161,14 @@ class RecordedStore:
                 self.batches.append([*(e.get("added") or []), *[None] * int(e.get("duplicates") or 0)])
 
     def search(self, query: str, k: int | None = 10, bytes_limit: int | None = None, tags: Any = None,
-               llm: Any = None, iteration: int = 0, **_: Any) -> _Results:
-        found = self.searches.popleft() if self.searches else _Search([], 0, 0)
+               llm: Any = None, iteration: int = 0, **_: Any) -> SearchResults:
+        found = self.searches.popleft() if self.searches else _Search([], 0)
         if llm is not None:
             from .memory.search import select_tags
 
             for _call in range(found.tags_calls):  # the model's tag selection, replayed with its call
                 select_tags(llm, query, ["(recorded)"], iteration)
-        return _Results(found.hits, found.content_bytes)
+        return SearchResults(found.hits, query=query, bytes_limit=bytes_limit)
 
     def add(self, content: str, tags: Iterable[str] = (), questions: Iterable[str] = (),
             scores: Any = None) -> str | None:
