@@ -3,9 +3,8 @@ saved outputs and the on/off table; the catalogue with no mode; one-line errors.
 
 from __future__ import annotations
 
-import nbformat
 import pytest
-from nbclient import NotebookClient
+from kernel_cells import execute, outputs, text_of
 
 RUN_MIME = "application/vnd.memfit.run+json"
 WIDGET_MIME = "application/vnd.jupyter.widget-view+json"
@@ -24,31 +23,7 @@ CELLS = {
 
 @pytest.fixture(scope="module")
 def nb(tmp_path_factory):
-    workdir = tmp_path_factory.mktemp("demo")
-    notebook = nbformat.v4.new_notebook()
-    notebook.cells = [nbformat.v4.new_code_cell(src, metadata={"name": name}) for name, src in CELLS.items()]
-    client = NotebookClient(notebook, timeout=180, kernel_name="python3", allow_errors=True,
-                            resources={"metadata": {"path": str(workdir)}})
-    client.execute()
-    notebook.metadata["workdir"] = str(workdir)
-    return notebook
-
-
-def outputs(nb, name):
-    (cell,) = [c for c in nb.cells if c.metadata.get("name") == name]
-    return cell.outputs
-
-
-def text_of(outs) -> str:
-    parts = []
-    for o in outs:
-        if o.output_type == "stream":
-            parts.append(o.text)
-        elif o.output_type == "error":
-            parts.append(f"{o.ename}: {o.evalue}")
-        elif "text/plain" in o.get("data", {}):
-            parts.append(o.data["text/plain"])
-    return "\n".join(parts)
+    return execute(CELLS, tmp_path_factory.mktemp("demo"), timeout=180)
 
 
 def test_a_mode_runs_on_and_off_side_by_side(nb):
@@ -92,7 +67,8 @@ def test_quiet_shows_no_widget_and_the_guard(nb):
 def test_no_mode_is_the_catalogue(nb):
     from memfit_jupyter import catalogue
 
-    assert text_of(outputs(nb, "table")).strip() == f"{catalogue().height} ['id', 'name', 'mast', 'trail']"
+    said = text_of(outputs(nb, "table"))
+    assert f"{catalogue().height} ['id', 'name', 'mast', 'trail']" in said.splitlines(), said
 
 
 @pytest.mark.parametrize("name, message", [

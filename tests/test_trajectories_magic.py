@@ -6,9 +6,8 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
-import nbformat
 import pytest
-from nbclient import NotebookClient
+from kernel_cells import execute, outputs
 
 RUN_MIME = "application/vnd.memfit.run+json"
 SAMPLES = Path(__file__).parent.parent / "memfit_jupyter" / "trajectories" / "samples"
@@ -31,17 +30,7 @@ def nb(tmp_path_factory):
     for name in ("mini_swe_v1.traj.json", "openhands_events.json"):
         shutil.copy(SAMPLES / name, workdir / name)
     (workdir / "bad.json").write_text('{"hello": "world"}')
-    notebook = nbformat.v4.new_notebook()
-    notebook.cells = [nbformat.v4.new_code_cell(src, metadata={"name": name}) for name, src in CELLS.items()]
-    client = NotebookClient(notebook, timeout=120, kernel_name="python3", allow_errors=True,
-                            resources={"metadata": {"path": str(workdir)}})
-    client.execute()
-    return notebook
-
-
-def outputs(nb, name):
-    (cell,) = [c for c in nb.cells if c.metadata.get("name") == name]
-    return cell.outputs
+    return execute(CELLS, workdir)
 
 
 def errors(outs):
