@@ -58,6 +58,18 @@ def text_of(content: Any) -> str:
     return str(content)
 
 
+def tool_call(call: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+    """The name and arguments of an OpenAI-style tool call.  Arguments that are not a JSON
+    object (bad JSON, a list) are kept whole under ``arguments`` rather than lost."""
+    fn = call.get("function") or {}
+    raw = fn.get("arguments")
+    try:
+        args = json.loads(raw or "{}") if isinstance(raw, str) or raw is None else raw
+    except ValueError:
+        args = raw
+    return str(fn.get("name") or ""), args if isinstance(args, dict) else {"arguments": args}
+
+
 # --- what a shell command does ----------------------------------------------------------
 # Imported agents mostly have one tool (bash).  The action type is derived from the
 # program the command runs, so that the same verb means the same thing across sources.

@@ -10,11 +10,10 @@ records an unusable reply.  ``info.exit_status`` says how the run ended.
 
 from __future__ import annotations
 
-import json
 import re
 from typing import Any
 
-from .common import TraceBuilder, classify_command, exit_code_of, format_error, text_of
+from .common import TraceBuilder, classify_command, exit_code_of, format_error, text_of, tool_call
 
 FORMAT = "mini-swe-agent"
 #: The action block mini-swe-agent 1.x accepts (its default action pattern: a bash fence).
@@ -101,12 +100,8 @@ def convert(data: dict[str, Any], *, meta: dict[str, Any] | None = None) -> dict
             by_id = {m.get("tool_call_id"): m for m in answers if m.get("role") == "tool"}
             complaint = next((m for m in answers if m.get("role") == "user" and _is_complaint(m)), None)
             for n, call in enumerate(calls):
-                fn = call.get("function") or {}
-                try:
-                    args = json.loads(fn.get("arguments") or "{}")
-                except (TypeError, ValueError):
-                    args = {"arguments": fn.get("arguments")}
-                command = str(args.get("command", "")) if isinstance(args, dict) else ""
+                name, args = tool_call(call)
+                command = str(args.get("command", ""))
                 result = by_id.get(call.get("id"))
                 out, ok, err, extra = _observation(text_of(result.get("content")) if result else "")
                 if result is None and complaint is not None:
@@ -114,7 +109,7 @@ def convert(data: dict[str, Any], *, meta: dict[str, Any] | None = None) -> dict
                 if n:
                     b.begin_step()
                 b.step(thought=_thought(text), action_type=classify_command(command) if command else "tool",
-                       tool=str(fn.get("name") or "bash"), params=args if isinstance(args, dict) else {},
+                       tool=name or "bash", params=args,
                        output=out, ok=ok, error=err, data=extra, begin=False)
         else:
             blocks = _BLOCK.findall(text)

@@ -11,11 +11,10 @@ condensation is a ``condense`` step.  Where an action carries
 
 from __future__ import annotations
 
-import json
 import re
 from typing import Any
 
-from .common import TraceBuilder, classify_command, format_error, text_of
+from .common import TraceBuilder, classify_command, format_error, text_of, tool_call
 
 FORMAT = "openhands"
 _SKIP_ACTIONS = {"system", "change_agent_state", "null", "recall", "condensation_request"}
@@ -177,13 +176,7 @@ def convert_completion_log(data: dict[str, Any], *, meta: dict[str, Any] | None 
                    begin=False)
             continue
         for n, call in enumerate(calls):
-            fn = call.get("function") or {}
-            try:
-                args = json.loads(fn.get("arguments") or "{}")
-            except (TypeError, ValueError):
-                args = {"arguments": fn.get("arguments")}
-            args = args if isinstance(args, dict) else {"arguments": args}
-            name = str(fn.get("name") or "")
+            name, args = tool_call(call)
             result = results.get(call.get("id"))
             output = text_of(result.get("content")) if result else ""
             m_exit = _EXIT.search(output)
