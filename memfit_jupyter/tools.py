@@ -21,7 +21,9 @@ from typing import Any
 from .errors import PathOutsideWorkdirError, UnknownToolError
 from .records import ReflectionLevel, ToolResult
 
-_TYPES = {"str": str, "int": int, "bool": bool, "float": (int, float), "list": list, "dict": dict}
+_TYPES: dict[str, type | tuple[type, ...]] = {
+    "str": str, "int": int, "bool": bool, "float": (int, float), "list": list, "dict": dict,
+}
 MAX_OUTPUT = 8_000
 
 
@@ -119,8 +121,10 @@ def _python(ctx: ToolContext, code: str) -> ToolResult:
     try:
         tree = ast.parse(code, mode="exec")
         last_expr = None
-        if tree.body and isinstance(tree.body[-1], ast.Expr):
-            last_expr = ast.Expression(tree.body.pop().value)
+        last = tree.body[-1] if tree.body else None
+        if isinstance(last, ast.Expr):  # its value is shown, as in a notebook cell
+            tree.body.pop()
+            last_expr = ast.Expression(last.value)
         with contextlib.chdir(ctx.workdir), contextlib.redirect_stdout(out), contextlib.redirect_stderr(out):
             exec(compile(tree, "<memfit python>", "exec"), ctx.namespace)
             value = eval(compile(last_expr, "<memfit python>", "eval"), ctx.namespace) if last_expr else None

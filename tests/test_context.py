@@ -232,3 +232,15 @@ def test_incremental_token_count_equals_a_full_count_across_appends_and_replacem
     assert tiers.used_tokens(run) == full()
     run.timeline.add("note", 6, "after the flush")
     assert tiers.used_tokens(run) == full()
+
+
+def test_a_context_without_a_known_window_measures_nothing_and_never_flushes(tmp_path):
+    from memfit_jupyter.context.tiers import TieredContext
+
+    run = Agent(model="memfit/demo", workdir=tmp_path, memory=False).start("add up data.txt")
+    for i in range(4):
+        run.timeline.add("note", i, "x" * 5000)
+    tiers = TieredContext()  # the model's window is unknown
+    assert tiers.check(run) == "ok"
+    assert tiers.flush(run) == [] and tiers.recall == [] and tiers.summary is None
+    assert len(run.timeline.entries) >= 4

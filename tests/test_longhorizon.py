@@ -12,7 +12,7 @@ import textwrap
 import pytest
 
 from memfit_jupyter import Agent
-from memfit_jupyter.context.longhorizon import load_plan, next_feature, write_atomic
+from memfit_jupyter.context.longhorizon import git_commit, load_plan, next_feature, write_atomic
 
 TASK = "Build the features listed in features.json."
 
@@ -184,3 +184,14 @@ def test_the_magic_takes_plan_progress_and_context_window(tmp_path, monkeypatch)
     assert len((tmp_path / "done.md").read_text().splitlines()) == 3
     bad = shell.run_cell("%%memfit_task --model memfit/demo --context-window 0\nx")
     assert isinstance(bad.error_in_exec, UsageError) and "--context-window" in str(bad.error_in_exec)
+
+
+def test_a_refused_checkpoint_says_why_in_one_line(tmp_path):
+    _git_repo(tmp_path)
+    hook = tmp_path / ".git" / "hooks" / "pre-commit"
+    hook.write_text("#!/bin/sh\necho 'checks are red' >&2\nexit 1\n")
+    hook.chmod(0o755)
+    (tmp_path / "a.txt").write_text("a\n")
+    with pytest.raises(RuntimeError) as info:
+        git_commit(tmp_path, "feat: a")
+    assert str(info.value) == "checks are red"

@@ -18,6 +18,7 @@ events.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from .. import events as ev
@@ -52,7 +53,7 @@ class ContextExtension(Hooks):
         self.diary = FailureDiary(agent) if agent.oracle is not None else None
         self._reset_note: str | None = None
         if self.plan is not None:
-            self.tiers.on_flush.append(self._flush_to_progress)
+            self.tiers.on_flush.append(self.plan.note_flush)
 
     def provides(self) -> dict[str, Any]:
         return {"context": self}
@@ -103,7 +104,7 @@ class ContextExtension(Hooks):
             return
         verdict = record.data.get("oracle")
         if verdict is not None and self.diary is not None:
-            self._after_oracle(run, record, verdict)
+            self._after_oracle(run, record, verdict, self.diary)
         if record.data.get("feature_done") is not None and not record.data.get("final"):
             saved = f"committed as {record.data['commit']}" if record.data.get("commit") else "recorded"
             self._reset_note = (f"[NEXT FEATURE] {record.data['feature_done']} passes ({saved}). "
@@ -144,8 +145,7 @@ class ContextExtension(Hooks):
         data["final"] = True
         return ToolResult(output=answer, data=data)
 
-    def _after_oracle(self, run: Any, record: Any, verdict: dict[str, Any]) -> None:
-        diary = self.diary
+    def _after_oracle(self, run: Any, record: Any, verdict: dict[str, Any], diary: FailureDiary) -> None:
         fields = {"trial": verdict["trial"], "max_trials": diary.max_trials, "passed": verdict["passed"],
                   "oracle_output": verdict["output"]}
         if verdict["passed"]:
@@ -188,10 +188,6 @@ class ContextExtension(Hooks):
         self.tiers.summary, self.tiers.warned = None, False
         run.emit(ev.Note(text=note, timeline="reset"))
 
-    def _flush_to_progress(self, summary: str) -> None:
-        current = self.plan.current["id"] if self.plan.current else "-"
-        self.plan.append_progress(f"note: context flush during {current}: {' '.join(summary.split())[:300]}")
-
 
 def _window(run: Any) -> int | None:
     """The model's context window: ``context_window=``, else the backend's (litellm) figure."""
@@ -212,7 +208,7 @@ def _window(run: Any) -> int | None:
     return window or None
 
 
-def _counter(run: Any):
+def _counter(run: Any) -> Callable[[str], int]:
     from .tiers import litellm_counter
 
     return litellm_counter(run.agent.model)

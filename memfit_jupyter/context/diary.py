@@ -25,9 +25,12 @@ import re
 import shlex
 import subprocess
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..secrets import redact
+
+if TYPE_CHECKING:  # polars is imported at first use
+    import polars as pl
 
 FAILURES_TAG = "failures"
 PAST_FAILURES_K = 3
@@ -203,7 +206,7 @@ class FailureDiary:
             return None
 
 
-def failures(store: Any, kind: str | None = None, limit: int = 1000):
+def failures(store: Any, kind: str | None = None, limit: int = 1000) -> pl.DataFrame:
     """The failure diary as a polars DataFrame: id, kind, lesson, task, oracle, created_at."""
     import polars as pl
 

@@ -87,7 +87,7 @@ def is_git_repo(workdir: Path) -> bool:
 
 def git_commit(workdir: Path, message: str) -> str:
     """Commit everything under ``workdir``; return the short hash, or raise RuntimeError."""
-    def git(*args: str) -> subprocess.CompletedProcess:
+    def git(*args: str) -> subprocess.CompletedProcess[str]:
         return subprocess.run(["git", *args], cwd=workdir, capture_output=True, text=True, timeout=60)
 
     identity: list[str] = []
@@ -97,7 +97,8 @@ def git_commit(workdir: Path, message: str) -> str:
     git("add", "-A", "--", ".", ":(exclude).memfit")
     proc = git(*identity, "commit", "--allow-empty", "-q", "-m", message)
     if proc.returncode != 0:
-        raise RuntimeError((proc.stderr or proc.stdout).strip().splitlines()[-1:] or ["git commit failed"])
+        lines = (proc.stderr or proc.stdout).strip().splitlines()
+        raise RuntimeError(lines[-1] if lines else "git commit failed")
     return git("rev-parse", "--short", "HEAD").stdout.strip()
 
 
@@ -138,13 +139,13 @@ class LongHorizon:
     def resume_note(self) -> str:
         """What a fresh run needs to know, rebuilt from the plan, the progress file and git."""
         parts = []
-        if self.features:
+        if self.features and self.plan_path is not None:
             passed = [str(f["id"]) for f in self.features if f.get("passes")]
             tag = "[RESUME]" if passed else "[PLAN]"
             parts.append(f"{tag} Plan {self.plan_path.name}: {len(passed)} of {len(self.features)} "
                          f"feature(s) pass" + (f" ({', '.join(passed)}); do not redo them." if passed else "."))
         tail = self.progress_tail()
-        if tail:
+        if tail and self.progress_path is not None:
             parts.append(f"Progress file {self.progress_path.name} (last lines):\n{tail}")
         if self.git:
             log = git_log(self.workdir)
@@ -164,16 +165,16 @@ class LongHorizon:
     # --- persisting ----------------------------------------------------------------------
     def mark_done(self, summary: str) -> dict[str, Any]:
         """Mark the current feature as passing; append progress; checkpoint. Returns what happened."""
-        feature = self.current
-        if feature is None:
+        feature, plan_path = self.current, self.plan_path
+        if feature is None or plan_path is None:  # only a loaded plan has a current feature
             return {"final": True}
         fid = feature["id"]
         # Re-read the plan: a person may have edited it while the agent worked.
-        features = load_plan(self.plan_path)
+        features = load_plan(plan_path)
         for f in features:
             if f["id"] == fid:
                 f["passes"] = True
-        write_atomic(self.plan_path, json.dumps(features, indent=2, ensure_ascii=False) + "\n")
+        write_atomic(plan_path, json.dumps(features, indent=2, ensure_ascii=False) + "\n")
         line = " ".join(summary.split())[:300]
         self.append_progress(f"done: {fid} — {line}")
         info: dict[str, Any] = {"feature_done": fid}
@@ -188,6 +189,11 @@ class LongHorizon:
         info["next"] = None if self.current is None else self.current["id"]
         info["final"] = self.current is None
         return info
+
+    def note_flush(self, summary: str) -> None:
+        """Keep a context flush's summary in the progress file, so that a resumed run sees it."""
+        current = self.current["id"] if self.current else "-"
+        self.append_progress(f"note: context flush during {current}: {' '.join(summary.split())[:300]}")
 
     def append_progress(self, line: str) -> None:
         if self.progress_path is None:

@@ -16,7 +16,7 @@ from typing import Any
 
 from ..records import ToolResult
 from ..secrets import redact
-from ..tools import Param, Tool
+from ..tools import Param, Tool, ToolContext
 
 ARCHIVAL_OFF = ("archival memory is off: this run has no memory store "
                 "(pass memory=MemoryStore(path), or drop --no-memory)")
@@ -58,7 +58,7 @@ def store_of(run: Any) -> Any:
 def memory_tools(tiers: Any, run: Any) -> list[Tool]:
     """The five memory tools, bound to one run's tiers."""
 
-    def core_memory_append(ctx, label: str, content: str, request_heartbeat: bool = False) -> ToolResult:
+    def core_memory_append(ctx: ToolContext, label: str, content: str, request_heartbeat: bool = False) -> ToolResult:
         block = tiers.blocks.get(label)
         if block is None:
             return ToolResult(ok=False, error=f"no memory block {label!r}; blocks: {', '.join(tiers.blocks)}")
@@ -71,7 +71,7 @@ def memory_tools(tiers: Any, run: Any) -> list[Tool]:
         return _done(f"appended to {label} ({len(block.value)}/{block.limit} characters)", request_heartbeat,
                      block=label, block_value=block.value)
 
-    def core_memory_replace(ctx, label: str, old_content: str, new_content: str,
+    def core_memory_replace(ctx: ToolContext, label: str, old_content: str, new_content: str,
                             request_heartbeat: bool = False) -> ToolResult:
         block = tiers.blocks.get(label)
         if block is None:
@@ -86,14 +86,14 @@ def memory_tools(tiers: Any, run: Any) -> list[Tool]:
         return _done(f"replaced text in {label} ({len(block.value)}/{block.limit} characters)",
                      request_heartbeat, block=label, block_value=block.value)
 
-    def conversation_search(ctx, query: str, request_heartbeat: bool = False) -> ToolResult:
+    def conversation_search(ctx: ToolContext, query: str, request_heartbeat: bool = False) -> ToolResult:
         found = tiers.search_recall(query, run.timeline.entries)
         if not found:
             return _done(f"nothing in recall or the current conversation matches {query!r}", request_heartbeat)
         lines = [f"[{e.kind} #{e.iteration}] {_excerpt(e.content, query)}" for e in found]
         return _done("\n".join(lines), request_heartbeat, matches=len(found))
 
-    def archival_memory_insert(ctx, content: str, request_heartbeat: bool = False) -> ToolResult:
+    def archival_memory_insert(ctx: ToolContext, content: str, request_heartbeat: bool = False) -> ToolResult:
         store = store_of(run)
         if store is None:
             return ToolResult(ok=False, error=ARCHIVAL_OFF)
@@ -102,7 +102,7 @@ def memory_tools(tiers: Any, run: Any) -> list[Tool]:
             return _done("already in archival memory (a duplicate was not added)", request_heartbeat)
         return _done(f"saved to archival memory as {memory_id}", request_heartbeat, memory_id=memory_id)
 
-    def archival_memory_search(ctx, query: str, request_heartbeat: bool = False) -> ToolResult:
+    def archival_memory_search(ctx: ToolContext, query: str, request_heartbeat: bool = False) -> ToolResult:
         store = store_of(run)
         if store is None:
             return ToolResult(ok=False, error=ARCHIVAL_OFF)

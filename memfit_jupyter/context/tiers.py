@@ -24,7 +24,7 @@ its text changes.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -154,14 +154,15 @@ class TieredContext:
     # --- the loop -------------------------------------------------------------------
     def check(self, run: Any) -> str:
         """Measure the main context; warn or flush as the watermarks say.  Returns the watermark."""
-        if not self.window:
+        window = self.window
+        if not window:
             return "ok"
         used = self.used_tokens(run)
         mark = self.watermark(used)
         if mark == "flush":
             evicted = self.flush(run)
             # The context event moves the entries: the timeline is written from the events.
-            self._emit(run, used, "flush", evicted=len(evicted), summary=self.summary)
+            self._emit(run, used, window, "flush", evicted=len(evicted), summary=self.summary)
             for listener in self.on_flush if evicted else ():
                 listener(self.summary or "")
             used = self.used_tokens(run)
@@ -170,24 +171,30 @@ class TieredContext:
                 mark = "warning"
         if mark == "warning" and not self.warned:
             self.warned = True
-            pct = round(100 * used / self.window)
+            pct = round(100 * used / window)
             run.emit(ev.Guidance(kind="memory_pressure", text=(
-                f"{PRESSURE_TAG} The context is {pct}% full ({used} of {self.window} tokens). "
+                f"{PRESSURE_TAG} The context is {pct}% full ({used} of {window} tokens). "
                 "Save what must survive now: core_memory_append to the task_notes block, or "
                 "archival_memory_insert for long-term facts. Older messages will soon be "
                 "summarised and moved to recall (conversation_search finds them).")))
-        self._emit(run, used, mark)
+        self._emit(run, used, window, mark)
         return mark
 
-    def _emit(self, run: Any, used: int, mark: str, evicted: int = 0, summary: str | None = None) -> None:
-        self.last = {"used_tokens": used, "window": self.window, "ratio": round(used / self.window, 4),
+    def _emit(self, run: Any, used: int, window: int, mark: str, evicted: int = 0,
+              summary: str | None = None) -> None:
+        self.last = {"used_tokens": used, "window": window, "ratio": round(used / window, 4),
                      "watermark": mark, "evicted": evicted, "recall_size": len(self.recall),
                      "summary": summary}
         run.emit(ev.Context(**self.last))
 
     def flush(self, run: Any) -> list[Entry]:
         """Choose about half a window of the oldest entries, move them to recall and summarise them
-        recursively; the ``context`` event of the flush then takes them out of the timeline."""
+        recursively; the ``context`` event of the flush then takes them out of the timeline.
+
+        Without a known window there is no "half a window" to move: nothing is evicted.
+        """
+        if not self.window:
+            return []
         queue = [e for e in run.timeline.queue() if e.kind != "summary"]
         keep = max(0, self.config.keep_last)
         candidates = queue[: len(queue) - keep] if keep else queue
@@ -229,14 +236,15 @@ class TieredContext:
             {"role": "user", "content": prompt},
         ]
         reply = run.llm.call("summary", messages, tier="fast", iteration=run.iteration)
-        if reply.ok and reply.value.summary.strip():
-            return reply.value.summary.strip()
+        summary: str = reply.value.summary.strip() if reply.ok else ""
+        if summary:
+            return summary
         # Never lose the thread: keep the previous summary and the first line of each evicted entry.
         lines = [e.content.splitlines()[0][:160] for e in evicted if e.content.strip()]
         return (f"{previous} | (summary call failed: {reply.error}) evicted: " + "; ".join(lines))[:4000]
 
     # --- recall ---------------------------------------------------------------------
-    def search_recall(self, query: str, current: list[Entry] = (), k: int = 5) -> list[Entry]:
+    def search_recall(self, query: str, current: Sequence[Entry] = (), k: int = 5) -> list[Entry]:
         """Entries of recall (and of the current queue) that share the most words with ``query``."""
         terms = {t for t in re.findall(r"\w+", query.lower()) if len(t) > 1}
         if not terms:
@@ -261,7 +269,8 @@ class TieredContext:
 def _system_text(run: Any) -> str:
     """The system prompt the model last saw (building it again would re-run every extension's hook)."""
     if run.last_prompt and run.last_prompt[0].get("role") == "system":
-        return run.last_prompt[0]["content"]
+        text: str = run.last_prompt[0]["content"]
+        return text
     from ..llm.prompts import action_system
 
     return action_system(run.tools.values(), run.prompt_workdir)
