@@ -10,10 +10,13 @@ is recorded.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..extension import Hooks
 from .config import ReliabilityConfig
+
+if TYPE_CHECKING:
+    from ..tools import Tool
 
 #: Shell commands get at most this long (the tool's own default), less when the run has less left.
 SHELL_TIMEOUT_S = ReliabilityConfig.shell_timeout_s
@@ -45,7 +48,7 @@ class ReliabilityExtension(Hooks):
         if isinstance(run.backend, LiteLLMBackend):
             import_litellm()
 
-    def tools(self) -> list:
+    def tools(self) -> list[Tool]:
         from ..tools import BUILTIN_TOOLS
 
         guarded = self.guards.tools(BUILTIN_TOOLS["finish"]) if self.guards is not None else []

@@ -226,7 +226,7 @@ class BreakerSet:
         finally:
             self._emit(pending, emit)
 
-    def _admit(self, b: CircuitBreaker, now: float, pending: list) -> bool:
+    def _admit(self, b: CircuitBreaker, now: float, pending: list[dict[str, Any]]) -> bool:
         if b.state is CircuitState.CLOSED:
             return True
         if b.state is CircuitState.HALF_OPEN:
@@ -356,7 +356,7 @@ class RunBreakers:
 
 def breakers_for(agent: Any) -> BreakerSet:
     """The agent's breaker set, made on first use from its tiers and settings."""
-    found = agent.__dict__.get("_breakers")
+    found: BreakerSet | None = agent.__dict__.get("_breakers")
     if found is None or {t: b.model for t, b in found.breakers.items()} != {k: v for k, v in agent.tiers.items() if v}:
         found = BreakerSet(agent.tiers, failure_threshold=agent.failure_threshold,
                            recovery_timeout=agent.recovery_timeout)

@@ -36,6 +36,12 @@ import zlib
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # numpy and the memory package are imported at first use
+    from numpy.typing import NDArray
+
+    from ..memory.embedders import Embedder
 
 LOW_CONFIDENCE = 0.3
 WEIGHTS = {"consistency": 0.40, "stated": 0.25, "coherence": 0.15, "tool": 0.10, "source": 0.10}
@@ -104,7 +110,7 @@ def _local_cosine(a: str, b: str) -> float:
 
 
 @lru_cache(maxsize=1)
-def _project_embedder():
+def _project_embedder() -> Embedder | None:
     try:
         from ..memory.embedders import get_embedder
 
@@ -116,24 +122,25 @@ def _project_embedder():
 class Similarity:
     """Semantic similarity of two answers in [0, 1]; see the module docstring."""
 
-    def __init__(self, embedder=None, use_project_embedder: bool = True):
+    def __init__(self, embedder: Embedder | None = None, use_project_embedder: bool = True):
         self.embedder = embedder if embedder is not None else (_project_embedder() if use_project_embedder
                                                                else None)
-        self._cache: dict[str, object] = {}
+        self._cache: dict[str, NDArray[Any]] = {}
 
     def _cosine(self, a: str, b: str) -> float:
-        if self.embedder is None:
+        embedder = self.embedder
+        if embedder is None:
             return _local_cosine(a, b)
         try:
-            va, vb = self._vector(a), self._vector(b)
+            va, vb = self._vector(embedder, a), self._vector(embedder, b)
             return max(0.0, min(1.0, float((va * vb).sum())))
         except Exception:
             return _local_cosine(a, b)
 
-    def _vector(self, text: str):
+    def _vector(self, embedder: Embedder, text: str) -> NDArray[Any]:
         v = self._cache.get(text)
         if v is None:
-            v = self.embedder.embed([text])[0]
+            v = embedder.embed([text])[0]
             self._cache[text] = v
         return v
 

@@ -57,8 +57,9 @@ class _Job:
     __slots__ = ("fn", "context", "done", "value", "error")
 
     def __init__(self, fn: Callable[[], Any]):
-        self.fn = fn
-        self.context = contextvars.copy_context()  # the caller's context variables, as if it ran inline
+        self.fn: Callable[[], Any] | None = fn
+        #: The caller's context variables, as if the call ran inline.
+        self.context: contextvars.Context | None = contextvars.copy_context()
         self.done = threading.Event()
         self.value: Any = None
         self.error: BaseException | None = None
@@ -73,11 +74,7 @@ class _Worker(threading.Thread):
         global _idle_count
         while True:
             job = self.jobs.get()
-            try:
-                job.value = job.context.run(job.fn)
-            except BaseException as exc:  # handed to the caller, who re-raises it
-                job.error = exc
-            job.fn = job.context = None
+            _run(job)
             # Back to the pool before waking the caller, so its next call finds this worker idle.
             with _idle_lock:
                 keep = _idle_count < MAX_IDLE_WORKERS
@@ -87,6 +84,19 @@ class _Worker(threading.Thread):
             job.done.set()
             if not keep:
                 return
+
+
+def _run(job: _Job) -> None:
+    """Run ``job`` once; it lets go of the call (its closure holds the messages) so that an idle
+    worker keeps nothing of it alive."""
+    fn, context = job.fn, job.context
+    job.fn = job.context = None
+    try:
+        if fn is None or context is None:
+            raise RuntimeError("a model-call job was run twice")
+        job.value = context.run(fn)
+    except BaseException as exc:  # handed to the caller, who re-raises it
+        job.error = exc
 
 
 def _worker() -> _Worker:

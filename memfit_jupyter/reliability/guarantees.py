@@ -68,7 +68,7 @@ class BudgetTracker:
     """Spends a run's budget and refuses what would overrun it."""
 
     def __init__(self, guarantees: ExecutionGuarantees, clock: Callable[[], float] = time.monotonic,
-                 on_violation: Callable[[str, dict], None] | None = None,
+                 on_violation: Callable[[str, dict[str, Any]], None] | None = None,
                  runner: Callable[[Callable[[], Any], float], Any] = call_with_deadline):
         self.guarantees = guarantees
         self.clock = clock
@@ -89,7 +89,7 @@ class BudgetTracker:
     def remaining_time(self) -> float:
         return self.guarantees.max_duration_seconds - self.elapsed()
 
-    def _violate(self, kind: str, message: str, **context) -> None:
+    def _violate(self, kind: str, message: str, **context: Any) -> None:
         context = {"limit": kind, **context, "cost_usd": round(self.spent.cost_usd, 6),
                    "elapsed_s": round(self.elapsed(), 3), "recursive_calls": self.recursive_calls}
         log.warning("guarantee violated: %s (%s)", message, context)
@@ -188,8 +188,9 @@ def override(run: Any, *, confirm: bool = False, **limits: Any) -> ExecutionGuar
         if value <= spent[key]:
             raise ValueError(f"{key}={value:g} is not above what the run has already used ({spent[key]:g})")
     previous = budget.guarantees
-    budget.guarantees = dataclasses.replace(previous, **changes)
-    new = dataclasses.asdict(budget.guarantees)
+    raised: ExecutionGuarantees = dataclasses.replace(previous, **changes)
+    budget.guarantees = raised
+    new = dataclasses.asdict(raised)
     message = "limits raised by the person: " + ", ".join(f"{k} {getattr(previous, k):g} -> {v:g}"
                                                             for k, v in changes.items())
     log.warning("guarantee override: %s (run %s, was %s)", message, run.id, run.status)
@@ -200,4 +201,4 @@ def override(run: Any, *, confirm: bool = False, **limits: Any) -> ExecutionGuar
     if run.status == "degraded":
         # step() goes on from where the run stopped, under the new limits.
         run.reopen(f"[SYSTEM] The person raised the limits ({message}). Continue the task.")
-    return budget.guarantees
+    return raised

@@ -34,12 +34,15 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..events import Guidance
 from ..records import ActionRecord, ToolResult
+
+if TYPE_CHECKING:
+    from ..tools import ToolContext
 
 GUARDS = ("unverified_finish", "premature_finish", "termination_condition", "reasoning_action_mismatch",
           "task_derailment")
@@ -167,7 +170,8 @@ def unverified(task: str, records: list[ActionRecord]) -> str | None:
     return f"the task names a check ({named}) and nothing ran it {since}: run it, then finish"
 
 
-def premature(task: str, records: list[ActionRecord], exists, managed: Iterable[str] = ()) -> str | None:
+def premature(task: str, records: list[ActionRecord], exists: Callable[[str], bool],
+              managed: Iterable[str] = ()) -> str | None:
     """Why finishing now would be premature, or None: named files that exist, untouched.
     ``managed`` files are read for the agent by the harness (a plan file): they do not count."""
     touched = " ".join(_text(r) for r in records if r.tool != "finish")
@@ -207,7 +211,7 @@ class GuardMonitor:
     def refuse(self, ctx: Any) -> ToolResult | None:
         run = ctx.run
         records = _actions(run)
-        checks = (
+        checks: tuple[tuple[str, Callable[[], str | None]], ...] = (
             ("unverified_finish", lambda: unverified(run.task, records)),
             ("premature_finish", lambda: premature(run.task, records, lambda f: _exists(ctx, f),
                                                    managed=_managed(run))),
@@ -311,7 +315,7 @@ def _managed(run: Any) -> list[str]:
     return [str(f) for f in (getattr(agent, "plan", None), getattr(agent, "progress", None)) if f]
 
 
-def _exists(ctx: Any, name: str) -> bool:
+def _exists(ctx: ToolContext, name: str) -> bool:
     try:
         return ctx.resolve(name).exists()
     except Exception:  # outside the working directory: not a file of the task's

@@ -12,12 +12,15 @@ from __future__ import annotations
 
 import logging
 from dataclasses import asdict
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..errors import LimitsExceeded
 from ..records import BudgetMetrics, RecursiveResult, ToolResult
 from .confidence import Sample, Similarity, score
 from .synthesis import Synthesis, synthesize
+
+if TYPE_CHECKING:
+    from ..tools import Tool
 
 log = logging.getLogger("memfit_jupyter")
 
@@ -129,7 +132,7 @@ class SubQueryTool:
                               data=data)
         return ToolResult(output=render(result, synthesis), data=data)
 
-    def tool(self):
+    def tool(self) -> Tool:
         from ..tools import Param, Tool
 
         return Tool("sub_query", "ask a model a sub-question (K samples, combined by confidence); "

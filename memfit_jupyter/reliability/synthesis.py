@@ -136,7 +136,8 @@ def synthesize(samples: list[Sample], strategy: str | SynthesisStrategy = Synthe
     usable = sum(len(c.members) for c in clusters)
 
     def result_confidence(c: Cluster) -> float:
-        return c.confidence * (c.weight / total) ** 0.5
+        root_share: float = (c.weight / total) ** 0.5
+        return c.confidence * root_share
 
     if strategy is SynthesisStrategy.WEIGHTED:
         top = clusters[0]
@@ -184,7 +185,7 @@ def choose(run: Any, index: int) -> dict[str, Any]:
     alternatives = last["alternatives"]
     if isinstance(index, bool) or not isinstance(index, int) or not 0 <= index < len(alternatives):
         raise ValueError(f"choose an alternative by its index, 0 to {len(alternatives) - 1}; got {index!r}")
-    picked = alternatives[index]
+    picked: dict[str, Any] = alternatives[index]
     fields = {k: last.get(k) for k in ("strategy", "question", "samples", "clusters", "alternatives")}
     run.emit("synthesis", **fields, answer=picked["answer"], confidence=picked["confidence"],
              low_confidence=picked["confidence"] < LOW_CONFIDENCE,
