@@ -33,9 +33,10 @@ from ..errors import StoreError
 from .db import fts_text
 from .dedup import DedupConfig, Probe, non_repeated, norm_tags, probe_of
 from .embedders import Embedder, get_embedder
-from .entity import MemoryEntity, SearchResults
+from .entity import MemoryEntity
 from .items import prepare_batch
 from .ranking import RankingConfig
+from .retrieval import SeedRetrieval
 from .search import Candidates
 
 URL_SCHEMES = ("postgresql://", "postgres://")
@@ -68,7 +69,7 @@ def safe_url(url: str) -> str:
     return urlunsplit(parts._replace(netloc=f"{user}:***@{netloc[1]}"))
 
 
-class PostgresStore:
+class PostgresStore(SeedRetrieval):
     """A memory store in PostgreSQL + pgvector; made by ``MemoryStore(url)``.
 
     ``embedder``, ``dedup`` and ``ranking`` mean what they mean for the SQLite store.
@@ -436,20 +437,6 @@ class PostgresStore:
                  for name, ks in (("tags", tag_keys), ("semantic", semantic_keys),
                                   ("lexical", [k for k, _ in lexical])) if ks}
         return Candidates(entities, vecs, found, {id_of[k]: float(s) for k, s in lexical if k in id_of})
-
-    def search(self, query: str, k: int = 10, bytes_limit: int | None = None,
-               tags: Iterable[str] | None = None, *, llm: Any = None, disable_ai: bool | None = None,
-               ranking: str | RankingConfig | None = None, iteration: int = 0) -> SearchResults:
-        """The seed's retrieval pipeline (``search.search_memory``), as on the SQLite store."""
-        from .search import search_memory
-
-        return search_memory(self, query, k=k, bytes_limit=bytes_limit, tags=tags, llm=llm,
-                             disable_ai=disable_ai if disable_ai is not None else llm is None,
-                             ranking=ranking, iteration=iteration)
-
-    def failures(self, kind: str | None = None, limit: int | None = None) -> list[MemoryEntity]:
-        """The failure diary: memories tagged ``failures`` (of one kind: ``failures:<kind>``)."""
-        return self.list(tag=f"failures:{kind.strip()}" if kind else "failures", limit=limit)
 
     # --- maintenance --------------------------------------------------------------------
     def info(self) -> dict[str, Any]:

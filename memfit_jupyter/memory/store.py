@@ -39,11 +39,12 @@ from .candidates import TAG_SCAN, stored_candidates
 from .db import DB_NAME, SCHEMA_VERSION, Database
 from .dedup import DedupConfig, Probe, non_repeated, norm_tags
 from .embedders import Embedder, get_embedder
-from .entity import MemoryEntity, SearchResults
+from .entity import MemoryEntity
 from .index import SAVE_EVERY, SAVE_SHARE, GraphAdd, StoreWarning, VectorIndex
 from .items import MAX_CONTENT_BYTES, prepare_batch
 from .postgres import is_url
 from .ranking import RankingConfig
+from .retrieval import SeedRetrieval
 from .search import Candidates
 
 __all__ = ["MAX_CONTENT_BYTES", "SAVE_EVERY", "SAVE_SHARE", "TAG_SCAN", "MemoryStore", "StoreWarning",
@@ -55,7 +56,7 @@ OVERLAP_FROM = 64
 ADD_CHUNK = 2_000
 
 
-class MemoryStore:
+class MemoryStore(SeedRetrieval):
     """A durable store of memory entities.
 
     >>> store = MemoryStore("notes/.memfit")          # doctest: +SKIP
@@ -318,26 +319,6 @@ class MemoryStore:
                  for name, ks in (("tags", tag_keys), ("semantic", semantic_keys),
                                   ("lexical", [k for k, _ in lexical])) if ks}
         return Candidates(entities, vecs, found, {id_of[k]: float(s) for k, s in lexical if k in id_of})
-
-    def search(self, query: str, k: int = 10, bytes_limit: int | None = None,
-               tags: Iterable[str] | None = None, *, llm: Any = None, disable_ai: bool | None = None,
-               ranking: str | RankingConfig | None = None, iteration: int = 0) -> SearchResults:
-        """Seed 000 §3.3: tag search, semantic (and lexical) search, dedup, ranking, byte limit.
-
-        ``tags`` restricts the results to memories carrying one of them.  With
-        ``llm`` (a run's ``LLMClient``) the model first picks relevant tags
-        (the "tags" purpose) unless ``disable_ai``.  Each result has ``.id``,
-        ``.content``, ``.score`` and ``.breakdown``.
-        """
-        from .search import search_memory
-
-        return search_memory(self, query, k=k, bytes_limit=bytes_limit, tags=tags, llm=llm,
-                             disable_ai=disable_ai if disable_ai is not None else llm is None,
-                             ranking=ranking, iteration=iteration)
-
-    def failures(self, kind: str | None = None, limit: int | None = None) -> list[MemoryEntity]:
-        """The failure diary: memories tagged ``failures`` (of one kind: ``failures:<kind>``)."""
-        return self.list(tag=f"failures:{kind.strip()}" if kind else "failures", limit=limit)
 
     # --- maintenance --------------------------------------------------------------------
     def info(self) -> dict[str, Any]:

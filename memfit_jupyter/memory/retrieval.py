@@ -1,0 +1,39 @@
+"""What every memory store answers the same way, whatever holds its rows: the seed's
+retrieval pipeline over the store's candidates, and the failure diary's reading."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from .entity import MemoryEntity, SearchResults
+from .ranking import RankingConfig
+
+
+class SeedRetrieval:
+    """Mixed into a store that has ``candidates()`` and ``list()`` (the SQLite and the
+    PostgreSQL store): ``search`` and ``failures`` are written once for both."""
+
+    def list(self, tag: str | None = None, limit: int | None = None,
+             offset: int = 0) -> list[MemoryEntity]:  # pragma: no cover - each store has its own
+        raise NotImplementedError
+
+    def search(self, query: str, k: int = 10, bytes_limit: int | None = None,
+               tags: Iterable[str] | None = None, *, llm: Any = None, disable_ai: bool | None = None,
+               ranking: str | RankingConfig | None = None, iteration: int = 0) -> SearchResults:
+        """Seed 000 §3.3: tag search, semantic (and lexical) search, dedup, ranking, byte limit.
+
+        ``tags`` restricts the results to memories carrying one of them.  With
+        ``llm`` (a run's ``LLMClient``) the model first picks relevant tags
+        (the "tags" purpose) unless ``disable_ai``.  Each result has ``.id``,
+        ``.content``, ``.score`` and ``.breakdown``.
+        """
+        from .search import search_memory
+
+        return search_memory(self, query, k=k, bytes_limit=bytes_limit, tags=tags, llm=llm,
+                             disable_ai=disable_ai if disable_ai is not None else llm is None,
+                             ranking=ranking, iteration=iteration)
+
+    def failures(self, kind: str | None = None, limit: int | None = None) -> list[MemoryEntity]:
+        """The failure diary: memories tagged ``failures`` (of one kind: ``failures:<kind>``)."""
+        return self.list(tag=f"failures:{kind.strip()}" if kind else "failures", limit=limit)
