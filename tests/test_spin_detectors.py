@@ -225,3 +225,18 @@ def test_code_modify_spares_edits_that_lead_somewhere_and_catches_reverts():
 def test_evidence_detectors_are_the_deterministic_ones():
     assert "logic_spin" not in d.EVIDENCE and "same_action_type" not in d.EVIDENCE
     assert {"edit_rerun", "repeat_observation", "code_modify", "repeated_error"} <= d.EVIDENCE
+
+
+def test_an_edit_with_no_end_or_a_broken_one_is_read_without_crashing():
+    # recorded or imported steps may say less than the modify_code tool would
+    def step(i, **params):
+        return rec(i, tool="modify_code", action_type="edit", params={"path": "a.py", "start": 4, "content": "x",
+                                                                       **params})
+
+    assert (edit_info(step(1)).start, edit_info(step(1)).end) == (4, 4)  # no end: one line
+    assert (edit_info(step(2, end=None)).start, edit_info(step(2, end=None)).end) == (4, 4)
+    assert edit_info(step(3, end="six")) is None
+    assert edit_info(rec(4, tool="modify_code", action_type="edit", params={},
+                         modify={"path": "a.py", "start_line": 4})) is None
+    history = [step(1, end=None), check(2), step(3, end=None), check(4), step(5, end=None)]
+    assert d.code_modify(history) is not None  # three one-line edits at line 4, the check unchanged

@@ -113,8 +113,9 @@ class ReflectionConfig:
         """The config for an agent: its own (``agent.config(ReflectionConfig)``), an explicit
         ReflectionConfig among its extensions, else one made from its settings."""
         configs = getattr(agent, "configs", None)
-        if isinstance(configs, dict) and isinstance(configs.get(cls), cls):
-            return configs[cls]
+        own = configs.get(cls) if isinstance(configs, dict) else None
+        if isinstance(own, cls):
+            return own
         for ext in getattr(agent, "extensions", ()):
             if isinstance(ext, cls):
                 return ext

@@ -298,23 +298,23 @@ def code_modify(h: History | Iterable[ActionRecord], *, count: int = 3, window: 
     steps = h.steps
     if count < 2 or not steps or steps[-1].edit is None:
         return None
-    edits = [s for s in steps[-window:] if s.edit is not None][-count:]
-    if len(edits) < count or any(s.edit.lines > small_lines for s in edits):
+    edits = [(s, s.edit) for s in steps[-window:] if s.edit is not None][-count:]
+    if len(edits) < count or any(e.lines > small_lines for _, e in edits):
         return None
     earlier = [s.edit for s in steps if s.edit is not None][-window:]
-    for before, after in zip(edits, edits[1:], strict=False):
-        if not same_region(before.edit, after.edit, tolerance):
+    for (before, before_edit), (after, after_edit) in zip(edits, edits[1:], strict=False):
+        if not same_region(before_edit, after_edit, tolerance):
             return None
         checks = [s for s in steps[before.index + 1:after.index] if s.check]
         if any(s.changed for s in checks):
             return None  # the edit led somewhere
         if not any(s.changed is False for s in checks):  # no check told: only the edits themselves can
-            previous = [e for e in earlier if e is not after.edit]
-            if not (reverts(after.edit, previous) or _same_place(before.edit, after.edit)):
+            previous = [e for e in earlier if e is not after_edit]
+            if not (reverts(after_edit, previous) or _same_place(before_edit, after_edit)):
                 return None
-    last = edits[-1]
-    where = (f"lines {last.edit.start}-{last.edit.end}" if last.edit.start is not None
-             else f"the same lines of {last.edit.path or 'the file'}")
+    last, last_edit = edits[-1]
+    where = (f"lines {last_edit.start}-{last_edit.end}" if last_edit.start is not None
+             else f"the same lines of {last_edit.path or 'the file'}")
     return _result("code_modify", 3, last, count,
                    f"{count} small edits in a row near {where}, none of them changing what the checks "
                    "show: the code modification may be stuck in a loop",

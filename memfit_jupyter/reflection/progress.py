@@ -156,14 +156,18 @@ def edit_info(record: ActionRecord) -> Edit | None:
     if isinstance(modify, dict) and "start_line" in modify:
         try:
             start, end = int(modify["start_line"]), int(modify["end_line"])
-        except (TypeError, ValueError):
+        except (KeyError, TypeError, ValueError):
             return None
         return Edit(path, start, end, str(modify.get("content", "")), None, end - start + 1)
     if isinstance(params.get("new_str"), str) or isinstance(params.get("old_str"), str):
         new, old = str(params.get("new_str") or ""), str(params.get("old_str") or "")
         return Edit(path, None, None, new, old, max(len(new.splitlines()), len(old.splitlines()), 1))
     if isinstance(params.get("start"), int) and isinstance(params.get("content"), str):
-        start, end = params["start"], int(params.get("end", params["start"]))
+        start, raw_end = params["start"], params.get("end")
+        try:  # a recorded or imported step may give no end, or one that is not a number
+            end = start if raw_end is None else int(raw_end)
+        except (TypeError, ValueError):
+            return None
         return Edit(path, start, end, params["content"], None, end - start + 1)
     command = shell_command(record)
     m = _SED_RANGE.search(command)

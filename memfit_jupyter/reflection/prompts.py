@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
+from typing import Any
 
 from ..llm.prompts import json_system
 from ..records import ActionRecord, ReflectionLevel
@@ -30,7 +31,7 @@ LAYER1_SUGGESTIONS = [
 ]
 
 
-def _params(params: dict) -> str:
+def _params(params: dict[str, Any]) -> str:
     return json.dumps(params, ensure_ascii=False, sort_keys=True, default=str)
 
 
@@ -43,8 +44,8 @@ def outcome_line(record: ActionRecord) -> str:
     return "Outcome: SUCCEEDED" if record.ok else f"Outcome: FAILED: {record.error}"
 
 
-def reflection_messages(task: str, record: ActionRecord, level: ReflectionLevel, impact: dict,
-                        memory: Sequence[str], timeline: str, spin: SpinDetectionResult | None) -> list[dict]:
+def reflection_messages(task: str, record: ActionRecord, level: ReflectionLevel, impact: dict[str, Any],
+                        memory: Sequence[str], timeline: str, spin: SpinDetectionResult | None) -> list[dict[str, str]]:
     """The prompt of a reflection call at ``level`` (STANDARD and up)."""
     system = json_system(
         "reflection",
@@ -73,7 +74,7 @@ def reflection_messages(task: str, record: ActionRecord, level: ReflectionLevel,
     return [{"role": "system", "content": system}, {"role": "user", "content": "\n".join(parts)}]
 
 
-def spin_messages(task: str, recent: Sequence[ActionRecord], timeline: str) -> list[dict]:
+def spin_messages(task: str, recent: Sequence[ActionRecord], timeline: str) -> list[dict[str, str]]:
     """Layer 2 (seed 000, 2.2.2): the model judges whether the last actions are a spin."""
     system = json_system(
         "spin",
