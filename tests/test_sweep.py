@@ -83,18 +83,21 @@ SCRIPT = textwrap.dedent("""
         print(json.dumps({"done": p.done, "running": p.running, "failed": p.failed}), flush=True)
 
     if __name__ == "__main__":
-        df = sweep(["Count slowly. [slow]", "Keep counting, slowly. [slow]"], {"max_iterations": [2, 3, 4, 5, 6]},
-                   settings={"model": "memfit/long-run", "memory": False}, out=sys.argv[1],
-                   max_parallel=2, progress=show)
+        if sys.argv[2:] == ["resume"]:  # from what the sweep keeps in out alone
+            df = sweep.resume(sys.argv[1], max_parallel=2, progress=show)
+        else:
+            df = sweep(["Count slowly. [slow]", "Keep counting, slowly. [slow]"], {"max_iterations": [2, 3, 4, 5, 6]},
+                       settings={"model": "memfit/long-run", "memory": False}, out=sys.argv[1],
+                       max_parallel=2, progress=show)
         print("RESULT " + df.select("run", "status", "iterations", "attempts").write_json(), flush=True)
 """)
 
 
-def _start(tmp_path: Path, out: Path) -> subprocess.Popen:
+def _start(tmp_path: Path, out: Path, *extra: str) -> subprocess.Popen:
     script = tmp_path / "run_sweep.py"
     script.write_text(SCRIPT)
     env = {**os.environ, "PYTHONPATH": str(ROOT), "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
-    return subprocess.Popen([sys.executable, str(script), str(out)], stdout=subprocess.PIPE, text=True,
+    return subprocess.Popen([sys.executable, str(script), str(out), *extra], stdout=subprocess.PIPE, text=True,
                             env=env, start_new_session=True)
 
 
@@ -138,7 +141,7 @@ def test_killed_sweep_resumes_without_redoing_finished_runs(tmp_path):
     proc.wait()
     finished = {p: (p.stat().st_ino, p.stat().st_mtime_ns) for p in out.glob("runs/*/trace.json")}
     assert 2 <= len(finished) < 10
-    rows = _result(_start(tmp_path, out))
+    rows = _result(_start(tmp_path, out, "resume"))  # sweep.resume(out): the runs listed in out/sweep.json
     assert [r["status"] for r in rows] == ["failed"] * 10 and [r["iterations"] for r in rows] == [2, 3, 4, 5, 6] * 2
     assert {p: (p.stat().st_ino, p.stat().st_mtime_ns) for p in finished} == finished  # not redone
     assert len(list(out.glob("runs/*/trace.json"))) == 10
@@ -224,6 +227,11 @@ def test_sweep_magic_in_a_real_kernel(tmp_path):
         "print(type(df).__name__, df.height, sorted(df['status']))",
         "%memfit_sweep --task hi --grid model=memfit/nope",
         "%memfit_sweep --grid model=memfit/demo",
+        "again = %memfit_sweep --resume sw --quiet\nprint(again.equals(df))",
+        "%memfit_sweep --resume nowhere",
+        "%memfit_sweep --resume sw --grid model=memfit/demo",
+        "%memfit_sweep --task hi --resources num_cpus=2",
+        "%memfit_sweep --task hi --engine ray --resources num_cpus",
     ]
     nb = nbformat.v4.new_notebook()
     nb.cells = [nbformat.v4.new_code_cell(c) for c in cells]
@@ -235,7 +243,19 @@ def test_sweep_magic_in_a_real_kernel(tmp_path):
     values = [m["state"].get("value", "") for m in state.values() if m["model_name"] == "HTMLModel"]
     assert any("2/2 done" in v and "finished" in v for v in values)
     assert nb.cells[2].outputs[0].text.strip() == "DataFrame 2 ['done', 'done']"
-    errors = ["".join(o.get("text", "") + o.get("evalue", "") for o in nb.cells[i].outputs) for i in (3, 4)]
+    errors = ["".join(o.get("text", "") + o.get("evalue", "") for o in nb.cells[i].outputs) for i in (3, 4, 6, 7, 8, 9)]
     for err in errors:  # IPython shows a UsageError as one line, no traceback
         assert "Traceback" not in err and len(err.strip().splitlines()) == 1, err
     assert "unknown scenario 'nope'" in errors[0] and "no tasks" in errors[1]
+    assert "no sweep to resume" in errors[2] and "give no tasks" in errors[3]
+    assert "--resources is for --engine ray" in errors[4] and "KEY=V" in errors[5]
+    # --resume read the finished runs back: the same rows, nothing run again
+    assert nb.cells[5].outputs[-1].text.strip() == "True", nb.cells[5].outputs
+    assert {json.loads(p.read_text())["attempts"] for p in (tmp_path / "sw").glob("runs/*/attempts.json")} == {1}
+
+
+def test_resources_option_parses_to_ray_options():
+    from memfit_jupyter.jupyter.sweep_magic import parse_resources
+
+    assert parse_resources(["num_cpus=2,memory=4e9", "num-gpus=0.5"]) == {"num_cpus": 2, "memory": 4e9,
+                                                                         "num_gpus": 0.5}

@@ -10,6 +10,10 @@ Each line of the cell is a task (``name: task`` names it); ``--task`` gives one 
 line form.  ``--grid KEY=V1,V2`` is repeatable; values are JSON where they parse
 (``5``, ``false``, ``0.5``), text otherwise.  The magic returns the sweep's polars
 DataFrame (``df = %memfit_sweep ...``) and binds it to ``--name``.
+
+``%memfit_sweep --resume DIR`` goes on with the sweep kept in ``DIR`` (its runs are listed
+there; finished ones are read back), e.g. after the kernel died; ``--resources
+num_cpus=2,memory=4e9`` is what each run asks of Ray.
 """
 
 from __future__ import annotations
@@ -53,6 +57,17 @@ def parse_tasks(cell: str | None, line_tasks: list[str]) -> list[str] | dict[str
     return named
 
 
+def parse_resources(items: list[str]) -> dict[str, Any]:
+    """``--resources num_cpus=2,memory=4e9`` as Ray's per-task options (numbers where they parse)."""
+    out: dict[str, Any] = {}
+    for item in (p for i in items for p in i.split(",") if p.strip()):
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip() or not value.strip():
+            raise UsageError(f"--resources takes KEY=V,..., got {item!r}")
+        out[key.strip().replace("-", "_")] = _value(value.strip())
+    return out
+
+
 @magics_class
 class SweepMagics(Magics):
     """``%memfit_sweep``: every combination of tasks and settings, as a DataFrame."""
@@ -69,24 +84,37 @@ class SweepMagics(Magics):
     @argument("--max-cost", type=float, metavar="USD", help="hard budget over all runs")
     @argument("--retries", type=int, default=1, metavar="N", help="retries of a run whose worker failed")
     @argument("--address", metavar="ADDR", help="an existing Ray cluster (engine ray), e.g. ray://host:10001")
+    @argument("--resources", action="append", default=[], metavar="KEY=V",
+              help="what each run asks of Ray (engine ray; repeatable or comma-separated), e.g. num_cpus=2")
+    @argument("--resume", metavar="DIR", help="go on with the sweep kept in DIR (no tasks or grid then)")
     @argument("--name", metavar="VAR", help="bind the DataFrame to VAR")
     @argument("--quiet", action="store_true", help="no progress widget")
     @line_cell_magic
     def memfit_sweep(self, line: str, cell: str | None = None) -> Any:
         """Run a sweep (``memfit_jupyter.sweep``) and return its DataFrame."""
         args = parse_argstring(self.memfit_sweep, line)
-        tasks = parse_tasks(cell, args.task)
-        grid = parse_grid(args.grid)
-        shared = {k: v[0] if len(v) == 1 else v for k, v in parse_grid(args.set).items()}
         if args.address and args.engine != "ray":
             raise UsageError("--address is for --engine ray")
-        from ..sweep import sweep
+        if args.resources and args.engine != "ray":
+            raise UsageError("--resources is for --engine ray")
+        resources = parse_resources(args.resources)
+        options = {"engine": args.engine, "max_parallel": args.max_parallel, "max_cost_usd": args.max_cost,
+                   "retries": args.retries, "address": args.address, "resources": resources,
+                   "progress": not args.quiet}
+        from ..sweep import resume, sweep
 
+        if args.resume:
+            if args.task or args.grid or args.set or args.out or (cell or "").strip():
+                raise UsageError("--resume DIR takes the runs kept in DIR: give no tasks, --grid, --set or --out")
+            run = lambda: resume(args.resume, **options)  # noqa: E731
+        else:
+            tasks = parse_tasks(cell, args.task)
+            grid = parse_grid(args.grid)
+            shared = {k: v[0] if len(v) == 1 else v for k, v in parse_grid(args.set).items()}
+            run = lambda: sweep(tasks, grid, out=args.out, settings=shared, **options)  # noqa: E731
         try:
-            df = sweep(tasks, grid, engine=args.engine, max_parallel=args.max_parallel, out=args.out,
-                       settings=shared, max_cost_usd=args.max_cost, retries=args.retries,
-                       address=args.address, progress=not args.quiet)
-        except (ValueError, TypeError, NotADirectoryError) as exc:
+            df = run()
+        except (ValueError, TypeError, NotADirectoryError, FileNotFoundError) as exc:
             raise UsageError(str(exc)) from None
         except Exception as exc:  # unknown models and tools are MemfitErrors: one line, no traceback
             from ..errors import MemfitError

@@ -16,6 +16,7 @@ traces exist are read back, not redone.  Modules: ``spec`` (combinations, keys, 
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import sys
 import types
@@ -23,10 +24,12 @@ from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-__all__ = ["sweep", "SweepProgress"]
+__all__ = ["sweep", "resume", "SweepProgress"]
 
 #: Where a sweep keeps its runs when ``out`` is not given (relative to the working directory).
 DEFAULT_OUT = ".memfit-sweeps"
+#: The file in ``out`` that lists the sweep's runs, so ``resume(out)`` needs nothing else.
+MANIFEST = "sweep.json"
 
 
 def sweep(tasks: Iterable[str] | Mapping[str, str] | str, grid: Mapping[str, Iterable[Any]] | None = None, *,
@@ -58,18 +61,9 @@ def sweep(tasks: Iterable[str] | Mapping[str, str] | str, grid: Mapping[str, Ite
     ``mechanisms`` (what fired: reflection, spin, breaker...), ``answer``, ``trace`` (its
     path), ``attempts``, ``error``.
     """
-    from .core import run_specs
-    from .engines import make_engine
     from .spec import expand, validate
 
-    if engine not in ("local", "ray"):
-        raise ValueError(f"unknown engine {engine!r}; choose 'local' or 'ray'")
-    if max_parallel is not None and (isinstance(max_parallel, bool) or int(max_parallel) < 1):
-        raise ValueError(f"max_parallel must be at least 1, got {max_parallel!r}")
-    if max_cost_usd is not None and not max_cost_usd > 0:
-        raise ValueError(f"max_cost_usd must be above 0, got {max_cost_usd!r}")
-    if retries < 0:
-        raise ValueError(f"retries must be 0 or more, got {retries!r}")
+    _check_options(engine, max_parallel, max_cost_usd, retries)
     specs = expand(tasks, grid, settings)
     validate(specs)
     if out is None:
@@ -79,6 +73,61 @@ def sweep(tasks: Iterable[str] | Mapping[str, str] | str, grid: Mapping[str, Ite
     if out.exists() and not out.is_dir():
         raise NotADirectoryError(f"sweep out= must be a directory, and {out} is a file")
     out.mkdir(parents=True, exist_ok=True)
+    _write_manifest(out, specs)
+    return _run(specs, out, engine=engine, max_parallel=max_parallel, max_cost_usd=max_cost_usd,
+                retries=retries, address=address, resources=resources, ray_init=ray_init, progress=progress)
+
+
+def resume(out: str | os.PathLike, *, engine: str = "local", max_parallel: int | None = None,
+           max_cost_usd: float | None = None, retries: int = 1, address: str | None = None,
+           resources: Mapping[str, Any] | None = None, ray_init: Mapping[str, Any] | None = None,
+           progress: bool | str | Callable[[Any], None] = "auto") -> Any:
+    """Go on with the sweep kept in ``out`` (after a crash, a kill, an interrupt, in a new kernel):
+    the runs its last ``sweep`` call listed, finished ones read back, the others run now.  The
+    engine and the limits are this call's (a sweep begun locally can end on Ray)."""
+    from .spec import RunSpec, validate
+
+    _check_options(engine, max_parallel, max_cost_usd, retries)
+    path = Path(out).expanduser().resolve()
+    try:
+        data = json.loads((path / MANIFEST).read_text())
+        specs = [RunSpec.from_json(r) for r in data["runs"]]
+    except FileNotFoundError:
+        raise FileNotFoundError(f"no sweep to resume in {path}: it has no {MANIFEST}") from None
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise ValueError(f"cannot resume the sweep in {path}: {MANIFEST} is unreadable ({exc})") from None
+    validate(specs)
+    return _run(specs, path, engine=engine, max_parallel=max_parallel, max_cost_usd=max_cost_usd,
+                retries=retries, address=address, resources=resources, ray_init=ray_init, progress=progress)
+
+
+#: ``memfit_jupyter.sweep`` is this function once imported from the package: ``.resume`` on it too.
+sweep.resume = resume  # type: ignore[attr-defined]
+
+
+def _check_options(engine: str, max_parallel: int | None, max_cost_usd: float | None, retries: int) -> None:
+    if engine not in ("local", "ray"):
+        raise ValueError(f"unknown engine {engine!r}; choose 'local' or 'ray'")
+    if max_parallel is not None and (isinstance(max_parallel, bool) or int(max_parallel) < 1):
+        raise ValueError(f"max_parallel must be at least 1, got {max_parallel!r}")
+    if max_cost_usd is not None and not max_cost_usd > 0:
+        raise ValueError(f"max_cost_usd must be above 0, got {max_cost_usd!r}")
+    if retries < 0:
+        raise ValueError(f"retries must be 0 or more, got {retries!r}")
+
+
+def _write_manifest(out: Path, specs: list[Any]) -> None:
+    tmp = out / f".{MANIFEST}.{os.getpid()}.tmp"
+    tmp.write_text(json.dumps({"runs": [s.to_json() for s in specs]}, indent=1))
+    os.replace(tmp, out / MANIFEST)
+
+
+def _run(specs: list[Any], out: Path, *, engine: str, max_parallel: int | None, max_cost_usd: float | None,
+         retries: int, address: str | None, resources: Mapping[str, Any] | None,
+         ray_init: Mapping[str, Any] | None, progress: Any) -> Any:
+    from .core import run_specs
+    from .engines import make_engine
+
     eng = make_engine(engine, str(out), int(max_parallel or 0), address=address,
                       resources=dict(resources or {}), ray_init=dict(ray_init or {}))
     parallel = int(max_parallel or eng.default_parallel())
