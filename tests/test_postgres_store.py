@@ -188,6 +188,61 @@ def test_an_agent_and_the_magic_use_the_postgres_store(pg_url, tmp_path):
     store.close()
 
 
+def test_memory_magic_in_a_real_kernel_on_postgres(pg_url, tmp_path):
+    """``%memfit_memory`` unchanged on PostgreSQL, in a real kernel (nbclient), on a database of
+    its own so the store is the URL's default one (schema ``memfit``), as a team would have it."""
+    import nbformat
+    import psycopg
+    from nbclient import NotebookClient
+
+    db = fresh_schema()
+    with psycopg.connect(pg_url, autocommit=True) as admin:
+        admin.execute(f"CREATE DATABASE {db}")
+    from urllib.parse import urlsplit, urlunsplit
+
+    url = urlunsplit(urlsplit(pg_url)._replace(path=f"/{db}"))
+    try:
+        (tmp_path / "lessons.jsonl").write_text(json.dumps(
+            {"content": "an imported lesson: quote paths with spaces", "tags": ["shell"]}) + "\n")
+        cells = [
+            "%load_ext memfit_jupyter",
+            f"%config MemfitMagics.memory_path = {url!r}",
+            '%memfit_memory add "team lesson: pin the litellm range" --tags team --question "which litellm?"',
+            "%memfit_memory import lessons.jsonl",
+            "df = %memfit_memory search pin litellm\nprint(df['content'][0])",
+            "team = %memfit_memory list --tag team\nprint(team['content'].to_list())",
+            "%memfit_memory",
+            "%memfit_memory show no-such-id",
+            "%memfit_memory export team.jsonl",
+        ]
+        nb = nbformat.v4.new_notebook()
+        nb.cells = [nbformat.v4.new_code_cell(c) for c in cells]
+        NotebookClient(nb, timeout=180, kernel_name="python3", allow_errors=True,
+                       resources={"metadata": {"path": str(tmp_path)}}).execute()
+        text = ["".join(o.get("text", "") + o.get("evalue", "") + o.get("data", {}).get("text/plain", "")
+                        for o in c.outputs) for c in nb.cells]
+        for i in (2, 3, 4, 5, 6, 8):  # (a UsageError is a line on stderr, not an error output)
+            assert "Error" not in text[i] and not any(o.output_type == "error" for o in nb.cells[i].outputs), (i, text[i])
+        assert "imported 1 memories" in text[3]
+        assert nb.cells[4].outputs[-1].text.strip() == "team lesson: pin the litellm range", text[4]
+        assert "team lesson" in text[5] and "imported lesson" not in text[5]
+        assert "2 memories" in text[6] and "postgresql://" in text[6]
+        assert len(text[7].strip().splitlines()) == 1 and "no-such-id" in text[7]  # one clear line
+        assert "exported 2 memories" in text[8]
+        # What the kernel wrote is in the server, for any other process that opens the URL.
+        other = MemoryStore(url)
+        try:
+            assert sorted(m.content for m in other.list()) == [
+                "an imported lesson: quote paths with spaces", "team lesson: pin the litellm range"]
+            assert other.get(other.list(tag="team")[0].id).potential_questions == ["which litellm?"]
+        finally:
+            other.close()
+        assert len((tmp_path / "team.jsonl").read_text().splitlines()) == 2
+    finally:
+        with psycopg.connect(pg_url, autocommit=True) as admin:
+            admin.execute(f"DROP DATABASE IF EXISTS {db} WITH (FORCE)")
+
+
 WRITER = textwrap.dedent("""
     import json, os, sys, time
     from memfit_jupyter import MemoryStore
