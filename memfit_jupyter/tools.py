@@ -16,10 +16,13 @@ import traceback
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .errors import PathOutsideWorkdirError, UnknownToolError
 from .records import ReflectionLevel, ToolResult
+
+if TYPE_CHECKING:
+    from .run import Run
 
 _TYPES: dict[str, type | tuple[type, ...]] = {
     "str": str, "int": int, "bool": bool, "float": (int, float), "list": list, "dict": dict,
@@ -42,7 +45,8 @@ class ToolContext:
     namespace: dict[str, Any] = field(default_factory=dict)
     ask_user: Callable[[str], str] | None = None
     shell_timeout_s: float = 30.0
-    run: Any = None
+    #: The run the tool acts for (None for a context made by hand, outside any run).
+    run: Run | None = None
 
     def resolve(self, path: str) -> Path:
         root = self.workdir.resolve()

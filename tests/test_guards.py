@@ -86,3 +86,14 @@ def test_a_refusing_guard_lets_the_finish_through_after_max_refusals(tmp_path):
     # Each refused finish was reflected on like any failed action.
     levels = [e["level_name"] for e in run.events if e.type == "reflection" and e["tool"] == "finish"]
     assert levels[:2] == ["CRITICAL", "CRITICAL"]
+
+
+def test_a_finish_called_with_a_hand_made_context_is_judged_against_the_monitors_run(tmp_path):
+    from memfit_jupyter.tools import ToolContext
+
+    agent = Agent(model="memfit/diary", workdir=tmp_path, memory=False,
+                  extensions=[GuardConfig.only(["unverified_finish"])])
+    run = agent.start(load_scenario("diary").task)
+    result = run.tools["finish"](ToolContext(workdir=tmp_path), {"answer": "done"})
+    assert not result.ok and result.error.startswith("finish refused (unverified_finish): ")
+    assert [e["refusals"] for e in run.events if e.type == "guard"] == [1]

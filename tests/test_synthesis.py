@@ -96,3 +96,11 @@ def test_disagree_scenario(tmp_path, strategy, answer):
         assert last["type"] == "synthesis" and last["choice"] == {"index": 1, "answer": picked["answer"]}
         # the run had ended: the choice is its answer now (an event of its own)
         assert changed["type"] == "answer" and run.result.answer == changed["answer"] == picked["answer"]
+
+
+def test_sub_query_outside_a_run_says_so_in_one_line(tmp_path):
+    from memfit_jupyter.reliability.recursive import SubQueryTool
+    from memfit_jupyter.tools import ToolContext
+
+    result = SubQueryTool().tool()(ToolContext(workdir=tmp_path), {"question": "which year?"})
+    assert not result.ok and result.error == "sub_query asks the run's models: it works only inside a run"

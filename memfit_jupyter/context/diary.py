@@ -32,6 +32,8 @@ from ..secrets import redact
 if TYPE_CHECKING:  # polars is imported at first use
     import polars as pl
 
+    from ..run import Run
+
 FAILURES_TAG = "failures"
 PAST_FAILURES_K = 3
 ORACLE_TIMEOUT_S = 300.0
@@ -74,7 +76,7 @@ def _clip(text: str, limit: int = ORACLE_OUTPUT_CHARS) -> str:
     return text[:head] + f"\n... [{len(text) - limit} characters cut] ...\n" + text[-(limit - head):]
 
 
-def run_oracle(oracle: str | Callable[..., Any], run: Any, timeout_s: float = ORACLE_TIMEOUT_S
+def run_oracle(oracle: str | Callable[..., Any], run: Run, timeout_s: float = ORACLE_TIMEOUT_S
                ) -> tuple[bool, str]:
     """Ask the external oracle.  Returns (passed, output).
 
@@ -140,7 +142,7 @@ class FailureDiary:
         self.reset_pending = False
 
     # --- memory -------------------------------------------------------------------------
-    def retrieve(self, run: Any, store: Any) -> None:
+    def retrieve(self, run: Run, store: Any) -> None:
         """Fetch the most similar past failures of this kind (once, at the start)."""
         self.retrieved = True
         if store is None:
@@ -169,11 +171,11 @@ class FailureDiary:
         return "\n\n".join(parts)
 
     # --- the trial loop -----------------------------------------------------------------
-    def judge(self, run: Any) -> dict[str, Any]:
+    def judge(self, run: Run) -> dict[str, Any]:
         passed, output = run_oracle(self.oracle, run)
         return {"trial": self.trial, "passed": passed, "output": output}
 
-    def reflect(self, run: Any, oracle_output: str) -> str:
+    def reflect(self, run: Run, oracle_output: str) -> str:
         """One concrete, reusable lesson from the trajectory and the oracle's output."""
         from ..llm.prompts import json_system
 
@@ -194,7 +196,7 @@ class FailureDiary:
         last = [line for line in oracle_output.splitlines() if line.strip()][-1:] or ["no output"]
         return f"The oracle failed with: {last[0][:200]}; fix that before calling finish."
 
-    def store(self, run: Any, store: Any, lesson: str, oracle_output: str) -> Any:
+    def store(self, run: Run, store: Any, lesson: str, oracle_output: str) -> Any:
         if store is None:
             return None
         try:

@@ -12,11 +12,15 @@ waiting for the next click.
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..records import ToolResult
 from ..secrets import redact
 from ..tools import Param, Tool, ToolContext
+
+if TYPE_CHECKING:
+    from ..run import Run
+    from .tiers import TieredContext
 
 ARCHIVAL_OFF = ("archival memory is off: this run has no memory store "
                 "(pass memory=MemoryStore(path), or drop --no-memory)")
@@ -44,7 +48,7 @@ def _excerpt(text: str, query: str, limit: int = 400) -> str:
     return (" | ".join(lines) if lines else text)[:limit]
 
 
-def store_of(run: Any) -> Any:
+def store_of(run: Run) -> Any:
     """The run's long-term memory store, or None: ``run.memory`` (set by the memory extension),
     else the agent's ``memory`` when it is a store object."""
     store = getattr(run, "memory", None)
@@ -55,7 +59,7 @@ def store_of(run: Any) -> Any:
     return store
 
 
-def memory_tools(tiers: Any, run: Any) -> list[Tool]:
+def memory_tools(tiers: TieredContext, run: Run) -> list[Tool]:
     """The five memory tools, bound to one run's tiers."""
 
     def core_memory_append(ctx: ToolContext, label: str, content: str, request_heartbeat: bool = False) -> ToolResult:

@@ -26,10 +26,13 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .. import events as ev
 from ..timeline import SUMMARY_TAG, Entry
+
+if TYPE_CHECKING:
+    from ..run import Run
 
 __all__ = ["PRESSURE_TAG", "SUMMARY_TAG", "ContextConfig", "TieredContext"]
 
@@ -131,7 +134,7 @@ class TieredContext:
             self._system = (text, self.count(text) + MESSAGE_OVERHEAD)
         return self._system[1]
 
-    def used_tokens(self, run: Any) -> int:
+    def used_tokens(self, run: Run) -> int:
         """Tokens of the main context: the system prompt the model last saw plus the queue."""
         entries = run.timeline.entries
         seen, counted, total = self._queue
@@ -152,7 +155,7 @@ class TieredContext:
         return "ok"
 
     # --- the loop -------------------------------------------------------------------
-    def check(self, run: Any) -> str:
+    def check(self, run: Run) -> str:
         """Measure the main context; warn or flush as the watermarks say.  Returns the watermark."""
         window = self.window
         if not window:
@@ -180,14 +183,14 @@ class TieredContext:
         self._emit(run, used, window, mark)
         return mark
 
-    def _emit(self, run: Any, used: int, window: int, mark: str, evicted: int = 0,
+    def _emit(self, run: Run, used: int, window: int, mark: str, evicted: int = 0,
               summary: str | None = None) -> None:
         self.last = {"used_tokens": used, "window": window, "ratio": round(used / window, 4),
                      "watermark": mark, "evicted": evicted, "recall_size": len(self.recall),
                      "summary": summary}
         run.emit(ev.Context(**self.last))
 
-    def flush(self, run: Any) -> list[Entry]:
+    def flush(self, run: Run) -> list[Entry]:
         """Choose about half a window of the oldest entries, move them to recall and summarise them
         recursively; the ``context`` event of the flush then takes them out of the timeline.
 
@@ -216,7 +219,7 @@ class TieredContext:
         self.warned = False
         return evicted
 
-    def _summarise(self, run: Any, evicted: list[Entry]) -> str:
+    def _summarise(self, run: Run, evicted: list[Entry]) -> str:
         from ..llm.prompts import json_system
 
         previous = self.summary or "(none yet)"
@@ -266,7 +269,7 @@ class TieredContext:
                 "Archival memory: archival_memory_insert / archival_memory_search.")
 
 
-def _system_text(run: Any) -> str:
+def _system_text(run: Run) -> str:
     """The system prompt the model last saw (building it again would re-run every extension's hook)."""
     if run.last_prompt and run.last_prompt[0].get("role") == "system":
         text: str = run.last_prompt[0]["content"]

@@ -9,7 +9,7 @@ reflections in the system prompt.  ``reflection="none"`` turns all of it off.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 from ..extension import Hooks
 from ..records import ActionRecord, ReflectionLevel
@@ -18,6 +18,9 @@ from .levels import decide_level, same_action_type_spin
 from .pipeline import Reflector
 from .records import ActionReflection, EnvironmentalImpact, SpinDetectionResult
 from .spin import SpinMonitor, SpinVerdict
+
+if TYPE_CHECKING:
+    from ..run import Run
 
 __all__ = [
     "DETECTORS", "ActionReflection", "EnvironmentalImpact", "ReflectionConfig", "ReflectionExtension",
@@ -39,11 +42,11 @@ class ReflectionExtension(Hooks):
         """Every reflection of the run, in order."""
         return self.reflector.history
 
-    def system_sections(self, run: Any) -> list[str]:
+    def system_sections(self, run: Run) -> list[str]:
         section = self.reflector.prompt_section()
         return [section] if section else []
 
-    def after_action(self, run: Any, record: ActionRecord) -> None:
+    def after_action(self, run: Run, record: ActionRecord) -> None:
         cfg = self.config
         verdict = self.spin.detect(run, record)
         level, trigger = decide_level(record, run.records, tool=run.tools.get(record.tool), forced=cfg.forced,
@@ -56,7 +59,7 @@ class ReflectionExtension(Hooks):
         self.spin.apply(run, verdict)
 
 
-def extension_for(run: Any) -> ReflectionExtension | None:
+def extension_for(run: Run) -> ReflectionExtension | None:
     """The reflection extension of ``run``, or None when reflection is ``none``."""
     config = ReflectionConfig.from_agent(run.agent)
     if config.forced == ReflectionLevel.NONE:

@@ -17,8 +17,9 @@ evidence stops.  ``spin_rules="seed"`` runs the seed's detectors as first built
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from ..errors import RunEnded, SpinExit
 from ..events import Guidance
@@ -29,6 +30,32 @@ from .config import ReflectionConfig
 from .levels import actions
 from .prompts import code_spin_text, spin_messages, spin_warning_text
 from .records import SpinDetectionResult
+
+if TYPE_CHECKING:
+    from ..events import Event
+    from ..timeline import Timeline
+
+#: A detector bound to the history it looks at: its finding, or None.
+Check = Callable[[], SpinDetectionResult | None]
+
+
+class SpinSubject(Protocol):
+    """What the spin monitor reads of a run: a ``Run``, or ``analyze``'s replay of a trace."""
+
+    @property
+    def task(self) -> str: ...
+    @property
+    def records(self) -> list[ActionRecord]: ...
+    @property
+    def timeline(self) -> Timeline: ...
+    #: The layer-2 judge (``call(purpose, messages, ...)``), or None when there is none to ask.
+    @property
+    def llm(self) -> Any: ...
+
+    def emit(self, event: Event | str, iteration: int | None = None, **fields: Any) -> Any: ...
+
+    def degradation_plan(self, reason: str, tried: list[str] | None = None,
+                         recommendations: list[str] | None = None) -> object: ...
 
 
 @dataclass
@@ -70,7 +97,7 @@ class SpinMonitor:
         return h
 
     # --- detection --------------------------------------------------------------------
-    def detect(self, run: Any, record: ActionRecord) -> SpinVerdict:
+    def detect(self, run: SpinSubject, record: ActionRecord) -> SpinVerdict:
         cfg = self.config
         verdict = SpinVerdict(record.iteration)
         records = run.records
@@ -102,7 +129,7 @@ class SpinMonitor:
                     verdict.confirmed.append(found)
         return verdict
 
-    def _checks(self, h: d.History) -> list[tuple[str, Any]]:
+    def _checks(self, h: d.History) -> list[tuple[str, Check]]:
         cfg = self.config
         threshold = cfg.spin_threshold
         return [
@@ -119,7 +146,7 @@ class SpinMonitor:
             ("context_window", lambda: d.context_window(h, getattr(cfg, "context_window_threshold", 3))),
         ]
 
-    def _seed_checks(self, records: list[ActionRecord]) -> list[tuple[str, Any]]:
+    def _seed_checks(self, records: list[ActionRecord]) -> list[tuple[str, Check]]:
         cfg = self.config
         threshold = cfg.spin_threshold
         return [
@@ -133,7 +160,7 @@ class SpinMonitor:
             ("empty_replies", lambda: seed.empty_replies(records, cfg.empty_replies_threshold)),
         ]
 
-    def analyse(self, run: Any, record: ActionRecord, l1: SpinDetectionResult) -> SpinDetectionResult:
+    def analyse(self, run: SpinSubject, record: ActionRecord, l1: SpinDetectionResult) -> SpinDetectionResult:
         """Layer 2: the model judges the last N actions and the recent timeline. Never raises.
 
         With no model to ask (``run.llm`` is None, as in ``analyze`` without a judge),
@@ -169,7 +196,7 @@ class SpinMonitor:
         )
 
     # --- response ---------------------------------------------------------------------
-    def apply(self, run: Any, verdict: SpinVerdict) -> None:
+    def apply(self, run: SpinSubject, verdict: SpinVerdict) -> None:
         """Emit the events; warn in the timeline, or end the run when warnings did not help."""
         cfg = self.config
         exit_now = False

@@ -16,6 +16,8 @@ from ..extension import Hooks
 from .config import ReliabilityConfig
 
 if TYPE_CHECKING:
+    from ..records import ActionRecord
+    from ..run import Run
     from ..tools import Tool
 
 #: Shell commands get at most this long (the tool's own default), less when the run has less left.
@@ -25,7 +27,7 @@ SHELL_TIMEOUT_S = ReliabilityConfig.shell_timeout_s
 class ReliabilityExtension(Hooks):
     """The run's hooks for SPEC-10; provides ``breakers`` (the run's model calls go through them)."""
 
-    def __init__(self, run: Any):
+    def __init__(self, run: Run):
         from .breakers import RunBreakers, breakers_for
         from .recursive import SubQueryTool
 
@@ -40,7 +42,7 @@ class ReliabilityExtension(Hooks):
     def provides(self) -> dict[str, Any]:
         return {"breakers": self.breakers}
 
-    def on_start(self, run: Any) -> None:
+    def on_start(self, run: Run) -> None:
         # litellm takes seconds to import on the first call; import it now, before any call's
         # timeout is capped to the time left, so that the import cannot push a run past its limit.
         from ..llm.backend import LiteLLMBackend, import_litellm
@@ -54,12 +56,12 @@ class ReliabilityExtension(Hooks):
         guarded = self.guards.tools(BUILTIN_TOOLS["finish"]) if self.guards is not None else []
         return [self.sub_query.tool(), *guarded]
 
-    def before_iteration(self, run: Any) -> None:
+    def before_iteration(self, run: Run) -> None:
         # A shell command must not outlive the run's time budget.
         left = max(0.05, run.budget.remaining_time())
         run.tool_context.shell_timeout_s = min(self.shell_timeout_s, left)
 
-    def after_action(self, run: Any, record: Any) -> None:
+    def after_action(self, run: Run, record: ActionRecord) -> None:
         if self.guards is not None:
             self.guards.after_action(run, record)
         stopped, self.sub_query.stopped = self.sub_query.stopped, None
@@ -67,5 +69,5 @@ class ReliabilityExtension(Hooks):
             raise stopped
 
 
-def extension_for(run: Any) -> ReliabilityExtension:
+def extension_for(run: Run) -> ReliabilityExtension:
     return ReliabilityExtension(run)

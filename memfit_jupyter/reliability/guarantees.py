@@ -27,11 +27,14 @@ import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..errors import LimitsExceeded, MemfitError
 from ..records import BudgetMetrics
 from .deadline import call_with_deadline
+
+if TYPE_CHECKING:
+    from ..run import Run
 
 log = logging.getLogger("memfit_jupyter")
 
@@ -161,7 +164,7 @@ class OverrideRefused(MemfitError, PermissionError):
 _LIMITS = ("max_cost_usd", "max_duration_seconds", "max_recursive_calls")
 
 
-def override(run: Any, *, confirm: bool = False, **limits: Any) -> ExecutionGuarantees:
+def override(run: Run, *, confirm: bool = False, **limits: Any) -> ExecutionGuarantees:
     """SPEC-10.14: raise a run's limits, with explicit confirmation; a degraded run goes on.
 
     >>> run.override(confirm=True, max_cost_usd=2.0)   # doctest: +SKIP

@@ -42,7 +42,8 @@ from ..events import Guidance
 from ..records import ActionRecord, ToolResult
 
 if TYPE_CHECKING:
-    from ..tools import ToolContext
+    from ..run import Run
+    from ..tools import Tool, ToolContext
 
 GUARDS = ("unverified_finish", "premature_finish", "termination_condition", "reasoning_action_mismatch",
           "task_derailment")
@@ -142,7 +143,7 @@ def _text(record: ActionRecord) -> str:
     return json.dumps(record.params, ensure_ascii=False, default=str)
 
 
-def _actions(run: Any) -> list[ActionRecord]:
+def _actions(run: Run) -> list[ActionRecord]:
     return [r for r in run.records if r.tool and r.action_type != "invalid_reply"]
 
 
@@ -185,14 +186,14 @@ def premature(task: str, records: list[ActionRecord], exists: Callable[[str], bo
 class GuardMonitor:
     """The guards of one run."""
 
-    def __init__(self, config: GuardConfig, run: Any):
+    def __init__(self, config: GuardConfig, run: Run):
         self.config = config
         self.run = run
         self.refusals: dict[str, int] = {}
         self._end_seen: int | None = None  # the iteration whose observation met the end condition
         self._end_warned = False
 
-    def tools(self, builtin_finish: Any) -> list[Any]:
+    def tools(self, builtin_finish: Tool) -> list[Tool]:
         """A ``finish`` that the finish guards may refuse.  It replaces the run's finish and,
         when the guards let it through, calls the one it replaced (the failure diary's or the
         plan's finish comes from an extension listed earlier; else the built-in one)."""
@@ -202,14 +203,14 @@ class GuardMonitor:
 
         inner = _replaced_finish(self.run, builtin_finish, skip=self)
 
-        def guarded_finish(ctx: Any, answer: str) -> ToolResult:
+        def guarded_finish(ctx: ToolContext, answer: str) -> ToolResult:
             refusal = self.refuse(ctx)
             return refusal if refusal is not None else inner.fn(ctx, answer=answer)
 
         return [Tool(inner.name, inner.description, inner.params, guarded_finish)]
 
-    def refuse(self, ctx: Any) -> ToolResult | None:
-        run = ctx.run
+    def refuse(self, ctx: ToolContext) -> ToolResult | None:
+        run = ctx.run if ctx.run is not None else self.run  # a context made by hand: this monitor's run
         records = _actions(run)
         checks: tuple[tuple[str, Callable[[], str | None]], ...] = (
             ("unverified_finish", lambda: unverified(run.task, records)),
@@ -228,14 +229,14 @@ class GuardMonitor:
         return None
 
     # --- after each action ---------------------------------------------------------------
-    def after_action(self, run: Any, record: ActionRecord) -> None:
+    def after_action(self, run: Run, record: ActionRecord) -> None:
         if self.config.enabled("termination_condition"):
             self._termination(run, record)
         judged = self.config.enabled("reasoning_action_mismatch") or self.config.enabled("task_derailment")
         if judged and record.ok and record.tool in self.config.judged_tools:
             self._judge(run, record)
 
-    def _termination(self, run: Any, record: ActionRecord) -> None:
+    def _termination(self, run: Run, record: ActionRecord) -> None:
         condition = end_condition(run.task)
         if condition is None or record.tool == "finish":
             return
@@ -252,7 +253,7 @@ class GuardMonitor:
         if record.ok and record.tool in RUNNING_TOOLS and condition in lines and self._end_seen is None:
             self._end_seen = record.iteration
 
-    def _judge(self, run: Any, record: ActionRecord) -> None:
+    def _judge(self, run: Run, record: ActionRecord) -> None:
         """The step check: one model call at the reflection step asks whether the action carries
         out its thought and whether it works toward the task; each no is its guard's finding."""
         from ..errors import RunEnded
@@ -295,7 +296,7 @@ class GuardMonitor:
                 f"Come back to the task: {run.task}")))
 
 
-def _replaced_finish(run: Any, builtin_finish: Any, skip: Any) -> Any:
+def _replaced_finish(run: Run, builtin_finish: Tool, skip: GuardMonitor) -> Tool:
     """The finish the run would have without the guards: the last one its agent's extra tools
     or its other extensions provide, else the built-in one."""
     found = builtin_finish
@@ -309,7 +310,7 @@ def _replaced_finish(run: Any, builtin_finish: Any, skip: Any) -> Any:
     return found
 
 
-def _managed(run: Any) -> list[str]:
+def _managed(run: Run) -> list[str]:
     """Files the harness reads and writes for the agent: the plan and progress files."""
     agent = run.agent
     return [str(f) for f in (getattr(agent, "plan", None), getattr(agent, "progress", None)) if f]
@@ -322,7 +323,7 @@ def _exists(ctx: ToolContext, name: str) -> bool:
         return False
 
 
-def monitor_for(run: Any) -> GuardMonitor | None:
+def monitor_for(run: Run) -> GuardMonitor | None:
     """The guards of ``run``: None unless its agent has a ``GuardConfig`` with a guard on."""
     config = GuardConfig.from_agent(run.agent)
     if config is None or not any(config.enabled(g) for g in GUARDS):

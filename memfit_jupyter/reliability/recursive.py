@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import asdict
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from ..errors import LimitsExceeded
 from ..records import BudgetMetrics, RecursiveResult, ToolResult
@@ -20,7 +20,8 @@ from .confidence import Sample, Similarity, score
 from .synthesis import Synthesis, synthesize
 
 if TYPE_CHECKING:
-    from ..tools import Tool
+    from ..run import Run
+    from ..tools import Tool, ToolContext
 
 log = logging.getLogger("memfit_jupyter")
 
@@ -40,7 +41,7 @@ def sample_messages(task: str, question: str) -> list[dict[str, str]]:
             {"role": "user", "content": f"Context: the overall task is: {task}\n\nQuestion: {question}"}]
 
 
-def _spent(run: Any) -> BudgetMetrics:
+def _spent(run: Run) -> BudgetMetrics:
     s = run.budget.spent
     return BudgetMetrics(s.cost_usd, s.prompt_tokens, s.completion_tokens, s.calls, s.duration_s)
 
@@ -51,7 +52,7 @@ def _diff(after: BudgetMetrics, before: BudgetMetrics) -> BudgetMetrics:
                          round(after.duration_s - before.duration_s, 6))
 
 
-def sub_query(run: Any, question: str, samples: int | None = None,
+def sub_query(run: Run, question: str, samples: int | None = None,
               strategy: str | None = None) -> tuple[RecursiveResult, Synthesis, LimitsExceeded | None]:
     """Ask ``question`` ``samples`` times and synthesise.  Returns the result, how it was combined,
     and the ``LimitsExceeded`` that cut the fan-out short (the run must then end), if any."""
@@ -116,7 +117,9 @@ class SubQueryTool:
     def __init__(self) -> None:
         self.stopped: LimitsExceeded | None = None
 
-    def __call__(self, ctx: Any, question: str, samples: int | None = None) -> ToolResult:
+    def __call__(self, ctx: ToolContext, question: str, samples: int | None = None) -> ToolResult:
+        if ctx.run is None:
+            return ToolResult(ok=False, error="sub_query asks the run's models: it works only inside a run")
         try:
             result, synthesis, stopped = sub_query(ctx.run, question, samples)
         except LimitsExceeded as exc:  # raised before any sample (e.g. by the time check)

@@ -26,11 +26,14 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..events import Guidance
 from ..records import SynthesisStrategy
 from .confidence import LOW_CONFIDENCE, Sample, Similarity
+
+if TYPE_CHECKING:
+    from ..run import Run
 
 log = logging.getLogger("memfit_jupyter")
 
@@ -176,7 +179,7 @@ def majority(samples: list[Sample], sim: Similarity | None = None) -> str | None
     return max(clusters, key=lambda c: (len(c.members), c.weight)).answer
 
 
-def choose(run: Any, index: int) -> dict[str, Any]:
+def choose(run: Run, index: int) -> dict[str, Any]:
     """Record the person's choice among the alternatives of the run's last diverse synthesis."""
     last = next((e for e in reversed(run.events)
                  if e.type == "synthesis" and e.get("alternatives") and e.get("choice") is None), None)
