@@ -157,3 +157,11 @@ def test_task_kind_comes_from_the_oracle(oracle, kind):
 def test_max_trials_must_be_positive(tmp_path):
     with pytest.raises(ValueError, match="max_trials"):
         Agent(model="memfit/demo", workdir=tmp_path, oracle="true", max_trials=0).start("x")
+
+
+def test_a_diary_without_an_oracle_is_refused_at_once(tmp_path):
+    from memfit_jupyter.context.diary import FailureDiary
+
+    with pytest.raises(ValueError, match="needs an oracle"):
+        FailureDiary(Agent(model="memfit/demo", workdir=tmp_path, memory=False))
+    assert FailureDiary(Agent(model="memfit/demo", workdir=tmp_path, memory=False), oracle="true").oracle == "true"

@@ -25,7 +25,7 @@ from .. import events as ev
 from ..errors import Escalated, Finished, RunFailed
 from ..extension import Hooks
 from ..records import ActionRecord, RunResult, ToolResult
-from ..tools import Param, Tool
+from ..tools import Param, Tool, ToolContext
 from .diary import FailureDiary, failures
 from .longhorizon import LongHorizon, PlanError
 from .memtools import memory_tools, store_of, wants_heartbeat
@@ -129,7 +129,7 @@ class ContextExtension(Hooks):
             return "end the attempt with the final answer; an external check (the oracle) then judges it"
         return "the current feature is done: give a one-line summary; the next feature follows"
 
-    def _finish(self, ctx: Any, answer: str) -> ToolResult:
+    def _finish(self, ctx: ToolContext, answer: str) -> ToolResult:
         data: dict[str, Any] = {}
         if self.diary is not None:
             verdict = self.diary.judge(self.run)

@@ -32,6 +32,7 @@ from ..secrets import redact
 if TYPE_CHECKING:  # polars is imported at first use
     import polars as pl
 
+    from ..agent import Agent
     from ..run import Run
 
 FAILURES_TAG = "failures"
@@ -45,7 +46,7 @@ def kind_tag(kind: str) -> str:
     return f"{FAILURES_TAG}:{kind}"
 
 
-def task_kind(agent: Any) -> str:
+def task_kind(agent: Agent) -> str:
     """The kind of task, the second half of the diary's namespace.
 
     ``agent.task_kind`` when set; else the program the oracle runs
@@ -129,10 +130,13 @@ def parse_lesson(content: str) -> dict[str, str]:
 class FailureDiary:
     """The trial loop of one run."""
 
-    def __init__(self, agent: Any, oracle: Any = None):
+    def __init__(self, agent: Agent, oracle: str | Callable[..., Any] | None = None):
         if agent.max_trials < 1:
             raise ValueError("max_trials must be at least 1")
-        self.oracle = agent.oracle if oracle is None else oracle
+        chosen = agent.oracle if oracle is None else oracle
+        if chosen is None:
+            raise ValueError("the failure diary needs an oracle: a shell command or a check function")
+        self.oracle = chosen
         self.max_trials = int(agent.max_trials)
         self.kind = task_kind(agent)
         self.trial = 1

@@ -14,7 +14,7 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING, Any
 
-from ..records import ToolResult
+from ..records import ActionRecord, ToolResult
 from ..secrets import redact
 from ..tools import Param, Tool, ToolContext
 
@@ -28,7 +28,7 @@ HEARTBEAT = Param("bool", "true: take the next step at once", required=False)
 ARCHIVAL_TAG = "archival"
 
 
-def wants_heartbeat(record: Any) -> bool:
+def wants_heartbeat(record: ActionRecord | None) -> bool:
     """True when the action asked for another step at once (``request_heartbeat``)."""
     return bool(getattr(record, "data", {}).get("heartbeat"))
 

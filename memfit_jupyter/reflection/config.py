@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING
 
 from ..records import ReflectionLevel
+
+if TYPE_CHECKING:
+    from ..agent import Agent
 
 #: The named detectors; each can be switched off with ``Agent(detectors={name: False})``.
 DETECTORS = (
@@ -109,7 +112,7 @@ class ReflectionConfig:
         return None if self.reflection == "auto" else ReflectionLevel.parse(self.reflection)
 
     @classmethod
-    def from_agent(cls, agent: Any) -> ReflectionConfig:
+    def from_agent(cls, agent: Agent) -> ReflectionConfig:
         """The config for an agent: its own (``agent.config(ReflectionConfig)``), an explicit
         ReflectionConfig among its extensions, else one made from its settings."""
         configs = getattr(agent, "configs", None)

@@ -46,10 +46,13 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..errors import ModelCallError
 from ..llm.failures import NOT_TIER_HEALTH_KINDS
+
+if TYPE_CHECKING:
+    from ..agent import Agent
 
 log = logging.getLogger("memfit_jupyter")
 
@@ -354,7 +357,7 @@ class RunBreakers:
         return self.shared.fallbacks
 
 
-def breakers_for(agent: Any) -> BreakerSet:
+def breakers_for(agent: Agent) -> BreakerSet:
     """The agent's breaker set, made on first use from its tiers and settings."""
     found: BreakerSet | None = agent.__dict__.get("_breakers")
     if found is None or {t: b.model for t, b in found.breakers.items()} != {k: v for k, v in agent.tiers.items() if v}:

@@ -27,9 +27,11 @@ import queue
 import threading
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import Any, TypeVar
 
 from ..errors import ModelCallError
+
+T = TypeVar("T")
 
 #: Longest single wait of the caller: how late a KeyboardInterrupt may be noticed, at worst.
 WAIT_SLICE_S = 0.05
@@ -110,7 +112,7 @@ def _worker() -> _Worker:
     return worker
 
 
-def call_with_deadline(fn: Callable[[], Any], seconds: float, poll: Callable[[], Any] | None = None) -> Any:
+def call_with_deadline(fn: Callable[[], T], seconds: float, poll: Callable[[], Any] | None = None) -> T:
     """``fn()``'s result (or its exception), or ``DeadlineExceeded`` once ``seconds`` have passed.
     ``poll()`` runs on the caller's thread after each wait slice (a streamed reply's pieces).
 
@@ -127,4 +129,5 @@ def call_with_deadline(fn: Callable[[], Any], seconds: float, poll: Callable[[],
             raise DeadlineExceeded(seconds)
     if job.error is not None:
         raise job.error
-    return job.value
+    value: T = job.value  # what fn returned
+    return value

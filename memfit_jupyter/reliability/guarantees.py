@@ -27,7 +27,7 @@ import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from ..errors import LimitsExceeded, MemfitError
 from ..records import BudgetMetrics
@@ -35,6 +35,8 @@ from .deadline import call_with_deadline
 
 if TYPE_CHECKING:
     from ..run import Run
+
+T = TypeVar("T")
 
 log = logging.getLogger("memfit_jupyter")
 
@@ -146,12 +148,13 @@ class BudgetTracker:
         price_in, price_out = prices
         return prompt_tokens * PROMPT_TOKEN_MARGIN * price_in + (max_tokens or 0) * price_out
 
-    def run_call(self, fn: Callable[[], Any], timeout: float) -> Any:
+    def run_call(self, fn: Callable[[], T], timeout: float) -> T:
         """``fn()`` cut off at ``timeout`` or at the end of the time budget, whichever comes first.
 
         Raises ``deadline.DeadlineExceeded`` when cut off.
         """
-        return self.runner(fn, max(0.0, min(timeout, self.remaining_time())))
+        value: T = self.runner(fn, max(0.0, min(timeout, self.remaining_time())))
+        return value
 
     def record_call(self, cost_usd: float, prompt_tokens: int, completion_tokens: int, latency_s: float) -> None:
         self.spent.add(BudgetMetrics(cost_usd, prompt_tokens, completion_tokens, 1, latency_s))

@@ -36,12 +36,13 @@ import json
 import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from ..events import Guidance
 from ..records import ActionRecord, ToolResult
 
 if TYPE_CHECKING:
+    from ..agent import Agent
     from ..run import Run
     from ..tools import Tool, ToolContext
 
@@ -95,7 +96,7 @@ class GuardConfig:
         return bool(self.guards.get(name, False))
 
     @classmethod
-    def from_agent(cls, agent: Any) -> GuardConfig | None:
+    def from_agent(cls, agent: Agent) -> GuardConfig | None:
         for ext in getattr(agent, "extensions", ()):
             if isinstance(ext, cls):
                 return ext
