@@ -130,6 +130,9 @@ class LLMClient:
         self.tools: dict[str, Any] | None = None
         #: Stream replies of the ``STREAMED`` purposes as ``model_delta`` events (real models).
         self.stream = stream
+        #: A ceiling on every call's output tokens (None: the callers' own caps).  A slow local
+        #: model writes ~40 tokens a second: a reply left to run to 1,024 tokens costs half a minute.
+        self.max_output_tokens: int | None = None
         self._longest: dict[str, int] = {}
         self._requests: dict[tuple, dict[str, Any]] = {}
 
@@ -169,6 +172,8 @@ class LLMClient:
         from .schemas import SCHEMAS
 
         schema = SCHEMAS[purpose]
+        if self.max_output_tokens is not None:
+            max_tokens = self.max_output_tokens if max_tokens is None else min(max_tokens, self.max_output_tokens)
         if tier not in self.tiers:
             tier = "primary"
         messages = list(messages)
@@ -244,7 +249,6 @@ class LLMClient:
             tier = self.breakers.route(tier, purpose=purpose, iteration=iteration)
         model = self.model_for(tier)
         mode = self.mode_for(model)
-        request = self._request(purpose, mode)
         prompt_tokens = estimate_message_tokens(messages)
         timeout = self.default_timeout_s
         if timeout is None:  # not set for this client: the backend's for the model, else the default
@@ -253,6 +257,7 @@ class LLMClient:
         requested = max_tokens
         if self.budget is not None:
             max_tokens, timeout = self._capped(purpose, prompt_tokens, model, max_tokens, timeout)
+        request = self._request(purpose, mode, max_tokens)  # the schema fitted to the final cap
         started = time.perf_counter()
         metadata = {"memfit_purpose": purpose, "memfit_run": self.run_key}
         can_stream = getattr(self.backend, "can_stream", None)
@@ -314,17 +319,21 @@ class LLMClient:
                   finish_reason=completion.finish_reason, **extra)
         return completion, model, tier, mode
 
-    def _request(self, purpose: str, mode: str) -> dict[str, Any]:
-        """The litellm arguments that carry the schema in ``mode`` (built once per purpose and mode)."""
+    def _request(self, purpose: str, mode: str, max_tokens: int | None = None) -> dict[str, Any]:
+        """The litellm arguments that carry the schema in ``mode``; in ``schema`` mode its strings are
+        bounded so that the longest reply fits in ``max_tokens`` (built once per purpose, mode and cap)."""
         if mode == "text":
             return {}
-        key = (purpose, mode, tuple(self.tools or ()))
+        key = (purpose, mode, tuple(self.tools or ()), max_tokens)
         request = self._requests.get(key)
         if request is None:
             from .schemas import SCHEMAS
-            from .structured import request_for, wire_schema
+            from .structured import fit_schema, request_for, wire_schema
 
-            request = request_for(mode, purpose, wire_schema(purpose, SCHEMAS[purpose], self.tools, mode))
+            schema = wire_schema(purpose, SCHEMAS[purpose], self.tools, mode)
+            if mode == "schema":  # a grammar-constrained decoder; tool calls are not held to maxLength
+                schema = fit_schema(schema, max_tokens)
+            request = request_for(mode, purpose, schema)
             self._requests[key] = request
         return request
 

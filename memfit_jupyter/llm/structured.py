@@ -12,6 +12,11 @@ OpenAI-compatible server: llama.cpp, vLLM, Ollama all constrain JSON) gets
 ``schema``; the scripted ``memfit/`` models and anything else get ``text``.
 Every mode parses the reply with the same repair and validation, so the
 scripted provider can answer in any of them.
+
+A constrained decoder writes valid JSON only if it may finish: a reply cut off at
+``max_tokens`` is not JSON at all.  ``fit_schema`` shrinks the strings' ``maxLength``
+until the longest reply the schema allows fits the call's output cap (counting a token per
+character inside strings), so a schema reply always closes before the cap.
 """
 
 from __future__ import annotations
@@ -28,6 +33,17 @@ MAX_STRING = {"thought": 300, "action_type": 24, "tool": 60, "content": 400, "su
               "lesson": 400, "code": 2000, "command": 400}
 DEFAULT_MAX_STRING = 300
 MAX_ITEMS = 3
+#: Characters per output token assumed when fitting a schema to a cap.  The JSON around the
+#: values (keys, braces, indents) is common text, 3 or more characters a token; inside a string a
+#: small model can write a token per character (``"2;2;2;2;..."`` was seen), so one each.
+STRUCTURE_CHARS_PER_TOKEN = 3.0
+CONTENT_CHARS_PER_TOKEN = 1.0
+#: The shortest a fitted string may become (a tool name or a short answer still fits).
+MIN_FITTED_STRING = 12
+#: The indent per level assumed of a model's layout (small models write their JSON pretty-printed).
+INDENT = 4
+#: Characters for a JSON value whose length the schema does not bound (numbers, free objects).
+_UNBOUNDED_VALUE = 24
 
 
 def choose_mode(model: str, requested: str = "auto", custom_base: bool = False) -> str:
@@ -114,6 +130,100 @@ def wire_schema(purpose: str, schema_model: Any, tools: dict[str, Any] | None = 
                              "required": ["thought", "action_type", "tool", "params"]})
         schema = {"anyOf": branches} if len(branches) > 1 else branches[0]
     return schema
+
+
+def _longest(node: Any, depth: int = 0) -> tuple[int, int]:
+    """The longest JSON text ``node`` allows, as (characters of structure, characters of strings
+    bounded by ``maxLength``): only the second shrinks when the schema is fitted.  The structure
+    is counted as a model lays it out, one member a line, indented ``INDENT`` a level."""
+    if not isinstance(node, dict):
+        return _UNBOUNDED_VALUE, 0
+    for key in ("anyOf", "oneOf"):
+        if key in node:
+            return max((_longest(branch, depth) for branch in node[key]), key=sum, default=(_UNBOUNDED_VALUE, 0))
+    if "enum" in node or "const" in node:
+        values = node.get("enum", [node.get("const")])
+        return max(len(str(v)) + 2 for v in values), 0
+    kind = node.get("type")
+    line = 2 + INDENT * (depth + 1)  # a comma, a newline and the indent before each member
+    if kind == "string":
+        return (2, node["maxLength"]) if "maxLength" in node else (2 + DEFAULT_MAX_STRING, 0)
+    if kind == "array":
+        fixed, var = _longest(node.get("items", {}), depth + 1)
+        n = node.get("maxItems", MAX_ITEMS)
+        return 3 + INDENT * depth + n * (fixed + line), n * var
+    if kind == "object":
+        fixed, var = 3 + INDENT * depth, 0
+        for name, sub in (node.get("properties") or {}).items():
+            f, v = _longest(sub, depth + 1)
+            fixed, var = fixed + len(name) + 4 + line + f, var + v  # "name": value
+        return fixed, var
+    if kind == "boolean":
+        return 5, 0
+    if kind == "null":
+        return 4, 0
+    return _UNBOUNDED_VALUE, 0
+
+
+def longest_reply_chars(schema: dict[str, Any]) -> int:
+    """The most characters a reply that fits ``schema`` can hold (unbounded parts estimated)."""
+    return sum(_longest(schema))
+
+
+def longest_reply_tokens(schema: dict[str, Any]) -> float:
+    """The most output tokens a reply that fits ``schema`` can take (at the ratios above)."""
+    fixed, var = _longest(schema)
+    return fixed / STRUCTURE_CHARS_PER_TOKEN + var / CONTENT_CHARS_PER_TOKEN
+
+
+def fit_schema(schema: dict[str, Any], max_tokens: int | None) -> dict[str, Any]:
+    """``schema`` with its strings' ``maxLength`` scaled down (and, when the structure alone takes
+    most of the cap, fewer items per list) so that its longest reply fits in ``max_tokens``
+    (module docstring); unchanged when it already fits or there is no cap."""
+    if not max_tokens:
+        return schema
+    fixed, var = _longest(schema)
+    structure = lambda f: f / STRUCTURE_CHARS_PER_TOKEN  # noqa: E731
+    if longest_reply_tokens(schema) <= max_tokens:
+        return schema
+    for _ in range(8):
+        if longest_reply_tokens(schema) <= max_tokens:
+            break
+        if max_items(schema) > 1 and (structure(fixed) > max_tokens * 0.6 or var == 0):
+            # the structure alone takes most of the cap: one item fewer per list
+            schema = _edit(schema, "maxItems", lambda n: max(1, n - 1))
+        else:
+            scale = max(0.0, (max_tokens - structure(fixed)) * CONTENT_CHARS_PER_TOKEN) / var if var else 1.0
+            shrunk = _edit(schema, "maxLength", lambda n, k=scale: max(min(MIN_FITTED_STRING, n), int(n * k)))
+            if shrunk == schema:  # the strings are at their floor: only fewer items are left
+                if max_items(schema) <= 1:
+                    break
+                shrunk = _edit(schema, "maxItems", lambda n: max(1, n - 1))
+            schema = shrunk
+        fixed, var = _longest(schema)
+    return schema
+
+
+def max_items(node: Any) -> int:
+    """The largest ``maxItems`` in ``node`` (0: it has no bounded list)."""
+    if isinstance(node, dict):
+        own = node.get("maxItems") if isinstance(node.get("maxItems"), int) else 0
+        return max([own, *(max_items(v) for v in node.values())])
+    if isinstance(node, list):
+        return max((max_items(v) for v in node), default=0)
+    return 0
+
+
+def _edit(node: Any, key: str, change: Any) -> Any:
+    """A copy of ``node`` with every integer ``key`` (maxLength, maxItems) passed through ``change``."""
+    if isinstance(node, dict):
+        out = {k: _edit(v, key, change) for k, v in node.items()}
+        if isinstance(out.get(key), int):
+            out[key] = change(out[key])
+        return out
+    if isinstance(node, list):
+        return [_edit(v, key, change) for v in node]
+    return node
 
 
 def request_for(mode: str, purpose: str, schema: dict[str, Any]) -> dict[str, Any]:
