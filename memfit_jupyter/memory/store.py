@@ -46,6 +46,7 @@ from .postgres import is_url
 from .ranking import RankingConfig
 from .retrieval import SeedRetrieval
 from .search import Candidates
+from .text import ANALYZER
 
 __all__ = ["MAX_CONTENT_BYTES", "SAVE_EVERY", "SAVE_SHARE", "TAG_SCAN", "MemoryStore", "StoreWarning",
            "open_store"]
@@ -103,6 +104,10 @@ class MemoryStore(SeedRetrieval):
                 self.embedder = self._choose_embedder(meta, embedder)
                 if "count" not in meta:  # a store from before the count was kept: once
                     self._db.set_meta({"count": str(self._db.count())})
+                if meta.get("analyzer") != ANALYZER:  # new, or indexed by an older text analysis
+                    if not self._db.empty():
+                        self._db.reindex_text()
+                    self._db.set_meta({"analyzer": ANALYZER})
         except sqlite3.DatabaseError as exc:
             raise StoreError(f"cannot open memory store {str(self.path)!r}: {exc}") from None
         # Chosen at 100k structured 384-d vectors (tests/benchmarks/bench_memory.py): connectivity 32

