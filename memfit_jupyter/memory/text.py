@@ -101,3 +101,14 @@ def _strip_suffix(word: str) -> str:
 def hash_tokens(text: str) -> list[str]:
     """The first analysis's tokens (the hashing embedder's, unchanged so its vectors are)."""
     return [t for _, t in _analyse(text, _strip_suffix)]
+
+
+def tag_keywords(text: str) -> list[str]:
+    """The first analysis's distinct keywords (light suffix stripping: "locked" -> "lock",
+    "database" stays): words that people read, as tags and in questions, unlike Snowball's
+    stems ("databas")."""
+    seen: dict[str, None] = {}
+    for tok in hash_tokens(text):
+        if tok not in HASH_STOPWORDS and (len(tok) > 1 or not tok.isascii()):
+            seen.setdefault(tok, None)
+    return list(seen)

@@ -22,7 +22,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from .text import keywords
+from .text import tag_keywords as keywords  # readable words for tags and questions
 
 
 @dataclass(frozen=True)
