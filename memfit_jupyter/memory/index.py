@@ -49,6 +49,20 @@ SAVE_EVERY = 2_000
 SAVE_SHARE = 10
 
 
+
+def _runtimes_in_order() -> None:
+    """Load ONNX Runtime, when it is installed, before usearch: importing it after usearch's
+    extension is loaded crashes the process (a segfault in the C++ runtime's locale setup,
+    seen with onnxruntime 1.23 and 1.32 on usearch 2.26), and a store with the light
+    semantic embedder may open after another store in the same kernel.  Costs about 0.2 s,
+    once, and only where the ``semantic`` extra is installed."""
+    import importlib.util
+    import sys
+
+    if "usearch.compiled" not in sys.modules and "onnxruntime" not in sys.modules \
+            and importlib.util.find_spec("onnxruntime") is not None:
+        import onnxruntime  # noqa: F401
+
 class StoreWarning(UserWarning):
     """Something about a store was repaired (e.g. its index was rebuilt)."""
 
@@ -122,6 +136,7 @@ class VectorIndex:
         return len(self.index)
 
     def _new(self) -> Any:
+        _runtimes_in_order()
         from usearch.index import Index
 
         # f32 explicitly (the default is not); ip on unit vectors is cosine, and faster than cos.
