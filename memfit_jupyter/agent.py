@@ -4,7 +4,7 @@
 ``run.step()`` runs exactly one iteration; ``run.run()`` runs to the end.
 Feature modules (reflection, memory, context, reliability) plug in as
 *extensions*: objects with any of the hooks ``on_start``, ``before_iteration``,
-``system_sections``, ``after_action``, ``on_finish`` and ``tools``.
+``system_sections``, ``prompt_tail``, ``after_action``, ``on_finish`` and ``tools``.
 """
 
 from __future__ import annotations

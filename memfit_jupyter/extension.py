@@ -20,7 +20,8 @@ if TYPE_CHECKING:
     from .tools import Tool
 
 #: The hooks, in the order a run calls them.
-HOOKS = ("tools", "provides", "on_start", "before_iteration", "system_sections", "after_action", "on_finish")
+HOOKS = ("tools", "provides", "on_start", "before_iteration", "system_sections", "prompt_tail", "after_action",
+         "on_finish")
 
 
 @runtime_checkable
@@ -44,7 +45,12 @@ class Extension(Protocol):
         ...
 
     def system_sections(self, run: Any) -> list[str]:
-        """Sections this extension adds to the system prompt."""
+        """Sections this extension adds to the system prompt (the stable part of every prompt)."""
+        ...
+
+    def prompt_tail(self, run: Any) -> list[str]:
+        """Sections that change from one iteration to the next: they go after the timeline, so
+        the prompt before them stays the same and providers' prompt caching serves it."""
         ...
 
     def after_action(self, run: Any, record: ActionRecord) -> None:
@@ -72,6 +78,9 @@ class Hooks:
         pass
 
     def system_sections(self, run: Any) -> list[str]:
+        return []
+
+    def prompt_tail(self, run: Any) -> list[str]:
         return []
 
     def after_action(self, run: Any, record: ActionRecord) -> None:

@@ -238,8 +238,12 @@ class Run:
         return action_system(self.tools.values(), self.prompt_workdir, sections)
 
     def next_prompt(self) -> list[dict[str, str]]:
-        """The messages the next action call will send (for step mode: see guidance before it goes)."""
-        return [{"role": "system", "content": self.system_prompt()}, *self.timeline.messages()]
+        """The messages the next action call will send (for step mode: see guidance before it goes):
+        the stable prefix (system, tools, task, the timeline so far), then what changes each time."""
+        from .llm.prompts import with_tail
+
+        tail = [s for ext in self.extensions for s in (ext.prompt_tail(self) or ())]
+        return with_tail([{"role": "system", "content": self.system_prompt()}, *self.timeline.messages()], tail)
 
     # --- running ----------------------------------------------------------------------
     def step(self) -> ActionRecord | None:

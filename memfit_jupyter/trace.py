@@ -36,7 +36,7 @@ def trace_of(run: Run) -> dict[str, Any]:
         "totals": {
             "cost_usd": spent.cost_usd,
             "tokens": {"prompt": spent.prompt_tokens, "completion": spent.completion_tokens,
-                       "total": spent.prompt_tokens + spent.completion_tokens},
+                       "total": spent.prompt_tokens + spent.completion_tokens, **_cached(run)},
             "calls": spent.calls,
             "iterations": run.iteration,
             "recursive_calls": run.budget.recursive_calls,
@@ -44,3 +44,10 @@ def trace_of(run: Run) -> dict[str, Any]:
         },
         "events": [e.to_dict() for e in run.events],
     }
+
+
+def _cached(run: Run) -> dict[str, int]:
+    """``{"cached": n}``: the prompt tokens providers served from their prompt caches, when any
+    call reported some (absent otherwise, so traces of providers that say nothing stay as they were)."""
+    n = sum(getattr(e, "cached_tokens", 0) or 0 for e in run.events if e.TYPE == "model_call")
+    return {"cached": n} if n else {}

@@ -73,8 +73,11 @@ def test_default_store_is_shared_in_the_process(tmp_path):
 def test_contextual_input_is_english_or_the_seeds_format():
     text = contextual_input(3, "run1", "[action #3] ...", "running", False, None, format="seed")
     assert text == "ReAct迭代 3/run1: [action #3] ...\n任务状态: running\n完成状态: false\n原因: <nil>"
-    text = contextual_input(3, "run1", "[action #3] ...", "running", True, "finish")
-    assert text == "Iteration 3 of task run1:\n[action #3] ...\nTask status: running\nFinished: yes\nReason: finish"
+    text = contextual_input(3, "run1", "#3 finish(answer=\"42\")", "running", True, "finish", task="Add them up")
+    assert text == "Task: Add them up\n#3 finish(answer=\"42\")\nFinished: yes"
+    text = contextual_input(2, "run1", "#2 read_file(path=\"a\")\n-> FAILED: no such file", "running", False,
+                            "timed out", task="t")
+    assert text.endswith("Finished: no (timed out)")  # a reason the steps do not already say
 
 
 def test_heuristic_triage_without_a_model(tmp_path):

@@ -7,7 +7,7 @@ import json
 
 from memfit_jupyter import Agent
 from memfit_jupyter.llm.scenarios import load_scenario
-from memfit_jupyter.reflection import ReflectionExtension
+from memfit_jupyter.reflection import ReflectionConfig, ReflectionExtension
 from memfit_jupyter.reflection.pipeline import memory_query
 from memfit_jupyter.tools import BUILTIN_TOOLS
 
@@ -49,9 +49,13 @@ def test_failure_gets_critical_reflection_in_the_seeds_words(tmp_path):
     text = next(t.content for t in run.timeline.entries if t.kind == "reflection")
     assert text.startswith("✗ [CRITICAL REFLECTION] Action 'read' FAILED")
     assert "MANDATORY RECOMMENDATIONS FOR FUTURE ACTIONS:\n1. Read the error message" in text
-    # the next action prompt carries it, in the timeline and in the cached reflections
+    # the next action prompt carries it in the timeline; the cache does not repeat what is in view
     prompt = json.dumps(run.next_prompt())
-    assert "CRITICAL REFLECTION" in prompt and "Your recent self-reflections" in prompt
+    assert prompt.count("CRITICAL REFLECTION") == 1 and "Your recent self-reflections" not in prompt
+    # the seed's cache (every reflection, in the system prompt) repeats it there too
+    seed = start("spin-demo", tmp_path / "seed", configs=[ReflectionConfig(cache_kinds="all", prompt_place="system")])
+    seed.step()
+    assert "Your recent self-reflections" in seed.next_prompt()[0]["content"]
 
 
 def test_requested_level_gives_a_success_reflection(tmp_path):
@@ -78,19 +82,55 @@ def test_forced_level_wins_and_complex_tools_get_deep(tmp_path):
     assert [e["level_name"] for e in events(run, "reflection")] == ["MINIMAL", "DEEP", "MINIMAL"]
 
 
-def test_cache_keeps_the_three_most_recent(tmp_path):
+def test_cache_keeps_the_three_most_recent_informative_ones_at_the_end(tmp_path):
     run = start("spin-demo", tmp_path)
     assert run.run().status == "done"
     ext = next(e for e in run.extensions if isinstance(e, ReflectionExtension))
+    # iterations 1-3 failed (CRITICAL), 4-6 succeeded (MINIMAL): only the failures tell the model something
+    assert [(r.iteration_num, r.reflection_level) for r in ext.reflector.cache] == [
+        (1, "CRITICAL"), (2, "CRITICAL"), (3, "CRITICAL")]
+    assert len(ext.reflections) == 6 and ext.system_sections(run) == []
+    # their timeline text is still in view, so the section at the end of the prompt is empty
+    assert ext.prompt_tail(run) == []
+    # once the timeline no longer shows them (a flush moved them to recall), the cache brings them back
+    run.timeline.replace_entries([e for e in run.timeline.entries if e.kind != "reflection"])
+    tail = ext.prompt_tail(run)[0]
+    assert tail.startswith("## Your recent self-reflections") and "iteration 1, action 'read' with shell" in tail
+    assert run.next_prompt()[-1]["content"].endswith(tail)  # after the timeline, not in the system prompt
+    assert tail not in run.next_prompt()[0]["content"]
+
+
+def test_the_seeds_cache_keeps_every_reflection_in_the_system_prompt(tmp_path):
+    run = start("spin-demo", tmp_path, configs=[ReflectionConfig(cache_kinds="all", prompt_place="system")])
+    assert run.run().status == "done"
+    ext = next(e for e in run.extensions if isinstance(e, ReflectionExtension))
     assert [r.iteration_num for r in ext.reflector.cache] == [4, 5, 6]
-    assert len(ext.reflections) == 6
     section = ext.system_sections(run)[0]
-    assert "iteration 4" in section and "iteration 3" not in section
+    assert "iteration 4" in section and "iteration 3" not in section and ext.prompt_tail(run) == []
     # the last action call (iteration 6) saw the reflections of iterations 3 to 5
     sent = run.last_prompt[0]["content"]
     assert "iteration 3, action 'read' with shell, CRITICAL" in sent
     assert "iteration 5, action 'read' with read_file, MINIMAL: succeeded." in sent
     assert "iteration 2," not in sent
+
+
+def test_a_reflection_prompt_shows_the_action_once(tmp_path):
+    from memfit_jupyter.reflection import pipeline
+
+    seen = []
+    original = pipeline.reflection_messages
+    try:
+        pipeline.reflection_messages = lambda *a, **k: seen.append(original(*a, **k)) or seen[-1]
+        run = start("healthy-long", tmp_path)
+        assert run.run().status == "done"
+    finally:
+        pipeline.reflection_messages = original
+    [messages] = seen  # one DEEP reflection, at iteration 9
+    user = messages[1]["content"]
+    assert "Thought: Add the shares to the report lines." in user
+    assert user.count("replaced lines 3..4 of report/summary.md") == 1  # not again in the recent timeline
+    assert "[action #8]" in user and "[action #9]" not in user
+    assert "resource_usage" not in user and "changed lines 3-4" in user
 
 
 def test_a_failing_reflection_or_spin_analysis_leaves_the_run_going(tmp_path):

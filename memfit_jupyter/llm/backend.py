@@ -198,15 +198,29 @@ def completion_of(litellm: Any, response: Any) -> Completion:
             cost = litellm.completion_cost(completion_response=response)
         except Exception:
             cost = 0.0
-    details = getattr(usage, "prompt_tokens_details", None)
     return Completion(
         text=text,
         prompt_tokens=int(getattr(usage, "prompt_tokens", 0) or 0),
         completion_tokens=int(getattr(usage, "completion_tokens", 0) or 0),
         cost_usd=float(cost or 0.0),
         finish_reason=getattr(choice, "finish_reason", None),
-        cached_tokens=int(getattr(details, "cached_tokens", 0) or 0),
+        cached_tokens=cached_prompt_tokens(usage),
     )
+
+
+def cached_prompt_tokens(usage: Any) -> int:
+    """The prompt tokens the provider served from its prompt cache: OpenAI-style
+    ``prompt_tokens_details.cached_tokens`` (llama.cpp's server too), or Anthropic's
+    ``cache_read_input_tokens`` as litellm passes it on; 0 when the provider says nothing."""
+    details = getattr(usage, "prompt_tokens_details", None)
+    if isinstance(details, dict):
+        from_details = details.get("cached_tokens")
+    else:
+        from_details = getattr(details, "cached_tokens", None)
+    read = getattr(usage, "cache_read_input_tokens", None)
+    if read is None and isinstance(usage, dict):
+        read = usage.get("cache_read_input_tokens")
+    return max(int(from_details or 0), int(read or 0))
 
 
 class ReplayBackend:

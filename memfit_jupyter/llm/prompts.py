@@ -1,4 +1,11 @@
-"""Prompt templates.  Every prompt the engine sends is built here."""
+"""Prompt templates.  Every prompt the engine sends is built here.
+
+An action prompt is laid out for providers' prompt caching: what stays the same from one
+call to the next comes first (the system message: instructions, tools, working directory,
+stable sections; then the task and the timeline, which only grows), and what changes every
+iteration (``Extension.prompt_tail``: e.g. the cached reflections) comes last, so each call
+repeats the previous call's prompt as its prefix.
+"""
 
 from __future__ import annotations
 
@@ -39,3 +46,18 @@ def observation_message(tool: str, ok: bool, output: str, error: str | None) -> 
 def json_system(purpose: str, instructions: str, fields: str) -> str:
     """The system message of a non-action call: what to do and the JSON to reply with."""
     return f"{instructions}\n\nReply with one JSON object and nothing else, with the fields: {fields}."
+
+
+def with_tail(messages: list[dict[str, str]], sections: Iterable[str]) -> list[dict[str, str]]:
+    """``messages`` with the changing ``sections`` at the end: joined to the last message when it
+    is the person's (roles keep alternating, as the timeline keeps them), else as a new one."""
+    extra = [s for s in sections if s]
+    if not extra:
+        return messages
+    text = "\n\n".join(extra)
+    out = list(messages)
+    if out and out[-1]["role"] == "user":
+        out[-1] = {"role": "user", "content": out[-1]["content"] + "\n\n" + text}
+    else:
+        out.append({"role": "user", "content": text})
+    return out

@@ -7,14 +7,15 @@
   2-of-3 deduplication (``dedup``), triage (``triage``), DataFrames (``frames``).
 
 ``extension_for(run)`` plugs memory into every run: it provides the store
-(``run.memory``), the agent gets ``memory_search`` and ``memory_insert``, each iteration's
-timeline diff goes to triage, and a finished task searches memory (4 KB).
+(``run.memory``), the agent gets ``memory_search`` and ``memory_insert``, the timeline's diff
+goes to triage when there is something to keep (``MemoryConfig.triage``), and a finished task
+searches memory (4 KB).
 Importing this package does not import usearch.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -24,9 +25,10 @@ from .entity import MemoryEntity, ScoredMemory, SearchResults
 from .postgres import is_url
 from .ranking import RankingConfig
 from .store import MemoryStore, StoreWarning, open_store
+from .triage import TriageConfig
 
 __all__ = ["DedupConfig", "MemoryConfig", "MemoryEntity", "MemoryStore", "RankingConfig", "ScoredMemory", "SearchResults",
-           "StoreWarning", "extension_for", "open_store", "DEFAULT_DIR", "TASK_SEARCH_BYTES"]
+           "StoreWarning", "TriageConfig", "extension_for", "open_store", "DEFAULT_DIR", "TASK_SEARCH_BYTES"]
 
 #: The default store, relative to the agent's working directory.
 DEFAULT_DIR = ".memfit"
@@ -44,6 +46,9 @@ class MemoryConfig:
     task_search_bytes: int = 4096
     #: What the memory_search tool returns at most, in bytes.
     tool_search_bytes: int = 4096
+    #: When triage runs and how its input is written (``TriageConfig(format="seed", every=1)``:
+    #: the seed's labels, after every iteration).
+    triage: TriageConfig = field(default_factory=TriageConfig)
 
 
 TASK_SEARCH_BYTES = MemoryConfig.task_search_bytes
@@ -96,7 +101,8 @@ class MemoryExtension(Hooks):
         # Their effects are memory events: a replay runs them again against the recorded memory.
         return [dataclasses.replace(t, internal=True) for t in memory_tools(self)]
 
-    def _diff(self, run: Any) -> str:
+    def _fresh(self, run: Any) -> list[Any]:
+        """The timeline entries not triaged yet."""
         entries = run.timeline.entries
         if entries is self._last[0]:  # appended to since: the new entries are the tail
             fresh = entries[self._last[1]:]
@@ -105,25 +111,26 @@ class MemoryExtension(Hooks):
         self._last = (entries, len(entries))
         self._seen.extend(fresh)
         self._seen_ids.update(id(e) for e in fresh)
-        return "\n".join(f"[{e.kind} #{e.iteration}] {e.content}" for e in fresh if e.kind != "task")
+        return fresh
 
     def after_action(self, run: Any, record: Any) -> None:
         """Seed 3.7.1: the timeline's diff since the last triage goes to triage, when the
         iteration has something to keep (``triage.triage_due``)."""
-        from .triage import TriageConfig, contextual_input, handle_memory, task_lines, triage_due
+        from .triage import contextual_input, handle_memory, render_entries, triage_due
 
-        config = getattr(run.agent, "triage_config", None) or TriageConfig()
+        config = self.config.triage
         if not triage_due(record, record.iteration, self._last_triaged, config):
             return
-        diff = task_lines(self._diff(run))
+        diff = render_entries(self._fresh(run), config.format)
         self._last_triaged = record.iteration
         if not diff.strip():
             return
         done = bool(record.ok and record.data.get("final"))
         reason = "the agent called finish" if done else (record.error or None)
-        text = contextual_input(record.iteration, run.id, diff, run.status, done, reason, format=config.format)
+        text = contextual_input(record.iteration, run.id, diff, run.status, done, reason, format=config.format,
+                                task=run.task)
         try:
-            outcome = handle_memory(self.store, text, run.llm, iteration=record.iteration)
+            outcome = handle_memory(self.store, text, run.llm, iteration=record.iteration, format=config.format)
         except Exception as exc:  # memory must never take the loop down
             run.emit("error", message=f"memory triage failed: {type(exc).__name__}: {exc}")
             return

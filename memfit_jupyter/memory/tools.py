@@ -37,10 +37,10 @@ def memory_tools(ext: Any) -> list[Tool]:
         return ToolResult(output=f"stored as memory {new_id}", data={"memory_id": new_id})
 
     return [
-        Tool("memory_search", "search long-term memory (past lessons, facts, preferences); "
-             "returns the best memories up to bytes_limit bytes",
+        # Short descriptions: every action prompt of every run repeats them.
+        Tool("memory_search", "search long-term memory",
              {"query": Param(), "bytes_limit": Param("int", required=False)}, memory_search),
-        Tool("memory_insert", "keep a lesson or fact in long-term memory for future tasks",
+        Tool("memory_insert", "keep a lesson or fact for later tasks",
              {"content": Param(), "tags": Param("list", required=False),
               "questions": Param("list", required=False)}, memory_insert),
     ]

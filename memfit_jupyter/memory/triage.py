@@ -7,17 +7,20 @@ fails, ``heuristic_entities`` still keeps what matters: failed actions with
 their errors (high actionability), and finished tasks with their answer.
 Everything goes through the store's ``add_many``: redaction and 2-of-3 dedup.
 
-The contextual input is written in English by default (``TriageConfig.format``);
-``"seed"`` gives the seed's own labels (``ReAct迭代``, ``任务状态``...).  The
-engine's own trouble (a reply that could not be used, a provider failure:
-``[SYSTEM]`` notes) is never a lesson about the task: it is left out of the
-input, and an iteration that is nothing but such trouble is not triaged.
-Triage runs when there is something to keep (``triage_due``): a failed tool
-call, a finish, a fact written down, or every ``every`` iterations.
+The contextual input is written in English by default (``TriageConfig.format``): the
+task, then each step on a line (tool, parameters, thought) with its observation clipped,
+under a short instruction.  ``"seed"`` gives the seed's own labels (``ReAct迭代``,
+``任务状态``...), the timeline entries as they stand and the long instruction, as first
+built.  The engine's own trouble (a reply that could not be used, a provider failure:
+``[SYSTEM]`` notes) is never a lesson about the task: it is left out of the input, and
+an iteration that is nothing but such trouble is not triaged.  Triage runs when there is
+something to keep (``triage_due``): a failed tool call, a finish, a fact written down, or
+every ``every`` iterations (``TriageConfig(every=1)``: after every iteration, the seed's).
 """
 
 from __future__ import annotations
 
+import json
 import re
 from dataclasses import dataclass
 from typing import Any
@@ -36,7 +39,9 @@ class TriageConfig:
     #: "english" (labels in English) or "seed" (seed 000 §3.7.1's labels, as written there).
     format: str = "english"
     #: Triage at least every this many iterations with new content (1: every iteration, the seed's).
-    every: int = 5
+    #: A failure, a finish or a fact written down triage at once; this catches the facts a long
+    #: healthy stretch turned up.
+    every: int = 10
 
     def __post_init__(self) -> None:
         if self.format not in ("english", "seed"):
@@ -44,6 +49,14 @@ class TriageConfig:
         if self.every < 1:
             raise ValueError("every must be at least 1")
 
+#: The instruction of the English input: what to keep, the reply's shape, the scores' names.
+TRIAGE_BRIEF = """Keep what would help a future task: lessons from failures, facts about the environment, \
+the person's preferences, general rules; usually nothing. JSON: {"entities": [{"content", "tags": [], \
+"potential_questions": [], "scores": {c, o, r, e, p, a, t: 0-1}}]} or {"entities": []}. Scores: \
+connectivity, origin reliability, relevance, emotion, personal style, actionability, temporality. Write \
+in the task's language."""
+
+#: The instruction of the seed's format (as first built).
 TRIAGE_SYSTEM = """You extract long-term memories from an agent's latest iteration.
 Keep only what would help a future task: lessons from failures, facts about the environment,
 the person's preferences, rules that generalise.  Skip chatter.  Reply with JSON:
@@ -67,12 +80,61 @@ def task_lines(diff: str) -> str:
     return "\n".join(line for line in diff.splitlines() if ENGINE_NOTE not in line)
 
 
+#: In the English input an observation is clipped to this many characters (a failure's to
+#: FAILURE_CHARS: its error is the lesson), a step's parameters and other entries to ENTRY_CHARS.
+OBSERVATION_CHARS = 200
+FAILURE_CHARS = 800
+ENTRY_CHARS = 400
+TASK_CHARS = 400
+_OBSERVATION = re.compile(r"^Observation \([^)]*\)(?P<rest>.*)\Z", re.S)
+
+
+def _clip(text: str, limit: int) -> str:
+    text = text.strip()
+    return text if len(text) <= limit else text[:limit] + f" [... {len(text) - limit} characters]"
+
+
+def render_entries(entries: Any, format: str = "english") -> str:
+    """The timeline entries a triage reads: as they stand in the seed's format; in English one
+    line per step (``#3 read_file {"path": "x"}: thought``) and its observation after ``->``,
+    clipped, the finish's echo of its answer left out.  Engine notes are left out in both."""
+    entries = [e for e in entries if e.kind != "task"]
+    if format == "seed":
+        return task_lines("\n".join(f"[{e.kind} #{e.iteration}] {e.content}" for e in entries))
+    lines: list[str] = []
+    answer = None
+    for e in entries:
+        if ENGINE_NOTE in e.content:
+            continue
+        if e.kind == "action":
+            try:
+                act = json.loads(e.content)
+                args = ", ".join(f"{k}={json.dumps(v, ensure_ascii=False)}" for k, v in act["params"].items())
+                line = f"#{e.iteration} {act.get('tool', '?')}({_clip(args, ENTRY_CHARS)}): {act.get('thought', '')}"
+                answer = act["params"].get("answer") if act.get("tool") == "finish" else None
+            except (ValueError, AttributeError, KeyError, TypeError):
+                line, answer = f"#{e.iteration} {_clip(e.content, ENTRY_CHARS)}", None
+            lines.append(line.rstrip(": "))
+        elif e.kind == "observation":
+            m = _OBSERVATION.match(e.content)
+            rest = m.group("rest") if m else e.content
+            failed = rest.startswith(" FAILED")
+            rest = rest.lstrip(": \n")
+            if failed or rest != answer:
+                lines.append("-> " + _clip(rest, FAILURE_CHARS if failed else OBSERVATION_CHARS))
+        else:
+            lines.append(f"[{e.kind}] {_clip(e.content, ENTRY_CHARS)}")
+    return task_lines("\n".join(lines))
+
+
 def contextual_input(iteration: int, task_id: str, diff: str, status: str, done: bool, reason: Any,
-                     format: str = "english") -> str:
-    """Seed 000 §3.7.1's contextual input: in the seed's own labels, or in English."""
+                     format: str = "english", task: str = "") -> str:
+    """Seed 000 §3.7.1's contextual input: in the seed's own labels, or in English (the task,
+    the steps, whether it finished, and the reason when the steps do not already say it)."""
     if format == "english":
-        return (f"Iteration {iteration} of task {task_id}:\n{diff}\nTask status: {status}\nFinished: "
-                f"{'yes' if done else 'no'}\nReason: {reason if reason is not None else 'none'}")
+        head = f"Task: {_clip(task, TASK_CHARS)}" if task else f"Task {task_id}"
+        why = f" ({reason})" if reason and not done and str(reason) not in diff else ""
+        return f"{head}\n{diff}\nFinished: {'yes' if done else 'no'}{why}"
     return (f"ReAct迭代 {iteration}/{task_id}: {diff}\n任务状态: {status}\n完成状态: "
             f"{'true' if done else 'false'}\n原因: {reason if reason is not None else '<nil>'}")
 
@@ -105,7 +167,7 @@ def heuristic_entities(text: str, max_chars: int = 600) -> list[dict[str, Any]]:
             "questions": [f"What went wrong with {' '.join(line_kws[:3]) or 'this action'}?"],
             "scores": {"c": 0.4, "o": 0.8, "r": 0.7, "e": 0.0, "p": 0.0, "a": 0.7, "t": 0.5},
         })
-    if re.search(r"完成状态: true|^Finished: yes$|\bdone\b", text, re.M):
+    if re.search(r"完成状态: true|^Finished: yes\b|\bdone\b", text, re.M):
         summary = " ".join(text.split())[:max_chars]
         out.append({
             "content": f"Task outcome: {summary}",
@@ -116,13 +178,16 @@ def heuristic_entities(text: str, max_chars: int = 600) -> list[dict[str, Any]]:
     return out
 
 
-def handle_memory(store: Any, text: str, llm: Any = None, *, iteration: int = 0) -> dict[str, Any]:
+def handle_memory(store: Any, text: str, llm: Any = None, *, iteration: int = 0,
+                  format: str = "seed") -> dict[str, Any]:
     """Seed ``HandleMemory``: extract, dedup, score and save.  Returns what happened:
-    ``{"added": [ids], "duplicates": n, "source": "model" | "heuristic", "error": str | None}``."""
+    ``{"added": [ids], "duplicates": n, "source": "model" | "heuristic", "error": str | None}``.
+    ``format`` picks the instruction: the short English one or the seed format's."""
     entities: list[dict[str, Any]] = []
     source, error = "model", None
     if llm is not None:
-        messages = [{"role": "system", "content": TRIAGE_SYSTEM}, {"role": "user", "content": text[-12_000:]}]
+        system = TRIAGE_BRIEF if format == "english" else TRIAGE_SYSTEM
+        messages = [{"role": "system", "content": system}, {"role": "user", "content": text[-12_000:]}]
         reply = llm.call("triage", messages, tier="fast", iteration=iteration)
         if reply.ok:
             entities = [{"content": e.content, "tags": e.tags, "questions": e.potential_questions,

@@ -4,7 +4,8 @@ After every action the extension decides a reflection level (``levels``),
 runs the five-stage pipeline (``pipeline``), runs the spin detectors
 (``detectors``, ``spin``) and puts what it learned where the next model call
 reads it: reflections and spin warnings in the timeline, the last three
-reflections in the system prompt.  ``reflection="none"`` turns all of it off.
+informative reflections at the end of the next prompt (``ReflectionConfig.cache_kinds``,
+``prompt_place``).  ``reflection="none"`` turns all of it off.
 """
 
 from __future__ import annotations
@@ -43,7 +44,15 @@ class ReflectionExtension(Hooks):
         return self.reflector.history
 
     def system_sections(self, run: Run) -> list[str]:
-        section = self.reflector.prompt_section()
+        if self.config.prompt_place != "system":
+            return []
+        section = self.reflector.prompt_section(run)
+        return [section] if section else []
+
+    def prompt_tail(self, run: Run) -> list[str]:
+        if self.config.prompt_place != "end":
+            return []
+        section = self.reflector.prompt_section(run)
         return [section] if section else []
 
     def after_action(self, run: Run, record: ActionRecord) -> None:

@@ -26,6 +26,9 @@ DETECTORS = (
 #: "progress": detectors that ask for repetition without progress (reflection/detectors.py);
 #: "seed": the seed's detectors as first built (reflection/seed_detectors.py).
 SPIN_RULES = ("progress", "seed")
+#: Which reflections the prompt's cache keeps, and where the cache goes in the prompt.
+CACHE_KINDS = ("informative", "all")
+PROMPT_PLACES = ("end", "system")
 
 
 @dataclass
@@ -51,6 +54,14 @@ class ReflectionConfig:
         ReflectionLevel.CRITICAL: 10 * 1024})
     #: How many recent reflections go into the next prompt.
     cache_size: int = 3
+    #: Which reflections the prompt's cache keeps: "informative" (a failure, a model's summary or
+    #: suggestions, a spin: a MINIMAL "succeeded" tells the model nothing it has not just read)
+    #: or "all" (the seed's: every reflection, MINIMAL ones too).
+    cache_kinds: str = "informative"
+    #: Where the cached reflections go: "end" (after the timeline: they change every iteration,
+    #: so the prompt before them stays a stable prefix for prompt caching) or "system" (in the
+    #: system prompt, as first built).
+    prompt_place: str = "end"
     #: Layer 3: edits whose start and end are within this many lines are in the same region.
     region_tolerance: int = 5
     #: Layer 3: an edit of at most this many lines is small.
@@ -98,6 +109,10 @@ class ReflectionConfig:
             raise ValueError("spin_threshold must be at least 2")
         if self.max_consecutive_spin_warnings < 0:
             raise ValueError("max_consecutive_spin_warnings must be 0 (never end the run) or more")
+        if self.cache_kinds not in CACHE_KINDS:
+            raise ValueError(f"cache_kinds must be one of {', '.join(CACHE_KINDS)}, got {self.cache_kinds!r}")
+        if self.prompt_place not in PROMPT_PLACES:
+            raise ValueError(f"prompt_place must be one of {', '.join(PROMPT_PLACES)}, got {self.prompt_place!r}")
         if self.spin_rules not in SPIN_RULES:
             raise ValueError(f"unknown spin_rules {self.spin_rules!r}; choose one of: {', '.join(SPIN_RULES)}")
         unknown = sorted(set(self.detectors) - set(DETECTORS))

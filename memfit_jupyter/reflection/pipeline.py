@@ -7,7 +7,8 @@
    seed's query, as deep as the level allows, and the model reflects;
 4. timeline injection: the seed's success or failure line and the MANDATORY
    RECOMMENDATIONS, where the next action call will read them;
-5. caching: the most recent reflections go into the next prompt.
+5. caching: the most recent informative reflections go into the next prompt
+   (``ReflectionConfig.cache_kinds="all"``: every one, as the seed caches them).
 
 A reflection call that fails (timeout, server error, unusable reply) is recorded
 in the ``reflection`` event with ``ok=False`` and the run goes on.
@@ -69,6 +70,22 @@ def measure_impact(run: Any, record: ActionRecord) -> EnvironmentalImpact:
     return impact
 
 
+def informative(reflection: ActionReflection) -> bool:
+    """Whether a reflection tells the next action anything: a failure, a spin, or what a model
+    made of the action.  A MINIMAL "succeeded" repeats what the observation already says."""
+    return (not reflection.success or reflection.is_spinning or bool(reflection.summary)
+            or bool(reflection.suggestions))
+
+
+def recent_timeline(entries: Any, iteration: int, max_chars: int, last: int = 8) -> str:
+    """The last ``last`` timeline entries before the action reflected on, as text: the action
+    and its observation are in the prompt already (``reflection_messages``), not twice."""
+    window = [e for e in list(entries)[-last:]
+              if not (e.iteration == iteration and e.kind in ("action", "observation"))]
+    text = "\n".join(f"[{e.kind} #{e.iteration}] {e.content}" for e in window)
+    return text[-max_chars:] if len(text) > max_chars else text
+
+
 def _merge(into: list[str], more: list[str]) -> None:
     into.extend(m for m in more if m and m not in into)
 
@@ -102,8 +119,9 @@ class Reflector:
             # Stage 4: timeline injection.
             run.emit(ev.Guidance(kind="reflection", iteration=record.iteration,
                                  text=reflection_timeline_text(reflection)))
-        # Stage 5: caching.
-        self.cache.append(reflection)
+        # Stage 5: caching (by default only what tells the next action something).
+        if self.config.cache_kinds == "all" or informative(reflection):
+            self.cache.append(reflection)
         self.history.append(reflection)
         impact = reflection.environmental_impact or EnvironmentalImpact()
         run.emit(ev.Reflection(iteration=record.iteration, level=int(level), level_name=level.name,
@@ -131,9 +149,10 @@ class Reflector:
                  reflection: ActionReflection, spin: SpinDetectionResult | None) -> tuple[bool, str | None]:
         """The model's part of stages 2 and 3. Never raises (but lets the run end on its limits)."""
         impact = reflection.environmental_impact or EnvironmentalImpact()
-        timeline = run.timeline.text(since=max(0, len(run.timeline) - 8), max_chars=self.config.timeline_chars)
-        messages = reflection_messages(run.task, record, level, impact.to_dict(), reflection.memory_used,
-                                       timeline, spin)
+        timeline = recent_timeline(run.timeline.entries, record.iteration, self.config.timeline_chars)
+        # What the model can judge: the effects seen so far (the run's spending is in the event).
+        shown = {k: v for k, v in impact.to_dict().items() if v and k != "resource_usage"}
+        messages = reflection_messages(run.task, record, level, shown, reflection.memory_used, timeline, spin)
         tier = "fast" if level == ReflectionLevel.STANDARD else "primary"
         try:
             result = run.llm.call("reflection", messages, tier=tier, iteration=record.iteration)
@@ -157,12 +176,17 @@ class Reflector:
             reflection.is_spinning, reflection.spin_reason = True, reply.spin_reason
         return True, None
 
-    def prompt_section(self) -> str:
-        """The cached reflections as a section of the next action prompt."""
-        if not self.cache:
+    def prompt_section(self, run: Any = None) -> str:
+        """The cached reflections as a section of the next action prompt.  With ``run``, in the
+        "informative" cache, a reflection whose timeline text is still in view is not repeated."""
+        shown = list(self.cache)
+        if run is not None and self.config.cache_kinds != "all":
+            in_view = {e.iteration for e in run.timeline.entries if e.kind == "reflection"}
+            shown = [r for r in shown if r.iteration_num not in in_view]
+        if not shown:
             return ""
         lines = ["## Your recent self-reflections (most recent last)"]
-        for r in self.cache:
+        for r in shown:
             outcome = "succeeded" if r.success else f"FAILED ({r.error_message})"
             line = f"- iteration {r.iteration_num}, action '{r.action_type}' with {r.tool}, {r.reflection_level}: {outcome}."
             if r.summary:
