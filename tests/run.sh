@@ -21,10 +21,4 @@ bash tests/setup_llama_server.sh
 export LITELLM_LOCAL_MODEL_COST_MAP=True
 python -m ruff check memfit_jupyter tests
 python -m mypy  # the files and strictness are in pyproject.toml
-# The Ray sweep test runs on its own (MEMFIT_TEST_RAY=1 bash tests/run.sh): in one full run here
-# ray.init aborted the whole pytest process while connecting to its own GCS, taking every other
-# result with it.
-if [ "${MEMFIT_TEST_RAY:-0}" = "1" ]; then
-  python -m pytest tests/test_sweep_ray.py "$@"
-fi
-python -m pytest --ignore=tests/test_sweep_ray.py "$@"
+python -m pytest "$@"
