@@ -124,6 +124,23 @@ def _corpus(n: int, seed: int) -> list[dict]:
     return items
 
 
+def test_a_store_indexed_by_an_older_text_analysis_is_reindexed_on_open(pg_url):
+    from memfit_jupyter.memory.text import ANALYZER
+
+    schema = fresh_schema()
+    with MemoryStore(pg_url, schema=schema) as store:
+        store.add("she loved the pottery class", tags=["hobby"])
+        store.add("the build failed twice", tags=["ci"])
+        # as an older analysis left it: other tokens in the index, another name in meta
+        store._x(f"UPDATE {schema}.memories SET fts = to_tsvector('simple', 'lov potteri')")
+        store._x(f"UPDATE {schema}.meta SET value = 'suffix-1' WHERE key = 'analyzer'")
+    with MemoryStore(pg_url, schema=schema) as again:
+        assert [e.content for e, _ in again.search_lexical("loving pottery", 5)] == ["she loved the pottery class"]
+        assert [e.content for e, _ in again.search_lexical("failing builds", 5)] == ["the build failed twice"]
+        assert again._x(f"SELECT value FROM {schema}.meta WHERE key = 'analyzer'").fetchone() == (ANALYZER,)
+        again.drop()
+
+
 def test_same_dedup_verdicts_and_rankings_as_sqlite(pg, tmp_path):
     items = _corpus(300, seed=3)
     lite = MemoryStore(tmp_path / "lite")

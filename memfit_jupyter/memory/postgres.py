@@ -38,6 +38,7 @@ from .items import prepare_batch
 from .ranking import RankingConfig
 from .retrieval import SeedRetrieval
 from .search import Candidates
+from .text import ANALYZER
 
 URL_SCHEMES = ("postgresql://", "postgres://")
 SCHEMA_VERSION = "1"
@@ -52,6 +53,9 @@ _COLUMNS = "key, id, content, tags, questions, created_at, c, o, r, e, p, a, t"
 #: ts_rank's weights for the D, C, B, A labels: questions (C) 0.6, tags (B) 0.8, content (A) 1.0,
 #: the field weights the SQLite store gives BM25.
 _RANK_WEIGHTS = "{0.1, 0.6, 0.8, 1.0}"
+#: A memory's tsvector from its content, tags and questions, each already analysed by ``fts_text``.
+_FTS = ("setweight(to_tsvector('simple', %s), 'A') || setweight(to_tsvector('simple', %s), 'B') "
+        "|| setweight(to_tsvector('simple', %s), 'C')")
 
 
 def is_url(path: Any) -> bool:
@@ -120,6 +124,9 @@ class PostgresStore(SeedRetrieval):
                 meta = dict(self._x(f"SELECT key, value FROM {schema}.meta").fetchall())
                 self.embedder = self._choose_embedder(meta, embedder)
                 self._create_tables(self.embedder.dim, m, ef_construction)
+                if meta.get("analyzer") != ANALYZER:  # new, or indexed by an older text analysis
+                    self._reindex_text()
+                    self._set_meta({"analyzer": ANALYZER})
         except psycopg.Error as exc:
             self.close()
             raise StoreError(f"cannot open memory store {self.path!r}: {_first_line(exc)}") from None
@@ -223,8 +230,7 @@ class PostgresStore(SeedRetrieval):
             cur.executemany(
                 f"INSERT INTO {self._t('memories')}(id, content, tags, questions, created_at, c, o, r, e, p, a, t, "
                 "vector, qvector, fts) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, "
-                "setweight(to_tsvector('simple', %s), 'A') || setweight(to_tsvector('simple', %s), 'B') "
-                "|| setweight(to_tsvector('simple', %s), 'C')) RETURNING key",
+                f"{_FTS}) RETURNING key",
                 [(e.id, e.content, e.tags, e.potential_questions, e.created_at, e.c_score, e.o_score, e.r_score,
                   e.e_score, e.p_score, e.a_score, e.t_score, v, q, fts_text([e.content]), fts_text(e.tags),
                   fts_text(e.potential_questions)) for e, v, q in zip(entities, vecs, qvecs, strict=True)],
@@ -238,6 +244,16 @@ class PostgresStore(SeedRetrieval):
             if pairs:
                 cur.executemany(f"INSERT INTO {self._t('memory_tags')}(tag, key) VALUES (%s, %s) "
                                 "ON CONFLICT DO NOTHING", pairs)
+
+    def _reindex_text(self) -> None:
+        """Inside the opening transaction: rewrite every memory's ``tsvector`` with this
+        version's text analysis (``text.ANALYZER``), as the SQLite store rewrites its FTS5 index."""
+        memories = self._t("memories")
+        rows = self._x(f"SELECT key, content, tags, questions FROM {memories}").fetchall()
+        if rows:
+            with self._conn.cursor() as cur:
+                cur.executemany(f"UPDATE {memories} SET fts = {_FTS} WHERE key = %s",
+                                [(fts_text([c]), fts_text(t), fts_text(q), k) for k, c, t, q in rows])
 
     def _stored_candidates(self, probes: list[Probe]) -> list[list[Probe]]:
         """For each probe, the stored memories it could repeat: those sharing enough tags
