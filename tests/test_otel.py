@@ -124,6 +124,12 @@ def test_a_spin_run_becomes_a_tree_of_spans_with_its_findings(spin_trace, tmp_pa
     assert sum(s["attrs"]["gen_ai.usage.input_tokens"] for s in chats) == spin_trace["totals"]["tokens"]["prompt"]
     assert sum(s["attrs"]["gen_ai.usage.output_tokens"] for s in chats) == spin_trace["totals"]["tokens"]["completion"]
     assert {s["attrs"]["memfit.purpose"] for s in chats} >= {"action", "reflection", "spin"}
+    # why each call stopped: the model_call's finish_reason (litellm's), call by call
+    calls = [e for e in spin_trace["events"] if e["type"] == "model_call"]
+    assert all(c.get("finish_reason") for c in calls if c["ok"])
+    assert sorted((s["attrs"]["memfit.purpose"], tuple(s["attrs"].get("gen_ai.response.finish_reasons", ())))
+                  for s in chats) == \
+        sorted((c["purpose"], (c["finish_reason"],) if c.get("finish_reason") else ()) for c in calls)
     # the findings: spin events with their layer and detector, reflection levels and triggers
     spin_iteration = next(s for s in iterations if s["attrs"].get("memfit.spin.detected"))
     spins = [e for e in spin_iteration["events"] if e["name"] == "memfit.spin"]
@@ -158,6 +164,7 @@ def test_breaker_transitions_and_failed_calls(outage_trace, tmp_path):
     failed = [s for s in spans if s["name"].startswith("chat ") and (s.get("status") or {}).get("code") == 2]
     kinds = [e["error_kind"] for e in outage_trace["events"] if e["type"] == "model_call" and not e["ok"]]
     assert sorted(s["attrs"]["error.type"] for s in failed) == sorted(kinds)
+    assert not any("gen_ai.response.finish_reasons" in s["attrs"] for s in failed)  # no reply, no reason
     assert {"server_error", "rate_limit", "timeout"} <= set(kinds)
     # the samples of sub_query ran inside the tool call: their spans are its children
     (sub_query,) = [s for s in spans if s["name"] == "execute_tool sub_query"]

@@ -29,7 +29,7 @@ def baseline(tmp_path_factory):
 
 
 def otel_notes(run):
-    return [e["text"] for e in run.trace()["events"] if e["type"] == "note" and e.get("source") == "otel"]
+    return [e for e in run.trace()["events"] if e["type"] == "note" and e.get("source") == "otel"]
 
 
 def same_run(run, baseline):
@@ -38,11 +38,27 @@ def same_run(run, baseline):
     assert kinds == [e["type"] for e in baseline.trace()["events"]]
 
 
+def told_losses(run, stats):
+    """The notes tell the losses: counts that grow while the run goes, and after ``run_end`` one
+    note with the final count, the spans lost in the last flush included."""
+    events = run.trace()["events"]
+    end = next(i for i, e in enumerate(events) if e["type"] == "run_end")
+    notes = otel_notes(run)
+    during = [n for n in notes if events.index(n) < end]
+    (final,) = [n for n in notes if events.index(n) > end]
+    counts = [int(n["text"].split("export: ")[1].split(" ")[0]) for n in during]
+    assert all("lost so far" in n["text"] for n in during) and counts == sorted(counts)
+    assert all(c <= stats.dropped for c in counts)
+    assert f"export: {stats.dropped} of {stats.spans} span(s) lost" in final["text"]
+    assert stats.destination in final["text"] and "in the last flush after the run ended" in final["text"]
+    return final["text"]
+
+
 @pytest.mark.parametrize("fault", ["down", "refusing", "busy"])
 def test_a_collector_that_fails_loses_spans_that_are_counted_and_told(fault, baseline, tmp_path):
     options = {"timeout": 0.5, "schedule_delay": 0.02}
-    if fault == "down":
-        run = loop_run(tmp_path, {"endpoint": f"http://127.0.0.1:{closed_port()}", **options})
+    if fault == "down":  # unpaced, so that its first batches fail while the run goes
+        run = loop_run(tmp_path, {"endpoint": f"http://127.0.0.1:{closed_port()}", **options, "cpu_share": 1.0})
         sink = None
     else:
         with OtlpSink("400" if fault == "refusing" else "503") as sink:
@@ -50,15 +66,27 @@ def test_a_collector_that_fails_loses_spans_that_are_counted_and_told(fault, bas
             stats = otel.live_export_of(run).wait(60)
     same_run(run, baseline)
     stats = otel.live_export_of(run).wait(60)
-    assert stats.finished and stats.spans > 3 * ITERATIONS
+    assert stats.finished and stats.spans > 3 * ITERATIONS and stats.waiting == 0
     assert stats.exported == 0 and stats.dropped == stats.spans and stats.failed_batches >= 1
     assert stats.last_error
     if sink is not None:
         assert sink.requests >= stats.failed_batches and not sink.spans
-    notes = otel_notes(run)
-    assert notes and "lost so far" in notes[0] and stats.destination in notes[0]
-    counts = [int(n.split("export: ")[1].split(" ")[0]) for n in notes]
-    assert counts == sorted(counts) and counts[-1] <= stats.dropped
+    told_losses(run, stats)
+    if fault == "down":
+        assert "lost so far" in otel_notes(run)[0]["text"]
+
+
+def test_after_a_failed_batch_the_export_cools_down_instead_of_retrying(tmp_path):
+    """Many batches against a refusing collector: one request, the next batches are not sent
+    within the cooldown, and every span of them is counted as lost."""
+    with OtlpSink("400") as sink:
+        run = loop_run(tmp_path, {"endpoint": sink.endpoint, "timeout": 0.5, "schedule_delay": 0.02,
+                                  "max_queue": 16})
+        stats = otel.live_export_of(run).wait(60)
+        requests = sink.requests
+    assert stats.failed_batches >= 1 and stats.skipped_batches >= 1
+    assert requests == stats.failed_batches < stats.failed_batches + stats.skipped_batches
+    assert stats.dropped == stats.spans and stats.exported == 0
 
 
 def test_a_slow_collector_overflows_the_bounded_queue_and_the_run_does_not_wait(baseline, tmp_path):
@@ -69,11 +97,26 @@ def test_a_slow_collector_overflows_the_bounded_queue_and_the_run_does_not_wait(
         stats = otel.live_export_of(run).wait(90)
         received = len(sink.spans)
     same_run(run, baseline)
-    assert during.pending > 0 or during.dropped > 0  # the run ended with the export still going
+    # the run ended with the export still going
+    assert not during.finished and (during.pending > 0 or during.dropped > 0 or during.waiting > 0)
     assert stats.finished and stats.dropped > 0 and stats.exported > 0
     assert stats.exported + stats.dropped == stats.spans
     assert received == stats.exported
-    assert otel_notes(run)
+    told_losses(run, stats)
+
+
+def test_the_mapping_waits_for_its_share_of_the_time_and_catches_up_after_the_run(baseline, tmp_path):
+    """With a tiny CPU share the run goes on without its spans, which are all mapped and sent
+    after run_end: the run's own thread only hands events over."""
+    with OtlpSink() as sink:
+        run = loop_run(tmp_path, {"endpoint": sink.endpoint, "schedule_delay": 0.02, "cpu_share": 1e-6})
+        during = otel.live_export_of(run).stats()
+        stats = otel.live_export_of(run).wait(60)
+        received = {s.span_id.hex() for s in sink.spans}
+    same_run(run, baseline)
+    assert during.waiting > len(run.trace()["events"]) // 2 and during.spans < stats.spans
+    assert stats.dropped == 0 and stats.waiting == 0 and stats.exported == stats.spans == len(received)
+    assert not otel_notes(run)
 
 
 def test_a_working_collector_gets_every_span(tmp_path):
