@@ -165,8 +165,9 @@ def test_phoenix_reads_the_spans_the_tree_the_tokens_and_the_findings(phoenix, t
     (root,) = [s for s in outage_spans if s["parent_id"] is None]
     assert root["attributes"]["memfit.breaker.opened"] is True
     assert "primary:CLOSED->OPEN" in root["attributes"]["memfit.breaker.transitions"]
-    opened = [e for s in outage_spans for e in s["events"]
-              if e["name"] == "memfit.breaker" and e["attributes"].get("memfit.to_state") == "OPEN"]
+    opened = sorted((e for s in outage_spans for e in s["events"]  # (Phoenix lists spans in no set order)
+                     if e["name"] == "memfit.breaker" and e["attributes"].get("memfit.to_state") == "OPEN"),
+                    key=lambda e: e["timestamp"])
     assert opened and opened[0]["attributes"]["memfit.from_state"] == "CLOSED"
     errors = Counter(s["attributes"]["error.type"] for s in outage_spans
                      if s["span_kind"] == "LLM" and s["status_code"] == "ERROR")

@@ -11,9 +11,10 @@ the inbox to spans (``SpanBuilder``) and ends them into the SDK's
 Why the mapping is not done on the run's thread, and is paced: a run is
 Python code holding the GIL, so every microsecond the export spends, on any
 thread, is a microsecond the run waits.  While the run goes, the export
-thread uses at most ``cpu_share`` (default 2 %) of the time, its mapping and
-the exporter's encoding counted together; what it could not map yet waits in
-the inbox and is mapped at full speed once ``run_end`` has arrived.  On a
+thread uses at most ``cpu_share`` (default 2 %) of the process's CPU time, its
+mapping and the exporter's encoding counted together (of a quarter of the wall
+time when the process is idle); what it could not map yet waits in the inbox
+and is mapped at full speed once ``run_end`` has arrived.  On a
 real model (seconds per call) the export keeps up at once; on the scripted
 models, which answer in microseconds, spans trail the run.
 
@@ -62,8 +63,11 @@ log = package_logger()
 DEFAULT_MAX_QUEUE = 2048
 #: Seconds an export request may take (retries included) unless the environment or timeout= say.
 DEFAULT_TIMEOUT_S = 3.0
-#: Share of the time the export may use while its run goes (mapping + encoding, all threads).
+#: Share of the process's CPU time the export may use while its run goes (mapping + encoding).
 DEFAULT_CPU_SHARE = 0.02
+#: While the process is idle (a run waiting for its model) the share applies to this much of the
+#: wall time, so that spans keep leaving when the run uses little CPU.
+IDLE_FLOOR = 0.25
 #: How often the export thread maps what has arrived (seconds; a smaller schedule_delay wins).
 MAP_INTERVAL_S = 0.2
 #: Events mapped between two looks at the CPU budget (a few milliseconds of work at most).
@@ -194,19 +198,20 @@ class LiveExport:
     # --- the export's thread ------------------------------------------------------------
     def _work(self) -> None:
         sdk.keep_own([])  # "Queue full, dropping Span" (once per span) is counted, not printed
-        credit, last, exporter_cpu = 0.0, time.monotonic(), 0.0
+        credit, last, last_cpu, exporter_cpu = 0.0, time.monotonic(), time.process_time(), 0.0
         try:
             while True:
                 if not self._over.is_set():
                     self._over.wait(self._interval)
                 while self._inbox:
                     pacing = not self._over.is_set() and self.cpu_share < 1
-                    if pacing:
-                        now = time.monotonic()
+                    if pacing:  # the share is of the process's CPU time (of the wall time when idle)
+                        now, cpu = time.monotonic(), time.process_time()
                         spent = self._counter.cpu_s - exporter_cpu
                         exporter_cpu += spent
-                        credit = min(CREDIT_CAP_S, credit + (now - last) * self.cpu_share) - spent
-                        last = now
+                        earned = max(cpu - last_cpu, IDLE_FLOOR * (now - last)) * self.cpu_share
+                        credit = min(CREDIT_CAP_S, credit + earned) - spent
+                        last, last_cpu = now, cpu
                         if credit <= 0:  # over budget: wait until it is earned back (or the run ends)
                             self._over.wait(-credit / self.cpu_share + 0.001)
                             continue

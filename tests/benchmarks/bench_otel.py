@@ -2,10 +2,13 @@
 or slow; the baseline is the same run without export, measured in the same process.
 
 Each round runs ``memfit/bench-loop`` for ``--iterations`` iterations once per variant, in an
-order that rotates from round to round; the report gives each variant's median run time, its
-ratio to the median without export, what the export lost (dropped / spans, per run), whether the
-run was told (notes), and how long after the run the export went on (``after s``: the mapping
-left for after ``run_end`` and the last flush; its CPU ``after cpu``).  A second part times the
+order that rotates from round to round; the report gives each variant's median run time and
+CPU time, the median over rounds of its ratio to the run without export of the same round (the
+machine's load drifts: pairs within a round share it), the share of the process's CPU the
+export's own threads used while the run went (``export%``, read from their thread clocks), what
+the export lost (dropped / spans, per run), whether the run was told (notes), and how long after
+the run the export went on (``after s``: the mapping left for after ``run_end`` and the last
+flush; its CPU ``after cpu``).  A second part times the
 mapping itself: events fed through ``SpanBuilder`` into an in-memory SDK exporter.
 
     python tests/benchmarks/bench_otel.py [--iterations 200] [--rounds 5]
@@ -27,6 +30,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -38,15 +42,35 @@ from otel_servers import closed_port  # noqa: E402
 VARIANTS = ("none", "file", "ok", "down", "refusing", "busy", "slow")
 
 
-def one_run(iterations: int, target: dict | None) -> tuple[float, float, object]:
-    """Wall and CPU seconds of the run (CPU of the whole process: the export's threads too)."""
+EXPORT_THREADS = ("memfit-otel", "OtelBatch")  # the live export's threads and the SDK's
+
+
+def _thread_cpu() -> dict[int, float]:
+    """CPU seconds of each live export thread now, by thread id."""
+    out = {}
+    for thread in threading.enumerate():
+        if thread.name.startswith(EXPORT_THREADS) and thread.ident is not None:
+            try:
+                out[thread.ident] = time.clock_gettime(time.pthread_getcpuclockid(thread.ident))
+            except (OSError, AttributeError):  # the thread ended meanwhile
+                pass
+    return out
+
+
+def one_run(iterations: int, target: dict | None) -> tuple[float, float, float, object]:
+    """Wall and CPU seconds of the run (CPU of the whole process: the export's threads too), and
+    the CPU seconds the export's own threads used meanwhile."""
     from memfit_jupyter import Agent
 
     run = Agent(model="memfit/bench-loop", workdir=tempfile.mkdtemp(), memory=False,
                 max_iterations=iterations, otel=target).start("Keep counting.")
+    before = _thread_cpu()
     t0, c0 = time.perf_counter(), time.process_time()
     run.run()
-    return time.perf_counter() - t0, time.process_time() - c0, run
+    wall, cpu = time.perf_counter() - t0, time.process_time() - c0
+    after = _thread_cpu()
+    export_cpu = sum(seconds - before.get(ident, 0.0) for ident, seconds in after.items())
+    return wall, cpu, export_cpu, run
 
 
 def collector(mode: str) -> tuple[subprocess.Popen, str]:
@@ -98,6 +122,7 @@ def main() -> None:
 
     times: dict[str, list[float]] = {v: [] for v in VARIANTS}
     cpu: dict[str, list[float]] = {v: [] for v in VARIANTS}
+    export_cpu: dict[str, list[float]] = {v: [] for v in VARIANTS}
     after: dict[str, list[tuple[float, float]]] = {v: [] for v in VARIANTS}
     lost: dict[str, list[tuple[int, int, int]]] = {v: [] for v in VARIANTS}
     from memfit_jupyter.otel import live_export_of
@@ -105,9 +130,10 @@ def main() -> None:
     for r in range(args.rounds):
         order = VARIANTS[r % len(VARIANTS):] + VARIANTS[: r % len(VARIANTS)]
         for variant in order:
-            seconds, cpu_seconds, run = one_run(args.iterations, target(variant, r))
+            seconds, cpu_seconds, own, run = one_run(args.iterations, target(variant, r))
             times[variant].append(seconds)
             cpu[variant].append(cpu_seconds)
+            export_cpu[variant].append(own)
             if variant != "none":
                 # what is left (mapping, last flush) ends before the next run starts, outside the
                 # timings, so that it never weighs on another variant's run; it is reported apart
@@ -120,18 +146,26 @@ def main() -> None:
         process.stdin.close()
         process.wait(10)
 
-    base, base_cpu = statistics.median(times["none"]), statistics.median(cpu["none"])
-    print(f"bench-loop, {args.iterations} iterations, {args.rounds} rounds (medians)")
-    print(f"{'variant':<10}{'wall s':>8}{'ratio':>7}{'cpu s':>8}{'ratio':>7}{'after s':>9}{'after cpu':>10}"
-          "   dropped/spans (notes) per run")
+    def paired(values: dict[str, list[float]], variant: str) -> float:
+        """The median over rounds of the variant's ratio to the run without export of its round."""
+        return statistics.median(v / b for v, b in zip(values[variant], values["none"], strict=True))
+
+    base_cpu = statistics.median(cpu["none"])
+    print(f"bench-loop, {args.iterations} iterations, {args.rounds} rounds (medians; ratios to the run "
+          "without export of the same round)")
+    print(f"{'variant':<10}{'wall s':>8}{'ratio':>7}{'cpu s':>8}{'ratio':>7}{'export%':>8}{'after s':>9}"
+          f"{'after cpu':>10}   dropped/spans (notes) per run")
     for variant in VARIANTS:
-        med, med_cpu = statistics.median(times[variant]), statistics.median(cpu[variant])
+        share = statistics.median(e / c for e, c in zip(export_cpu[variant], cpu[variant], strict=True))
         wait_s = f"{statistics.median(a for a, _ in after[variant]):>9.2f}" if after[variant] else f"{'-':>9}"
         wait_c = f"{statistics.median(c for _, c in after[variant]):>10.2f}" if after[variant] else f"{'-':>10}"
         losses = ", ".join(f"{d}/{s} ({n})" for d, s, n in lost[variant]) or "-"
-        print(f"{variant:<10}{med:>8.3f}{med / base:>7.3f}{med_cpu:>8.3f}{med_cpu / base_cpu:>7.3f}"
+        print(f"{variant:<10}{statistics.median(times[variant]):>8.3f}{paired(times, variant):>7.3f}"
+              f"{statistics.median(cpu[variant]):>8.3f}{paired(cpu, variant):>7.3f}{share:>8.1%}"
               f"{wait_s}{wait_c}   {losses}")
-    _, _, sample = one_run(args.iterations, None)
+    print("export% = CPU of the export's threads while the run went / the process's CPU; after = the "
+          "export's work left after run_end (mapping, last flush), outside the run's time")
+    _, _, _, sample = one_run(args.iterations, None)
     trace = sample.trace()
     per_event = mapping_cost(trace, 5)
     per_run = per_event * len(trace["events"]) / 1e3
