@@ -11,6 +11,7 @@ from nbclient import NotebookClient
 from otel_servers import OtlpSink, closed_port
 
 from memfit_jupyter import Agent, otel
+from memfit_jupyter.jupyter.state import facts
 
 ITERATIONS = 40
 
@@ -51,6 +52,7 @@ def told_losses(run, stats):
     assert all(c <= stats.dropped for c in counts)
     assert f"export: {stats.dropped} of {stats.spans} span(s) lost" in final["text"]
     assert stats.destination in final["text"] and "in the last flush after the run ended" in final["text"]
+    assert final["text"] in facts(run.trace()).notes  # what the run's view lists
     return final["text"]
 
 
