@@ -12,6 +12,7 @@ from otel_servers import OtlpSink, closed_port
 
 from memfit_jupyter import Agent, otel
 from memfit_jupyter.jupyter.state import facts
+from memfit_jupyter.otel.otlp_json import attributes
 
 ITERATIONS = 40
 
@@ -186,3 +187,19 @@ def test_the_magic_exports_with_the_flag_and_the_setting(tmp_path):
         text = "".join(o.get("text", "") for o in cells[name])
         assert f"UsageError: {needle}" in text and "Traceback" not in text, text
         assert len(text.strip().splitlines()) == 1
+
+
+def test_closing_the_export_of_a_run_that_stops_midway_ends_its_open_spans(tmp_path):
+    path = tmp_path / "cut.otlp.json"
+    run = Agent(model="memfit/bench-loop", workdir=tmp_path, memory=False, max_iterations=ITERATIONS,
+                otel={"path": path, "schedule_delay": 0.02}).start("Keep counting.")
+    for _ in range(3):
+        run.step()
+    stats = otel.live_export_of(run).close(30)
+    spans = otel.read_otlp_json(path)
+    assert stats.finished and stats.dropped == 0 and stats.exported == stats.spans == len(spans)
+    (root,) = [s for s in spans if not s.get("parentSpanId")]
+    assert attributes(root["attributes"])["memfit.unfinished"] is True
+    assert {s["name"] for s in spans} >= {"iteration 1", "iteration 3", "execute_tool python"}
+    run.step()  # the run goes on, no longer exported
+    assert otel.live_export_of(run).stats() == stats
