@@ -442,8 +442,11 @@ class PostgresStore(SeedRetrieval):
             semantic_keys = [k for k, _ in self._nearest(q, semantic_limit, only)]
             lexical = self._lexical_keys(query, lexical_limit) if lexical_limit > 0 else []
             order = list(dict.fromkeys([*tag_keys, *semantic_keys, *(k for k, _ in lexical)]))
-            rows = {r[0]: r for r in self._x(
-                f"SELECT {_COLUMNS}, vector FROM {self._t('memories')} WHERE key = ANY(%s)", (order,))} if order else {}
+            rows = {}
+            if order:  # binary: a vector's text form takes longer to parse than the query takes to run
+                with self._conn.cursor(binary=True) as cur:
+                    rows = {r[0]: r for r in cur.execute(
+                        f"SELECT {_COLUMNS}, vector FROM {self._t('memories')} WHERE key = ANY(%s)", (order,))}
         keys = [k for k in order if k in rows]
         entities = [self._entity(rows[k]) for k in keys]
         vecs = (np.stack([_array(rows[k][13]) for k in keys]) if keys
