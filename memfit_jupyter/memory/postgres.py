@@ -106,6 +106,8 @@ class PostgresStore(SeedRetrieval):
         self.ef_search = ef_search
         self._lock = threading.RLock()
         self._closed = True
+        self._lex_pool: Any = None
+        self._lex_conn: Any = None
         # One lock id per store (schema), the same in every process.
         self._lock_id = zlib.crc32(f"memfit:{schema}".encode()) - 2**31
         try:
@@ -403,14 +405,14 @@ class PostgresStore(SeedRetrieval):
                            f"(SELECT key FROM {self._t('memory_tags')} WHERE tag = ANY(%s)) "
                            "ORDER BY vector <#> %s LIMIT %s", (q, wanted, q, int(limit))).fetchall()
 
-    def _lexical_keys(self, query: str, limit: int) -> list[tuple[int, float]]:
+    def _lexical_keys(self, query: str, limit: int, conn: Any = None) -> list[tuple[int, float]]:
         from .text import keywords
 
         kws = keywords(query)
         if not kws or limit <= 0:
             return []
         tsq = " | ".join(f"'{k}'" for k in kws)  # keywords are [a-z0-9_] or CJK: nothing to escape
-        return self._x(f"SELECT key, ts_rank('{_RANK_WEIGHTS}'::float4[], fts, q) AS s FROM {self._t('memories')}, "
+        return (conn or self._conn).execute(f"SELECT key, ts_rank('{_RANK_WEIGHTS}'::float4[], fts, q) AS s FROM {self._t('memories')}, "
                        "to_tsquery('simple', %s) AS q WHERE fts @@ q ORDER BY s DESC, key DESC LIMIT %s",
                        (tsq, int(limit))).fetchall()
 
@@ -438,9 +440,13 @@ class PostgresStore(SeedRetrieval):
         finds, each memory read once with its stored vector."""
         with self._lock:
             self._check_open()
+            # The full-text query runs on a second connection meanwhile: the server works on both
+            # at once, and a hybrid search waits for the slower of the two, not for their sum.
+            pending = self._lexical_pool().submit(self._lexical_keys, query, lexical_limit, self._lex_conn) \
+                if lexical_limit > 0 else None
             tag_keys = self._tag_keys(tags, limit=tag_limit) if tags else []
             semantic_keys = [k for k, _ in self._nearest(q, semantic_limit, only)]
-            lexical = self._lexical_keys(query, lexical_limit) if lexical_limit > 0 else []
+            lexical = pending.result() if pending is not None else []
             order = list(dict.fromkeys([*tag_keys, *semantic_keys, *(k for k, _ in lexical)]))
             rows = {}
             if order:  # binary: a vector's text form takes longer to parse than the query takes to run
@@ -514,12 +520,25 @@ class PostgresStore(SeedRetrieval):
             self._check_open()
             self._x(f"DROP SCHEMA IF EXISTS {self.schema} CASCADE")
 
+    def _lexical_pool(self) -> Any:
+        """The thread and connection that run full-text queries beside the vector query."""
+        if self._lex_pool is None:
+            import concurrent.futures as cf
+
+            self._lex_conn = self._psycopg.connect(self.url, autocommit=True)
+            self._lex_pool = cf.ThreadPoolExecutor(1, thread_name_prefix="memfit-pg-lexical")
+        return self._lex_pool
+
     def close(self) -> None:
-        """Close the connection. Safe to call twice."""
+        """Close the connections. Safe to call twice."""
         with self._lock:
             if not self._closed:
                 self._closed = True
                 self._conn.close()
+                if self._lex_pool is not None:
+                    self._lex_pool.shutdown(wait=True)
+                    self._lex_conn.close()
+                    self._lex_pool = self._lex_conn = None
 
     def __enter__(self) -> PostgresStore:
         return self
