@@ -64,6 +64,17 @@ def test_triage_runs_when_there_is_something_to_keep(tmp_path):
         TriageConfig(every=0)
 
 
+def test_a_failed_run_triages_the_steps_not_triaged_yet(tmp_path):
+    run, sent = run_of("demo", tmp_path, max_iterations=2)
+    assert run.status == "failed" and triaged(run) == [2]  # two healthy steps, then the limit
+    [messages] = sent.of("triage")
+    assert messages[1]["content"].endswith("-> 42.0\nFinished: no")  # the engine's reason is not a lesson
+    cancelled = Agent(model="memfit/demo", workdir=tmp_path / "c", max_iterations=2).start("add up data.txt")
+    cancelled.step()
+    cancelled.cancel()
+    assert triaged(cancelled) == []  # a person's stop makes no call
+
+
 def test_english_triage_reads_the_task_and_one_line_per_step(tmp_path):
     run, sent = run_of("demo", tmp_path / "en")
     [(system, user)] = [(m[0]["content"], m[1]["content"]) for m in sent.of("triage")]

@@ -116,21 +116,25 @@ class MemoryExtension(Hooks):
     def after_action(self, run: Any, record: Any) -> None:
         """Seed 3.7.1: the timeline's diff since the last triage goes to triage, when the
         iteration has something to keep (``triage.triage_due``)."""
-        from .triage import contextual_input, handle_memory, render_entries, triage_due
+        from .triage import triage_due
 
-        config = self.config.triage
-        if not triage_due(record, record.iteration, self._last_triaged, config):
-            return
-        diff = render_entries(self._fresh(run), config.format)
-        self._last_triaged = record.iteration
-        if not diff.strip():
+        if not triage_due(record, record.iteration, self._last_triaged, self.config.triage):
             return
         done = bool(record.ok and record.data.get("final"))
-        reason = "the agent called finish" if done else (record.error or None)
-        text = contextual_input(record.iteration, run.id, diff, run.status, done, reason, format=config.format,
+        self._triage(run, record.iteration, done, "the agent called finish" if done else (record.error or None))
+
+    def _triage(self, run: Any, iteration: int, done: bool, reason: Any) -> None:
+        from .triage import contextual_input, handle_memory, render_entries
+
+        config = self.config.triage
+        diff = render_entries(self._fresh(run), config.format)
+        self._last_triaged = iteration
+        if not diff.strip():
+            return
+        text = contextual_input(iteration, run.id, diff, run.status, done, reason, format=config.format,
                                 task=run.task)
         try:
-            outcome = handle_memory(self.store, text, run.llm, iteration=record.iteration, format=config.format)
+            outcome = handle_memory(self.store, text, run.llm, iteration=iteration, format=config.format)
         except Exception as exc:  # memory must never take the loop down
             run.emit("error", message=f"memory triage failed: {type(exc).__name__}: {exc}")
             return
@@ -138,8 +142,12 @@ class MemoryExtension(Hooks):
                  source=outcome["source"], duplicates=outcome["duplicates"], error=outcome["error"])
 
     def on_finish(self, run: Any, result: Any) -> None:
-        """Seed 3.7.2: a completed task searches memory (4 KB) and shows what it found."""
+        """Seed 3.7.2: a completed task searches memory (4 KB) and shows what it found.  A run that
+        failed triages the steps not triaged yet (a failure is something to keep); its reason is
+        the engine's word on the ending, not a lesson, so it is not given."""
         try:
+            if result.status == "failed" and self._last_triaged < run.iteration:
+                self._triage(run, run.iteration, False, None)
             if result.status == "done":
                 found = self.store.search(run.task, k=None, bytes_limit=self.config.task_search_bytes, llm=run.llm,
                                           iteration=run.iteration)

@@ -77,10 +77,17 @@ def settings_of(variant: str) -> dict:
     return {}
 
 
+#: The demo's file, for a real model (a scripted one places its scenario's files itself).
+DEMO_FILES = {"data.txt": "12\n7\n23\n"}
+
+
 def one(model, task, variant, **kwargs):
     from memfit_jupyter import Agent
 
     workdir = tempfile.mkdtemp(prefix="memfit-bench-")
+    if not model.startswith("memfit/"):
+        for name, text in DEMO_FILES.items():
+            Path(workdir, name).write_text(text)
     agent = Agent(model=model, workdir=workdir, **settings_of(variant), **kwargs)
     run = agent.start(task)
     log = PromptLog(run.llm.backend)
