@@ -260,7 +260,7 @@ def bench_search_only(n: int, opts: dict, max_build_s: float) -> dict:
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--sizes", default="10000,100000")
-    defaults = inspect.signature(MemoryStore).parameters
+    defaults = inspect.signature(MemoryStore.__init__).parameters  # __new__ takes *args, **kwargs
     for name in ("connectivity", "expansion_add", "expansion_search"):
         p.add_argument(f"--{name.replace('_', '-')}", type=int, default=defaults[name].default,
                        help="HNSW parameter, the same for the store and the bare index (default: the store's)")
