@@ -5,8 +5,9 @@
 
 Each notebook runs in a fresh kernel whose working directory is notebooks/;
 the notebooks themselves make a scratch folder for their files, so nothing is
-left behind in the repository.  Only the scripted ``memfit/<scenario>`` models
-are used: no network, no keys.
+left behind in the repository.  The scripted ``memfit/<scenario>`` models and,
+in real_models, the local model on 127.0.0.1 (tests/local_model.py) where it can
+run: no network, no keys.
 """
 
 from __future__ import annotations

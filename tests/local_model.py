@@ -15,6 +15,7 @@ other load on these two cores, generation collapsed to a few tokens a second.
 
 from __future__ import annotations
 
+import atexit
 import importlib.util
 import os
 import socket
@@ -105,6 +106,7 @@ class LocalModel:
         with open(log, "wb") as out:
             process = subprocess.Popen(args, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
         server = cls(process, port, log)
+        atexit.register(server.stop)  # a kernel or a script that ends without stop() takes it along
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
             if process.poll() is not None:
@@ -120,6 +122,7 @@ class LocalModel:
         raise RuntimeError(f"llama-server did not become healthy in {timeout_s:g} s: see {log}")
 
     def stop(self) -> None:
+        atexit.unregister(self.stop)
         if self.process.poll() is None:
             self.process.terminate()
             try:
