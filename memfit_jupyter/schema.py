@@ -70,6 +70,11 @@ def traced_classes() -> list[type[ev.Event]]:
     return [cls for shapes in ev.REGISTRY.values() for cls in shapes if cls.TRACED]
 
 
+def live_classes() -> list[type[ev.Event]]:
+    """The event classes sent to a live view only, never kept in a trace (``ModelDelta``)."""
+    return [cls for shapes in ev.REGISTRY.values() for cls in shapes if not cls.TRACED]
+
+
 def trace_schema() -> dict[str, Any]:
     """The JSON Schema of a trace (``Run.trace()``)."""
     defs = {_def_name(cls): event_schema(cls) for cls in traced_classes()}
@@ -143,6 +148,13 @@ def typescript(schema: dict[str, Any] | None = None) -> str:
         mark = "" if prop in schema["required"] else "?"
         lines.append(f"  {prop}{mark}: {_ts(s)};")
     lines += ["}", ""]
+    for cls in live_classes():  # the live view's own messages: typed like the rest, outside Trace
+        d = event_schema(cls)
+        lines.append(f"/** Live only, never in a trace: {d['description']} */")
+        lines.append(f"export interface {_def_name(cls)} {{")
+        for prop, s in d["properties"].items():
+            lines.append(f"  {prop}{'' if prop in d['required'] else '?'}: {_ts(s)};")
+        lines += ["}", ""]
     return "\n".join(lines)
 
 

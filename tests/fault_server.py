@@ -13,7 +13,8 @@ Behaviours: ``ok`` (or ``ok:<content>``), ``400`` (bad request), ``401`` (bad ke
 content policy refused it), ``slow:<seconds>`` (answers ok after that long: past a shorter
 client timeout it is a timeout), ``malformed`` (HTTP 200 whose body is not JSON).
 A request with ``"stream": true`` gets its ok reply as server-sent events, a few
-characters a chunk, then the usage.  ``requests`` counts what each model received;
+characters a chunk (``FaultServer(stream_delay_s=...)`` waits that long between chunks, as
+a model that writes slowly), then the usage.  ``requests`` counts what each model received;
 ``bodies`` keeps each request's JSON body.
 """
 
@@ -34,7 +35,8 @@ class _Server(ThreadingHTTPServer):
 
 
 class FaultServer:
-    def __init__(self) -> None:
+    def __init__(self, stream_delay_s: float = 0.0) -> None:
+        self.stream_delay_s = stream_delay_s
         self._scripts: dict[str, list[str]] = {}
         self.requests: dict[str, int] = defaultdict(int)
         self.bodies: dict[str, list[dict]] = defaultdict(list)
@@ -176,6 +178,8 @@ class FaultServer:
             if self._stop.is_set():
                 return
             event({**base, "choices": [{"index": 0, "delta": {"content": content[i:i + piece]}}]})
+            if self.stream_delay_s:
+                self._stop.wait(self.stream_delay_s)
         event({**base, "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]})
         event({**base, "choices": [], "usage": {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15}})
         handler.wfile.write(b"data: [DONE]\n\n")

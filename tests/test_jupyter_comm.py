@@ -36,6 +36,10 @@ class Kernel:
         self.events: dict[str, list[dict]] = {}
         #: comm id -> the latest head (the trace without its events).
         self.heads: dict[str, dict] = {}
+        #: comm id -> the streamed pieces received: (events held when it came, the model_delta).
+        self.deltas: dict[str, list[tuple[int, dict]]] = {}
+        #: comm id -> every controls state the widget synced, in order.
+        self.control_log: dict[str, list[dict]] = {}
 
     def track(self, msg):
         """Keep widgets and streamed events up to date, as the browser's widget model does."""
@@ -46,6 +50,11 @@ class Kernel:
             data = c["data"]
             if data.get("method") == "update":
                 self.widgets[c["comm_id"]].update(data["state"])
+                if "controls" in data["state"]:
+                    self.control_log.setdefault(c["comm_id"], []).append(data["state"]["controls"])
+            elif data.get("method") == "custom" and data["content"].get("kind") == "delta":
+                held = len(self.events.get(c["comm_id"], []))
+                self.deltas.setdefault(c["comm_id"], []).append((held, data["content"]["event"]))
             elif data.get("method") == "custom" and data["content"].get("kind") == "batch":
                 batch = data["content"]
                 held = self.events.setdefault(c["comm_id"], [])
@@ -361,3 +370,85 @@ def test_ask_user_from_a_step_click_does_not_wait_for_an_input_box(kernel):
     kernel.act("step")
     assert kernel.value("stepask.iteration") == "1"
     assert "No person can answer here" in kernel.value("stepask.records[0].output")
+
+
+#: The reply a slowly writing model streams for the action call.
+STREAMED_REPLY = json.dumps({"thought": "The task asks for nothing but a greeting, so I will finish at once "
+                                        "and say hello; no file needs reading and no tool but finish.",
+                             "action_type": "answer", "tool": "finish", "params": {"answer": "hello"}})
+
+
+@pytest.fixture(scope="module")
+def slow_model():
+    from fault_server import FaultServer
+
+    server = FaultServer(stream_delay_s=0.04).start()
+    yield server
+    server.stop()
+
+
+@pytest.mark.parametrize("throttle_ms", [0, 700])
+def test_a_streamed_reply_reaches_the_view_in_throttled_pieces_never_in_the_trace(kernel, slow_model, throttle_ms):
+    model = f"streamer{throttle_ms}"
+    slow_model.script(model, [f"ok:{STREAMED_REPLY}"])
+    _, msgs = kernel.execute(
+        "from memfit_jupyter import Agent\n"
+        "from memfit_jupyter.jupyter.display import show\n"
+        f"_a = Agent(model='openai/{model}', api_base='{slow_model.api_base}', structured='schema',\n"
+        "           tools=['finish'], reflection='none', memory=False, max_iterations=1)\n"
+        f"_view = show(_a.start('Say hello, then finish.'), throttle_ms={throttle_ms})\n"
+        "_run = _view.run", timeout=120)
+    comm = kernel.run_widget()
+    pieces = kernel.deltas.get(comm, [])
+    seen = int(kernel.value("_view.widget.deltas_seen"))
+    assert kernel.value("_run.status") == "'done'"
+    assert seen >= 3, "the model wrote slowly: several pieces should have streamed"
+    assert len(pieces) == int(kernel.value("_view.widget.streamed"))
+    if throttle_ms == 0:
+        assert len(pieces) == seen
+    else:  # pieces closer than the throttle are joined, none lost but the last held one
+        assert 1 <= len(pieces) < seen
+    text = "".join(p["text"] for _, p in pieces)
+    assert STREAMED_REPLY.startswith(text) and len(text) >= len(STREAMED_REPLY) // 3
+    assert all(p["type"] == "model_delta" and p["purpose"] == "action" and p["iteration"] == 1 for _, p in pieces)
+    assert [p["chars"] for _, p in pieces] == sorted(p["chars"] for _, p in pieces)
+    # every piece came after the events before the call, before the call's model_call
+    trace = kernel.json("_run.trace()")
+    call_at = next(i for i, e in enumerate(trace["events"]) if e["type"] == "model_call")
+    assert all(held <= call_at for held, _ in pieces)
+    assert kernel.events[comm] == trace["events"]
+    # deltas never enter the trace nor the saved bundle
+    assert not [e for e in trace["events"] if e["type"] == "model_delta"]
+    saved = [m["content"]["data"][RUN_MIME] for m in msgs
+             if m["msg_type"] in ("display_data", "update_display_data") and RUN_MIME in m["content"]["data"]]
+    assert saved and not [e for e in saved[-1]["events"] if e["type"] == "model_delta"]
+    assert saved[-1]["events"] == trace["events"]
+    # a model with no known price: the view says so instead of showing $0
+    estimates = [c["estimate"] for c in kernel.control_log[comm] if c.get("estimate")]
+    assert estimates and estimates[0]["priced"] is False and estimates[0]["model"] == f"openai/{model}"
+
+
+def test_the_header_shows_the_expected_cost_of_an_iteration(kernel):
+    kernel.execute("%config MemfitMagics.max_live_cards = 7")
+    try:
+        kernel.execute("%%memfit_task --step --model memfit/demo --name costed\n"
+                       "What is the total of the numbers in data.txt?")
+        comm = kernel.run_widget()
+        controls = kernel.controls()
+        assert controls["max_cards"] == 7
+        estimate = controls["estimate"]
+        expected = kernel.json("costed.estimate()")
+        # scripted models have prices (their scenario's), so the estimate is a real figure
+        assert estimate["priced"] is True and estimate["iteration_cost_usd"] > 0
+        assert estimate["iteration_cost_usd"] == expected["iteration_cost_usd"]
+        assert estimate["calls_per_iteration"] == expected["calls_per_iteration"]
+        kernel.act("step")
+        after = kernel.controls()["estimate"]
+        assert after["prompt_tokens"] > estimate["prompt_tokens"]  # the prompt grew by a step
+        kernel.act("continue")
+        assert kernel.controls()["status"] == "done" and kernel.controls()["estimate"] is None
+        # while the run went, the estimate was there
+        running = [c for c in kernel.control_log[comm] if c.get("busy") and c["status"] == "running"]
+        assert running and all(c["estimate"] and c["estimate"]["priced"] for c in running), running
+    finally:
+        kernel.execute("%config MemfitMagics.max_live_cards = 100")

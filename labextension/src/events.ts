@@ -23,7 +23,7 @@ import {
   strings
 } from './dom';
 import { rankingTable } from './memory';
-import { MemfitEvent, readRows } from './payload';
+import { EventType, MemfitEvent, readRows } from './payload';
 
 type Card = (e: MemfitEvent) => HTMLElement;
 
@@ -78,7 +78,9 @@ const modelCall: Card = e => {
     e.ok === false ? badge('failed', 'bad') : null,
     h('span', { class: 'memfit-call-line' }, parts.filter(Boolean).join(' · ')),
     e.error ? text(`${e.error_kind ? `${str(e.error_kind)}: ` : ''}${str(e.error)}`, 'memfit-error') : null,
-    typeof e.reply === 'string' && e.reply ? details('reply', clip(e.reply)) : null
+    typeof e.reply === 'string' && e.reply ? details('reply', clip(e.reply)) : null,
+    // a call cut off (interrupted, timed out) keeps what had streamed in
+    typeof e.partial_reply === 'string' && e.partial_reply ? details('partial reply, as streamed before the call ended', clip(e.partial_reply)) : null
   );
   return el;
 };
@@ -395,7 +397,8 @@ export function genericCard(e: MemfitEvent): HTMLElement {
   );
 }
 
-export const CARDS: Record<string, Card> = {
+/** A card per known type (keys checked against the generated catalogue); the others get `genericCard`. */
+export const CARDS: { [K in EventType]?: Card } = {
   run_start: runStart,
   model_call: modelCall,
   format_error: formatError,
@@ -439,7 +442,7 @@ export function isMinor(e: MemfitEvent): boolean {
 
 /** The card for any event; a card that fails to draw falls back to the generic one. */
 export function eventCard(e: MemfitEvent): HTMLElement {
-  const make = Object.prototype.hasOwnProperty.call(CARDS, e.type) ? CARDS[e.type] : genericCard;
+  const make = (Object.prototype.hasOwnProperty.call(CARDS, e.type) && CARDS[e.type as EventType]) || genericCard;
   try {
     return make(e);
   } catch {

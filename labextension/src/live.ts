@@ -1,13 +1,16 @@
 /**
  * The live view of a run: the same `RunView` as a saved run, fed by the
  * kernel's batches of events, with the controls in one fixed place above it
- * (status with a spinner and a ticking clock, the buttons, the approval
- * question, the choices of a diverse synthesis, the override, the escalation)
- * and, in step mode, the X-ray of the next prompt.
+ * (status with a spinner and a ticking clock, the reply streaming in, the
+ * expected cost of an iteration, the buttons, the approval question, the
+ * choices of a diverse synthesis, the override, the escalation) and, in step
+ * mode, the X-ray of the next prompt.
  */
 
-import { h, seconds, str, num, obj, clip } from './dom';
-import { Controls, LiveChange, LiveSource } from './liveregistry';
+import { diffLines } from 'diff';
+
+import { h, seconds, str, num, obj, clip, money } from './dom';
+import { Controls, CostEstimate, LiveChange, LiveSource } from './liveregistry';
 import { RunView } from './run';
 
 const BUTTONS: Record<string, [string, string, string]> = {
@@ -22,8 +25,10 @@ const BUTTONS: Record<string, [string, string, string]> = {
   stop: ['Stop', 'muted', 'leave the run escalated']
 };
 
-/** Guidance the loop puts into the prompt starts so (reflections, spin warnings, notes). */
-const GUIDANCE = /^\s*\[(SYSTEM|GUIDANCE|REFLECTION|SPIN)/;
+/** Guidance the loop puts into the timeline starts so (notes, spin warnings: "⚠️ [SPIN DETECTED]"). */
+const GUIDANCE = /^[^\p{L}\p{N}[]*\[(SYSTEM|GUIDANCE|REFLECTION|SPIN)[A-Z ]*\]/u;
+/** In the system prompt, what the mechanisms add comes in sections of their own ("## Your recent self-reflections"). */
+const SECTION = /^## /;
 
 type Message = { role: string; content: string };
 
@@ -38,6 +43,7 @@ export class LiveRunView {
     this._xray = h('div', { class: 'memfit-xray-slot' });
     this.root = h('div', { class: 'memfit-live' }, this._controls, this._xray, this.run.root);
     this.run.update(source.head, source.events);
+    this.run.setStreaming(source.streaming ?? null);
     this._drawControls();
     this._stop = source.listen(change => this._onChange(change));
   }
@@ -53,6 +59,10 @@ export class LiveRunView {
       this.run.update(this._source.head, change.events);
       this._followNewest();
       this._drawStatus();
+    } else if (change.kind === 'delta') {
+      this.run.setStreaming(this._source.streaming ?? null);
+      this._followNewest();
+      this._drawStatus();
     } else if (change.kind === 'reset') {
       this.run.reset();
       this.run.update(this._source.head, this._source.events);
@@ -64,7 +74,9 @@ export class LiveRunView {
   /** While the run goes on, its newest iteration is open and in view; the one before closes. */
   private _followNewest(): void {
     const events = this.run.events;
-    const newest = events.length ? events[events.length - 1].iteration : null;
+    const last = events.length ? events[events.length - 1].iteration : null;
+    const streamed = this.run.streaming?.iteration ?? null;
+    const newest = streamed !== null && (last === null || streamed > last) ? streamed : last;
     if (newest === null || newest === this._followed) {
       return;
     }
@@ -112,13 +124,18 @@ export class LiveRunView {
         clock.textContent = this._clockText();
       }, 1000);
     }
+    const stream = this._source.streaming;
     return h(
       'div',
       { class: 'memfit-live-status', 'data-status': str(c.status) },
       running ? h('span', { class: 'memfit-spinner', 'aria-label': 'working' }) : null,
       h('span', { class: 'memfit-live-label' }, str(c.status) || str(this._source.head.status) || 'pending'),
       ' ',
-      clock
+      clock,
+      stream
+        ? h('span', { class: 'memfit-streaming-note', 'data-purpose': stream.purpose }, `streaming the ${stream.purpose || 'reply'} · ${stream.chars} characters`)
+        : null,
+      estimateLine(c.estimate ?? null)
     );
   }
 
@@ -150,6 +167,7 @@ export class LiveRunView {
 
   private _drawControls(): void {
     const c: Controls = this._source.controls;
+    this.run.setMaxRows(num(c.max_cards) ?? 0);
     const buttons = (c.buttons ?? []).filter(a => a !== 'override' || !this._confirming);
     const parts: (HTMLElement | null)[] = [this._status()];
     if (c.approval) {
@@ -249,41 +267,57 @@ export class LiveRunView {
     return [h('label', { class: 'memfit-label' }, 'max $ ', input), confirm, cancel];
   }
 
-  /** What changed in the prompt since the last step, the guidance highlighted; the full prompt one click away. */
+  /**
+   * What changed in the prompt since the last step: new messages, and in the messages that were
+   * there before (the system prompt, mostly) the lines added and removed; the guidance the
+   * mechanisms injected is highlighted.  The full prompt is one click away.
+   */
   private _drawXray(prompt: Message[] | null): void {
     if (!prompt || !prompt.length) {
       this._xray.replaceChildren();
       return;
     }
-    const before = this._lastPrompt;
-    let same = 0;
-    if (before) {
-      while (same < before.length && same < prompt.length && before[same].role === prompt[same].role && before[same].content === prompt[same].content) {
-        same += 1;
+    if (this._shown && !samePrompt(this._shown, prompt)) {
+      this._base = this._shown;
+    }
+    this._shown = prompt;
+    const base = this._base;
+    const parts: HTMLElement[] = [];
+    let added = 0;
+    let changed = 0;
+    let guidance = 0;
+    prompt.forEach((m, i) => {
+      const old = base ? base[i] : undefined;
+      if (!base) {
+        if (i > 0 || prompt.length === 1) {
+          added += 1; // the first step: everything but the system prompt is new
+          guidance += GUIDANCE.test(m.content) ? 1 : 0;
+          parts.push(message(m, 'new'));
+        }
+      } else if (!old || old.role !== m.role) {
+        added += 1;
+        guidance += GUIDANCE.test(m.content) ? 1 : 0;
+        parts.push(message(m, 'new'));
+      } else if (old.content !== m.content) {
+        changed += 1;
+        const diff = lineDiff(old.content, m.content);
+        guidance += diff.guidance;
+        parts.push(diff.el);
       }
-    }
-    if (before && prompt !== before && JSON.stringify(prompt) !== JSON.stringify(before)) {
-      this._newFrom = same;
-    } else if (!before) {
-      this._newFrom = prompt.length > 1 ? 1 : 0; // first step: all but the system prompt
-    }
-    this._lastPrompt = prompt;
-    const fresh = prompt.slice(this._newFrom);
-    const guidance = fresh.filter(m => GUIDANCE.test(m.content)).length;
-    const message = (m: Message, isNew: boolean) =>
-      h(
-        'div',
-        { class: `memfit-message${isNew ? ' memfit-message-new' : ''}${GUIDANCE.test(m.content) ? ' memfit-guidance' : ''}`, 'data-role': m.role },
-        h('span', { class: 'memfit-label' }, m.role),
-        h('pre', { class: 'memfit-pre' }, clip(m.content, 12000))
-      );
-    const full = h('details', { class: 'memfit-prompt-full' }, h('summary', null, `full prompt (${prompt.length} messages)`), ...prompt.map((m, i) => message(m, i >= this._newFrom)));
+    });
+    const what = [`${added} new message${added === 1 ? '' : 's'}`, changed ? `${changed} changed` : ''].filter(Boolean).join(' and ');
+    const full = h(
+      'details',
+      { class: 'memfit-prompt-full' },
+      h('summary', null, `full prompt (${prompt.length} messages)`),
+      ...prompt.map(m => message(m, 'same'))
+    );
     this._xray.replaceChildren(
       h(
         'details',
         { class: 'memfit-xray' },
-        h('summary', null, `X-ray: the next prompt · ${fresh.length} new message${fresh.length === 1 ? '' : 's'} since the last step${guidance ? ` · ${guidance} guidance` : ''}`),
-        ...fresh.map(m => message(m, true)),
+        h('summary', null, `X-ray: the next prompt · ${what} since the last step${guidance ? ` · ${guidance} guidance` : ''}`),
+        ...parts,
         full
       )
     );
@@ -298,6 +332,104 @@ export class LiveRunView {
   private _followed: number | null = null;
   private _autoOpened = false;
   private _confirming = false;
-  private _lastPrompt: Message[] | null = null;
-  private _newFrom = 0;
+  /** The prompt shown now, and the one before it (what the X-ray compares with). */
+  private _shown: Message[] | null = null;
+  private _base: Message[] | null = null;
+}
+
+function samePrompt(a: Message[], b: Message[]): boolean {
+  return a.length === b.length && a.every((m, i) => m.role === b[i].role && m.content === b[i].content);
+}
+
+function message(m: Message, kind: 'new' | 'same'): HTMLElement {
+  const guided = GUIDANCE.test(m.content);
+  return h(
+    'div',
+    { class: `memfit-message${kind === 'new' ? ' memfit-message-new' : ''}${guided ? ' memfit-guidance' : ''}`, 'data-role': m.role },
+    h('span', { class: 'memfit-label' }, m.role),
+    h('pre', { class: 'memfit-pre' }, clip(m.content, 12000))
+  );
+}
+
+/** Lines of a message that sit in a section the mechanisms add ("## ..." to the end). */
+function sectionLines(text: string): boolean[] {
+  let inside = false;
+  return text.split('\n').map(line => (inside = inside || SECTION.test(line)));
+}
+
+/**
+ * A message that changed, as its changed lines: added ones marked (guidance when they are in an
+ * injected section or are a guidance note), removed ones struck through, a few unchanged lines
+ * around them for context.  `guidance` counts the added guidance lines (headings left out).
+ */
+function lineDiff(before: string, after: string): { el: HTMLElement; guidance: number } {
+  const inSection = sectionLines(after);
+  const rows: HTMLElement[] = [];
+  let line = 0; // index into `after`'s lines
+  let guidance = 0;
+  const chunks = diffLines(`${before}\n`, `${after}\n`); // a last line without its newline is still the same line
+  chunks.forEach((chunk, n) => {
+    const lines = chunk.value.replace(/\n$/, '').split('\n');
+    if (chunk.added) {
+      for (const text of lines) {
+        const guided = (inSection[line] && !SECTION.test(text) && text.trim() !== '') || GUIDANCE.test(text);
+        guidance += guided ? 1 : 0;
+        rows.push(h('div', { class: `memfit-line memfit-line-added${guided ? ' memfit-guidance' : ''}` }, `+ ${text}`));
+        line += 1;
+      }
+    } else if (chunk.removed) {
+      rows.push(...lines.map(text => h('div', { class: 'memfit-line memfit-line-removed' }, `− ${text}`)));
+    } else {
+      // unchanged: two lines of context next to a change, the rest folded
+      const near = (k: number) => (n > 0 && k < 2) || (n < chunks.length - 1 && k >= lines.length - 2);
+      let skipped = 0;
+      lines.forEach((text, k) => {
+        if (near(k)) {
+          if (skipped) {
+            rows.push(h('div', { class: 'memfit-line memfit-line-skipped memfit-muted' }, `  … ${skipped} unchanged line${skipped === 1 ? '' : 's'}`));
+            skipped = 0;
+          }
+          rows.push(h('div', { class: 'memfit-line' }, `  ${text}`));
+        } else {
+          skipped += 1;
+        }
+      });
+      if (skipped) {
+        rows.push(h('div', { class: 'memfit-line memfit-line-skipped memfit-muted' }, `  … ${skipped} unchanged line${skipped === 1 ? '' : 's'}`));
+      }
+      line += lines.length;
+    }
+  });
+  return { el: h('div', { class: 'memfit-message memfit-message-changed' }, h('span', { class: 'memfit-label' }, 'changed'), h('div', { class: 'memfit-pre memfit-diff' }, ...rows)), guidance };
+}
+
+/** The expected cost of the next iteration (`run.estimate()`); says so when no price is known. */
+export function estimateLine(e: CostEstimate | null): HTMLElement | null {
+  if (!e) {
+    return null;
+  }
+  if (e.error) {
+    return h('span', { class: 'memfit-estimate memfit-muted', 'data-priced': 'unknown', title: e.error }, 'cost per iteration: could not be estimated');
+  }
+  if (!e.priced) {
+    return h('span', { class: 'memfit-estimate memfit-muted', 'data-priced': 'false' }, `cost per iteration: no price known for ${e.model || 'this model'}`);
+  }
+  const calls = num(e.calls_per_iteration);
+  const affordable = num(e.iterations_affordable);
+  const detail = [
+    calls !== null ? `${calls} call${calls === 1 ? '' : 's'}` : '',
+    num(e.prompt_tokens) !== null ? `~${num(e.prompt_tokens)?.toLocaleString('en-US')} prompt tokens` : '',
+    num(e.iteration_worst_case_usd) !== null ? `at most ${money(e.iteration_worst_case_usd)}` : '',
+    affordable !== null ? `the budget left pays for ~${affordable.toLocaleString('en-US')}` : ''
+  ].filter(Boolean);
+  return h(
+    'span',
+    {
+      class: 'memfit-estimate',
+      'data-priced': 'true',
+      title: `expected cost of the next iteration of ${e.model || 'the model'}, from its prices and the prompt it would send`
+    },
+    `≈ ${money(e.iteration_cost_usd)} per iteration`,
+    detail.length ? h('span', { class: 'memfit-muted' }, ` (${detail.join(', ')})`) : null
+  );
 }

@@ -6,6 +6,7 @@
  */
 
 import { MemfitEvent } from './payload';
+import { Streaming } from './stream';
 
 /** What the kernel says about the controls of a live run (see memfit_jupyter/jupyter/widget.py). */
 export interface Controls {
@@ -29,12 +30,32 @@ export interface Controls {
   prompt?: { role: string; content: string }[] | null;
   /** Events the kernel has sent so far. */
   count?: number;
+  /** Iteration rows the live view keeps in the page; older ones fold into one line (0: all). */
+  max_cards?: number;
+  /** What the next iteration is expected to cost (`run.estimate()`), or why that is unknown. */
+  estimate?: CostEstimate | null;
+}
+
+/** The figures of `run.estimate()` the view shows (memfit_jupyter/llm/estimate.py). */
+export interface CostEstimate {
+  model?: string;
+  /** False when the model has no known price: the cost cannot be estimated. */
+  priced?: boolean;
+  iteration_cost_usd?: number;
+  iteration_worst_case_usd?: number;
+  calls_per_iteration?: number;
+  prompt_tokens?: number;
+  iterations_affordable?: number | null;
+  budget_left_usd?: number;
+  /** The estimate failed: why. */
+  error?: string;
 }
 
 export type LiveChange =
   | { kind: 'batch'; events: MemfitEvent[] }
   | { kind: 'reset' }
   | { kind: 'controls' }
+  | { kind: 'delta' }
   | { kind: 'closed' };
 
 /** A run as the kernel streams it. */
@@ -44,6 +65,8 @@ export interface LiveSource {
   readonly events: MemfitEvent[];
   readonly controls: Controls;
   readonly closed: boolean;
+  /** The reply streaming in now, if any (live only: never part of the events). */
+  readonly streaming?: Streaming | null;
   /** Be told about every change; returns the function that stops it. */
   listen(callback: (change: LiveChange) => void): () => void;
   /** Ask the kernel to do something (a button). */

@@ -1,13 +1,10 @@
 /**
- * The two payloads this extension renders, and how a bad one is read.
+ * The payloads this extension renders, and how a bad one is read.
  *
- * `application/vnd.memfit.run+json` is exactly `Run.trace()`:
- *   {version: 1, run_id, task, model, tiers {primary, fast, fallback}, status,
- *    answer, reason, started_at, settings,
- *    limits {max_cost_usd, max_duration_seconds, max_recursive_calls, max_iterations},
- *    totals {cost_usd, tokens {prompt, completion, total}, calls, iterations,
- *            recursive_calls, duration_s},
- *    events [{type, iteration, ts, ...fields of the event catalogue}]}
+ * `application/vnd.memfit.run+json` is exactly `Run.trace()`; its shape is the
+ * generated `Trace` of trace-types.ts (from memfit_jupyter/schema.py, so it
+ * cannot drift from the Python event classes).  A payload is read leniently
+ * (it may come from another version): see `MemfitEvent` and `checkRun`.
  *
  * `application/vnd.memfit.memory+json` is a memory ranking:
  *   {version: 1, query,
@@ -21,20 +18,34 @@
  */
 
 import { num, obj } from './dom';
+import { MemoryEvent, Trace, TraceEvent } from './trace-types';
 
 export const RUN_MIME = 'application/vnd.memfit.run+json';
 export const MEMORY_MIME = 'application/vnd.memfit.memory+json';
 export const COMPARE_MIME = 'application/vnd.memfit.compare+json';
-export const SUPPORTED_VERSION = 1;
+export const SUPPORTED_VERSION: Trace['version'] = 1;
 
 /** Beyond this many rows a memory ranking is cut, with a notice. */
 export const MAX_RESULTS = 200;
 
-export interface MemfitEvent {
-  type: string;
-  iteration: number;
-  ts: number | null;
+/** The type of an event this version knows (the generated catalogue). */
+export type EventType = TraceEvent['type'];
+
+/**
+ * An event as read from a payload: the generated event's common fields, checked (`ts` may be
+ * missing in an old trace); its other fields are read where they are drawn, each checked, since a
+ * trace of another version may hold any type (`type` is then a string this version does not know).
+ */
+export type MemfitEvent = {
+  type: EventType | (string & Record<never, never>);
+  iteration: TraceEvent['iteration'];
+  ts: TraceEvent['ts'] | null;
   [field: string]: unknown;
+};
+
+/** `e` is a known event of type `type`: its generated fields typed (trusting the writer's schema). */
+export function isEvent<T extends EventType>(e: MemfitEvent, type: T): e is MemfitEvent & Extract<TraceEvent, { type: T }> {
+  return e.type === type;
 }
 
 /** What a renderer needs to know about a payload before drawing it. */
@@ -46,8 +57,10 @@ export interface Checked<T> {
 }
 
 export interface RunTrace {
-  version: unknown;
-  raw: Record<string, unknown>;
+  /** `Trace['version']` when the payload is of this version; anything else is reported. */
+  version: Trace['version'] | unknown;
+  /** The payload's fields as they came: `Trace`'s names, each unchecked until it is drawn. */
+  raw: { [K in keyof Omit<Trace, 'events'>]?: unknown } & Record<string, unknown>;
   events: MemfitEvent[];
 }
 
@@ -72,7 +85,8 @@ function checkVersion(kind: string, version: unknown, problems: string[]): void 
   }
 }
 
-const RUN_FIELDS = ['run_id', 'task', 'status', 'totals', 'events'];
+/** Fields a run is not complete without (named from the generated `Trace`: a rename fails to compile). */
+const RUN_FIELDS: (keyof Trace)[] = ['run_id', 'task', 'status', 'totals', 'events'];
 
 /** Read a run trace; never throws. */
 export function checkRun(data: unknown): Checked<RunTrace> {
@@ -131,8 +145,8 @@ export interface MemoryRanking {
   bytesLimit: number | null;
 }
 
-/** Read memory result rows (from a ranking payload or a `memory` event). */
-export function readRows(results: unknown[]): MemoryRow[] {
+/** Read memory result rows (from a ranking payload or a `memory` event's `results`). */
+export function readRows(results: MemoryEvent['results'] | unknown[]): MemoryRow[] {
   const rows: MemoryRow[] = [];
   for (const item of results.slice(0, MAX_RESULTS)) {
     const r = obj(item);

@@ -8,12 +8,19 @@
  * Layout: header, totals and budget, breaker states, context gauge, the
  * degradation plan, warnings raised during the run, a toolbar, then one line
  * per iteration (expandable) with the event cards inside.
+ *
+ * Live only (nothing of it stays once the run has settled, so the live and
+ * the saved view end as the same DOM): the reply streaming in, shown in its
+ * iteration's row until the call's `model_call` arrives (`setStreaming`), and
+ * at most `setMaxRows(n)` iteration rows in the page, the older ones folded
+ * into one line that brings them back.
  */
 
 import { badge, bar, canonical, clip, count, field, h, money, num, obj, seconds, str, tierEntries } from './dom';
 import { contextGauge, degradationPlan, eventCard, isMinor, levelLabel } from './events';
 import { checkRun, MemfitEvent, RunTrace } from './payload';
 import { failureBox, problemBox } from './problems';
+import { endsStream, streamCard, streamRow, Streaming } from './stream';
 
 /** Beyond this many events, iteration bodies are drawn when first opened, not before. */
 export const EAGER_EVENTS = 1500;
@@ -289,8 +296,12 @@ export class RunView {
   update(head: Record<string, unknown>, events: readonly MemfitEvent[]): void {
     this._head = canonical(head);
     const touched = new Set<number>();
+    let streamEnded = false;
     for (const raw of events) {
       const e = canonical(raw);
+      if (endsStream(this._stream, e)) {
+        streamEnded = true;
+      }
       this._events.push(e);
       let group = this._byIteration.get(e.iteration);
       if (!group) {
@@ -300,17 +311,101 @@ export class RunView {
       group.push(e);
       touched.add(e.iteration);
     }
+    if (streamEnded && this._stream) {
+      touched.add(this._stream.iteration);
+      this._stream = null;
+    }
     this._drawSummary();
     for (const iteration of [...touched].sort((a, b) => a - b)) {
       this._drawIteration(iteration);
     }
-    if (this._events.length === 0 && !this._timeline.querySelector('.memfit-empty')) {
+    if (this._events.length === 0 && !this._stream && !this._timeline.querySelector('.memfit-empty')) {
       this._timeline.replaceChildren(h('div', { class: 'memfit-empty' }, 'No events recorded.'));
+    }
+    this._fold();
+  }
+
+  /** The reply streaming in now (null: none); drawn in its iteration's row, live only. */
+  setStreaming(stream: Streaming | null): void {
+    const before = this._stream;
+    this._stream = stream;
+    if (before && (!stream || before.iteration !== stream.iteration)) {
+      this._drawIteration(before.iteration);
+    }
+    if (stream) {
+      const block = this._blocks.get(stream.iteration);
+      if (block && before && before.iteration === stream.iteration) {
+        this._decorate(block); // the same row: only its streamed text changes
+      } else {
+        this._drawIteration(stream.iteration);
+      }
+    }
+    this._fold();
+  }
+
+  get streaming(): Streaming | null {
+    return this._stream;
+  }
+
+  /** Keep at most `n` iteration rows in the page (0: all); the older ones fold into one line. */
+  setMaxRows(n: number): void {
+    const rows = Math.max(0, Math.floor(n));
+    if (rows !== this._maxRows) {
+      this._maxRows = rows;
+      this._fold();
+    }
+  }
+
+  /** Put the streamed reply into its row (and, once the row is opened, its body). */
+  private _decorate(block: HTMLElement): void {
+    block.querySelector(':scope > summary > .memfit-stream-row')?.remove();
+    block.querySelector(':scope > .memfit-iteration-body > .memfit-stream')?.remove();
+    const s = this._stream;
+    if (!s || Number(block.getAttribute('data-iteration')) !== s.iteration) {
+      block.classList.remove('memfit-streaming');
+      return;
+    }
+    block.classList.add('memfit-streaming');
+    const summary = block.querySelector(':scope > summary');
+    summary?.insertBefore(streamRow(s), summary.querySelector('.memfit-iteration-name')?.nextSibling ?? null);
+    block.querySelector(':scope > .memfit-iteration-body')?.append(streamCard(s));
+  }
+
+  /** Rows past the newest `_maxRows` leave the page, replaced by one line that shows them all. */
+  private _fold(): void {
+    const order = [...this._blocks.keys()].sort((a, b) => a - b);
+    const hide = this._maxRows > 0 && !this._unfolded ? Math.max(0, order.length - this._maxRows) : 0;
+    order.forEach((iteration, i) => {
+      const block = this._blocks.get(iteration) as HTMLElement;
+      if (i < hide) {
+        block.remove();
+      } else if (block.parentNode !== this._timeline) {
+        this._place(iteration, block);
+      }
+    });
+    let line = this._timeline.querySelector(':scope > .memfit-folded');
+    if (!hide) {
+      line?.remove();
+      return;
+    }
+    if (!line) {
+      const button = h('button', { type: 'button', class: 'memfit-tool-button' }, 'show them');
+      button.addEventListener('click', () => {
+        this._unfolded = true;
+        this._fold();
+      });
+      line = h('div', { class: 'memfit-folded memfit-muted' }, h('span', { class: 'memfit-folded-count' }), ' ', button);
+      this._timeline.prepend(line);
+    }
+    const countEl = line.querySelector('.memfit-folded-count');
+    if (countEl) {
+      countEl.textContent = `${hide} earlier iteration${hide === 1 ? '' : 's'} folded away (the newest ${this._maxRows} are shown)`;
     }
   }
 
   /** Forget every event (the kernel sends them again from the start). */
   reset(): void {
+    this._stream = null;
     this._events = [];
     this._byIteration.clear();
     this._blocks.clear();
@@ -363,6 +458,11 @@ export class RunView {
   private _drawIteration(iteration: number): void {
     const events = this._byIteration.get(iteration) ?? [];
     const old = this._blocks.get(iteration);
+    if (!events.length && this._stream?.iteration !== iteration) {
+      old?.remove(); // a row drawn for a stream alone, the stream gone with no event (a reset)
+      this._blocks.delete(iteration);
+      return;
+    }
     const block = h('details', { class: 'memfit-iteration', 'data-iteration': String(iteration) });
     block.append(iterationSummary(iteration, events));
     const body = h('div', { class: 'memfit-iteration-body' });
@@ -376,14 +476,21 @@ export class RunView {
       block.addEventListener('toggle', () => this._fill(block), { once: true });
     }
     this._blocks.set(iteration, block);
+    this._decorate(block);
     if (old) {
-      old.replaceWith(block);
-      return;
+      if (old.parentNode === this._timeline) {
+        old.replaceWith(block);
+      }
+      return; // a folded row stays folded
     }
-    if (this._events.length && this._timeline.firstElementChild?.classList.contains('memfit-empty')) {
-      this._timeline.replaceChildren();
+    if (this._timeline.firstElementChild?.classList.contains('memfit-empty')) {
+      this._timeline.firstElementChild.remove();
     }
-    // Iterations arrive in order; an event of an earlier one (a late note) finds its place.
+    this._place(iteration, block);
+  }
+
+  /** Put a row in the page in iteration order (iterations mostly arrive in order). */
+  private _place(iteration: number, block: HTMLElement): void {
     if (iteration > this._last) {
       this._last = iteration;
       this._timeline.append(block);
@@ -392,7 +499,7 @@ export class RunView {
     let next: HTMLElement | undefined;
     let nextAt = Infinity;
     for (const [i, b] of this._blocks) {
-      if (i > iteration && i < nextAt) {
+      if (i > iteration && i < nextAt && b.parentNode === this._timeline) {
         next = b;
         nextAt = i;
       }
@@ -402,11 +509,12 @@ export class RunView {
 
   private _fill(block: HTMLElement): void {
     const body = block.querySelector('.memfit-iteration-body');
-    if (!body || body.childNodes.length) {
+    if (!body || this._filled.has(body)) {
       return;
     }
+    this._filled.add(body);
     const events = this._byIteration.get(Number(block.getAttribute('data-iteration'))) ?? [];
-    body.append(
+    body.prepend( // before the streamed reply, if one is shown: it is the newest
       ...events.map(e => {
         const card = eventCard(e);
         if (isMinor(e)) {
@@ -442,6 +550,10 @@ export class RunView {
   private _byIteration = new Map<number, MemfitEvent[]>();
   private _blocks = new Map<number, HTMLElement>();
   private _last = -Infinity;
+  private _stream: Streaming | null = null;
+  private _filled = new WeakSet<Element>();
+  private _maxRows = 0;
+  private _unfolded = false;
   private _problems: HTMLElement;
   private _summary: HTMLElement;
   private _toolbar: HTMLElement;

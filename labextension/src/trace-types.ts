@@ -398,3 +398,23 @@ export interface Trace {
   totals?: Record<string, unknown>;
   events: TraceEvent[];
 }
+
+/** Live only, never in a trace: Text the loop puts into the timeline for the model (not part of trace version 1). ``kind`` names the timeline entry: reflection, logic_spin_warning, memory_pressure, note. */
+export interface GuidanceEvent {
+  type: 'guidance';
+  iteration: number;
+  ts: number;
+  kind: string;
+  text: string;
+}
+
+/** Live only, never in a trace: A piece of a reply as it streams in (live only: the model_call that follows holds it all). */
+export interface ModelDeltaEvent {
+  type: 'model_delta';
+  iteration: number;
+  ts: number;
+  purpose: string;
+  model: string;
+  text: string;
+  chars: number;
+}

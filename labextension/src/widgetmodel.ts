@@ -6,7 +6,9 @@
  *
  * Messages from the kernel: `{kind: "batch", start, events, head}`.  A batch
  * that starts past the events held means some were missed (a page reload):
- * the model asks for the rest with `{action: "sync", have}`.
+ * the model asks for the rest with `{action: "sync", have}`.  `{kind: "delta",
+ * event}` is a piece of a reply streaming in (a `model_delta`): held as
+ * `streaming` until the call's `model_call` event arrives, never as an event.
  */
 
 import { DOMWidgetModel, DOMWidgetView } from '@jupyter-widgets/base';
@@ -14,6 +16,8 @@ import { DOMWidgetModel, DOMWidgetView } from '@jupyter-widgets/base';
 import { LiveRunView } from './live';
 import { Controls, LiveChange, LiveSource, registerLive, unregisterLive } from './liveregistry';
 import { MemfitEvent } from './payload';
+import { LiveState } from './livestate';
+import { Streaming } from './stream';
 import { MODULE_NAME, MODULE_VERSION } from './version';
 
 export class MemfitRunModel extends DOMWidgetModel implements LiveSource {
@@ -67,24 +71,11 @@ export class MemfitRunModel extends DOMWidgetModel implements LiveSource {
   }
 
   private _onMessage(content: any): void {
-    if (!content || content.kind !== 'batch' || !Array.isArray(content.events)) {
-      return;
+    const { changes, sync } = this._state.take(content);
+    if (sync !== undefined) {
+      this.act({ action: 'sync', have: sync });
     }
-    const start = typeof content.start === 'number' ? content.start : 0;
-    if (content.head && typeof content.head === 'object') {
-      this.head = content.head;
-    }
-    if (start > this.events.length) {
-      this.act({ action: 'sync', have: this.events.length });
-      return;
-    }
-    if (start === 0 && content.reset) {
-      this.events = [];
-      this._emit({ kind: 'reset' });
-    }
-    const fresh = (content.events as MemfitEvent[]).slice(this.events.length - start);
-    this.events.push(...fresh);
-    this._emit({ kind: 'batch', events: fresh });
+    changes.forEach(change => this._emit(change));
   }
 
   private _emit(change: LiveChange): void {
@@ -106,8 +97,19 @@ export class MemfitRunModel extends DOMWidgetModel implements LiveSource {
     this._emit({ kind: 'closed' });
   }
 
-  head: Record<string, unknown> = {};
-  events: MemfitEvent[] = [];
+  get head(): Record<string, unknown> {
+    return this._state.head;
+  }
+
+  get events(): MemfitEvent[] {
+    return this._state.events;
+  }
+
+  get streaming(): Streaming | null {
+    return this._state.streaming;
+  }
+
+  private _state = new LiveState();
   private _listeners = new Set<(change: LiveChange) => void>();
   private _ended = false;
 }

@@ -8,12 +8,14 @@ import * as fs from 'fs';
 import * as path from 'path';
 
 import extensions, { COMPARE_MIME, MEMORY_MIME, RANK, RUN_MIME } from '../src/index';
-import { LiveRunView } from '../src/live';
+import { estimateLine, LiveRunView } from '../src/live';
+import { LiveState } from '../src/livestate';
 import { Controls, LiveChange, LiveSource, registerLive, unregisterLive } from '../src/liveregistry';
 import { renderCompare } from '../src/compare';
 import { renderMemory } from '../src/memory';
 import { MAX_RESULTS, MemfitEvent } from '../src/payload';
 import { EAGER_EVENTS, headOf, renderRun } from '../src/run';
+import { addDelta, thoughtOf } from '../src/stream';
 import { MemfitRenderer } from '../src/widget';
 
 const TRACE_DIR = process.env.MEMFIT_TRACE_DIR || path.join(__dirname, 'fixtures');
@@ -569,6 +571,205 @@ describe('the JupyterLab extension', () => {
     expect(xray.querySelectorAll(':scope > .memfit-message').length).toBe(2);
     expect(xray.querySelector(':scope > .memfit-guidance')!.textContent).toContain('list the directory first');
     expect(xray.querySelectorAll('.memfit-prompt-full .memfit-message').length).toBe(4);
+    live.dispose();
+  });
+});
+
+/** A live run fed with the kernel's own messages, held as the widget model holds them (LiveState). */
+class KernelFeed implements LiveSource {
+  constructor(readonly liveId: string) {}
+  state = new LiveState();
+  controls: Controls = { status: 'running', busy: true, buttons: [] };
+  closed = false;
+  sent: Record<string, unknown>[] = [];
+  get head() {
+    return this.state.head;
+  }
+  get events() {
+    return this.state.events;
+  }
+  get streaming() {
+    return this.state.streaming;
+  }
+  listen(cb: (c: LiveChange) => void): () => void {
+    this.listeners.add(cb);
+    return () => this.listeners.delete(cb);
+  }
+  act(action: Record<string, unknown>): void {
+    this.sent.push(action);
+  }
+  /** One message from the kernel, as widget.py sends it. */
+  message(content: unknown): void {
+    const { changes, sync } = this.state.take(content);
+    if (sync !== undefined) {
+      this.sent.push({ action: 'sync', have: sync });
+    }
+    changes.forEach(change => this.listeners.forEach(cb => cb(change)));
+  }
+  setControls(c: Controls): void {
+    this.controls = c;
+    this.listeners.forEach(cb => cb({ kind: 'controls' }));
+  }
+  private listeners = new Set<(c: LiveChange) => void>();
+}
+
+const domOf = (el: Element) => el.innerHTML.replace(/ open=""/g, '');
+
+describe('a reply streaming in', () => {
+  it('reads the thought out of a partial JSON reply, escapes and all', () => {
+    expect(thoughtOf('{"thought": "First I need')).toBe('First I need');
+    expect(thoughtOf('{"thought": "a \\"quoted\\" line\\nand more", "tool": "x"}')).toBe('a "quoted" line\nand more');
+    expect(thoughtOf('{"thought": "cut in two \\')).toBe('cut in two ');
+    expect(thoughtOf('{"thought": "caf\\u00e9 \\u00')).toBe('café ');
+    expect(thoughtOf('{"action_type": "read", ')).toBe(''); // no thought yet
+    expect(thoughtOf('I think I should read the file.')).toBe('I think I should read the file.');
+  });
+
+  it('notices pieces that never arrived', () => {
+    const d = (text: string, chars: number) => ({ type: 'model_delta' as const, iteration: 2, ts: 1, purpose: 'action', model: 'm', text, chars });
+    let s = addDelta(null, d('{"tho', 5));
+    s = addDelta(s, d('ught"', 10));
+    expect(s.text).toBe('{"thought"');
+    expect(s.gap).toBe(false);
+    expect(addDelta(s, d('xyz', 40)).gap).toBe(true);
+    // a new call starts afresh
+    expect(addDelta(s, { ...d('{', 1), iteration: 3 }).text).toBe('{');
+  });
+
+  it('shows the thought as it is written in its row, then the parsed action; the end is the saved DOM', () => {
+    const t = trace('demo');
+    const feed = new KernelFeed('s1');
+    const live = new LiveRunView(feed);
+    let start = 0;
+    let sawStreaming = 0;
+    const head = { ...headOf(t), status: 'running' };
+    t.events.forEach((e: any, i: number) => {
+      if (e.type === 'model_call' && e.purpose === 'action' && e.ok) {
+        // the events before the call, then its reply in pieces of 7 characters
+        feed.message({ kind: 'batch', start, events: t.events.slice(start, i), head });
+        start = i;
+        const reply: string = e.reply;
+        for (let at = 0; at < reply.length; at += 7) {
+          feed.message({ kind: 'delta', event: { type: 'model_delta', iteration: e.iteration, ts: 0, purpose: 'action', model: e.model, text: reply.slice(at, at + 7), chars: Math.min(reply.length, at + 7) } });
+          const row = live.run.block(e.iteration)!.querySelector('.memfit-stream-row')!;
+          expect(row.querySelector('.memfit-badge')!.textContent).toBe('streaming');
+          const thought = thoughtOf(reply.slice(0, at + 7));
+          expect(row.querySelector('.memfit-stream-text')!.textContent).toBe(thought || `action: ${Math.min(reply.length, at + 7)} characters`);
+          expect(live.root.querySelector('.memfit-streaming-note')!.textContent).toContain('streaming the action');
+          sawStreaming += 1;
+        }
+        const whole = JSON.parse(reply).thought;
+        expect(live.run.block(e.iteration)!.querySelector('.memfit-stream-thought')!.textContent).toBe(whole);
+        expect(live.root.querySelectorAll('.memfit-stream-row').length).toBe(1);
+      }
+    });
+    expect(sawStreaming).toBeGreaterThan(10);
+    // the rest, with the last call's model_call: the parsed action replaces the stream
+    feed.message({ kind: 'batch', start, events: t.events.slice(start), head: headOf(t) });
+    feed.setControls({ status: 'done', buttons: [] });
+    expect(live.root.querySelector('.memfit-stream-row, .memfit-stream, .memfit-streaming-note')).toBeNull();
+    expect(domOf(live.run.root)).toBe(domOf(renderRun(t)));
+    // nothing streamed is an event: what the view holds is the trace
+    expect(feed.events).toEqual(t.events);
+    live.dispose();
+  });
+
+  it('ends the stream of a call that failed mid-way and shows what had streamed', () => {
+    const feed = new KernelFeed('s2');
+    const live = new LiveRunView(feed);
+    feed.message({ kind: 'batch', start: 0, events: [{ type: 'run_start', iteration: 0, ts: 0, task: 't', tools: [] }], head: { status: 'running' } });
+    feed.message({ kind: 'delta', event: { type: 'model_delta', iteration: 1, ts: 1, purpose: 'action', model: 'm', text: '{"thought": "Half a tho', chars: 23 } });
+    expect(live.run.block(1)!.querySelector('.memfit-stream-text')!.textContent).toBe('Half a tho');
+    // a model_call of another purpose or iteration does not end it
+    feed.message({ kind: 'batch', start: 1, events: [{ type: 'model_call', iteration: 0, ts: 1, purpose: 'action', ok: true }] });
+    expect(feed.streaming).not.toBeNull();
+    feed.message({ kind: 'batch', start: 2, events: [{ type: 'model_call', iteration: 1, ts: 2, purpose: 'action', ok: false, error: 'interrupted by the person', error_kind: 'cancelled', partial_reply: '{"thought": "Half a tho' }] });
+    expect(feed.streaming).toBeNull();
+    expect(live.root.querySelector('.memfit-stream-row')).toBeNull();
+    const call = live.run.block(1)!.querySelector('.memfit-event-model_call')!;
+    expect(call.textContent).toContain('partial reply');
+    expect(call.textContent).toContain('Half a tho');
+    live.dispose();
+  });
+});
+
+describe('the live header', () => {
+  it('shows the expected cost of an iteration, or says no price is known', () => {
+    const feed = new KernelFeed('e1');
+    const live = new LiveRunView(feed);
+    expect(live.root.querySelector('.memfit-estimate')).toBeNull(); // not estimated yet
+    feed.setControls({
+      status: 'running', busy: true, buttons: [],
+      estimate: { model: 'memfit/demo', priced: true, iteration_cost_usd: 0.005392, iteration_worst_case_usd: 0.026848, calls_per_iteration: 3, prompt_tokens: 568, iterations_affordable: 185 }
+    });
+    expect(live.root.querySelector('.memfit-live-status .memfit-estimate')!.textContent).toBe(
+      '≈ $0.0054 per iteration (3 calls, ~568 prompt tokens, at most $0.0268, the budget left pays for ~185)');
+    feed.setControls({ status: 'running', busy: true, buttons: [], estimate: { model: 'openai/local', priced: false, iteration_cost_usd: 0 } });
+    const honest = live.root.querySelector('.memfit-estimate')!;
+    expect(honest.textContent).toBe('cost per iteration: no price known for openai/local');
+    expect(honest.getAttribute('data-priced')).toBe('false');
+    expect(estimateLine({ error: 'ValueError: x' })!.textContent).toBe('cost per iteration: could not be estimated');
+    live.dispose();
+  });
+
+  it('keeps the newest max_cards rows of a long run in the page, the older folded into one line', () => {
+    const events: any[] = [{ type: 'run_start', iteration: 0, ts: 0, task: 't', tools: [] }];
+    for (let i = 1; i <= 500; i++) {
+      events.push({ type: 'action', iteration: i, ts: i, thought: `step ${i}`, tool: 'shell', params: { command: `echo ${i}` } });
+    }
+    const feed = new KernelFeed('f1');
+    feed.setControls({ status: 'running', busy: true, buttons: [], max_cards: 100 });
+    const live = new LiveRunView(feed);
+    for (let i = 0; i < events.length; i += 37) {
+      feed.message({ kind: 'batch', start: i, events: events.slice(i, i + 37), head: { status: 'running' } });
+    }
+    const rows = () => Array.from(live.run.root.querySelectorAll('.memfit-iteration')).map(b => Number(b.getAttribute('data-iteration')));
+    expect(rows().length).toBe(100);
+    expect(rows()[0]).toBe(401);
+    expect(rows()[99]).toBe(500);
+    const folded = live.run.root.querySelector('.memfit-folded')!;
+    expect(folded.textContent).toContain('401 earlier iterations folded away');
+    // an event of a folded iteration keeps it folded
+    feed.message({ kind: 'batch', start: events.length, events: [{ type: 'note', iteration: 3, ts: 1, text: 'late' }] });
+    expect(rows().length).toBe(100);
+    (folded.querySelector('button') as HTMLButtonElement).click();
+    expect(rows()).toEqual(Array.from({ length: 501 }, (_, i) => i));
+    expect(live.run.root.querySelector('.memfit-folded')).toBeNull();
+    live.dispose();
+  });
+});
+
+describe('the X-ray of the next prompt', () => {
+  it('diffs a changed system prompt line by line, the injected section highlighted', () => {
+    const feed = new KernelFeed('x1');
+    const live = new LiveRunView(feed);
+    const system = 'You are an agent.\nTools:\n- shell(command)\nWorking directory: /w';
+    const first = [{ role: 'system', content: system }, { role: 'user', content: 'Task: add up data.txt' }];
+    feed.setControls({ status: 'paused', buttons: ['step'], prompt: first });
+    expect(live.root.querySelector('.memfit-xray summary')!.textContent).toBe('X-ray: the next prompt · 1 new message since the last step');
+    const reflected = `${system}\n\n## Your recent self-reflections (most recent last)\n- iteration 1, CRITICAL: FAILED (exit code 1).`;
+    const second = [{ role: 'system', content: reflected }, first[1], { role: 'assistant', content: '{"tool": "shell"}' }, { role: 'user', content: 'Observation (shell) FAILED: exit code 1' }];
+    feed.setControls({ status: 'paused', buttons: ['step'], prompt: second });
+    const xray = live.root.querySelector('.memfit-xray')!;
+    expect(xray.querySelector('summary')!.textContent).toBe('X-ray: the next prompt · 2 new messages and 1 changed since the last step · 1 guidance');
+    const added = Array.from(xray.querySelectorAll(':scope > .memfit-message-changed .memfit-line-added')).map(n => n.textContent);
+    expect(added).toEqual(['+ ', '+ ## Your recent self-reflections (most recent last)', '+ - iteration 1, CRITICAL: FAILED (exit code 1).']);
+    expect(xray.querySelector('.memfit-line-added.memfit-guidance')!.textContent).toContain('CRITICAL');
+    expect(xray.querySelectorAll('.memfit-line-added.memfit-guidance').length).toBe(1);
+    // the tool list is context, not a change; the first lines fold
+    expect(xray.querySelector('.memfit-line-skipped')!.textContent).toContain('2 unchanged lines');
+    // a controls redraw with the same prompt keeps the diff against the step before
+    feed.setControls({ status: 'paused', buttons: ['step', 'continue'], prompt: second });
+    expect(live.root.querySelector('.memfit-xray summary')!.textContent).toContain('1 changed');
+    // a line that left the prompt is struck through
+    const third = [{ role: 'system', content: reflected.replace('- iteration 1, CRITICAL: FAILED (exit code 1).', '- iteration 2, MINIMAL: succeeded.') }, ...second.slice(1)];
+    feed.setControls({ status: 'paused', buttons: ['step'], prompt: third });
+    expect(live.root.querySelector('.memfit-line-removed')!.textContent).toBe('− - iteration 1, CRITICAL: FAILED (exit code 1).');
+    expect(live.root.querySelector('.memfit-xray summary')!.textContent).toBe('X-ray: the next prompt · 0 new messages and 1 changed since the last step · 1 guidance');
+    // a spin warning in the timeline is guidance too
+    const fourth = [...third, { role: 'user', content: '⚠️ [SPIN DETECTED] The AI agent is stuck in a loop' }];
+    feed.setControls({ status: 'paused', buttons: ['step'], prompt: fourth });
+    expect(live.root.querySelector('.memfit-xray summary')!.textContent).toBe('X-ray: the next prompt · 1 new message since the last step · 1 guidance');
     live.dispose();
   });
 });

@@ -72,7 +72,8 @@ class MemfitSettings(Configurable):
         100, help="The live widget re-renders at most this often while a run goes (0: every event).",
     ).tag(config=True)
     max_live_cards = Int(
-        100, help="Iteration cards the live widget keeps; older ones stay in the saved output.",
+        100, help="Iteration rows the live view keeps in the page while a run goes; older ones fold "
+                  "into one line that shows them again (0: keep all). The saved output keeps every one.",
     ).tag(config=True)
     read_dotenv = Bool(True, help="Read API keys from a .env file in the working directory.").tag(config=True)
     otel_endpoint = Unicode(

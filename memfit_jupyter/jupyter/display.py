@@ -75,7 +75,7 @@ class RunDisplay:
     """The output of one run in one cell, and (unless quiet) its live widget."""
 
     def __init__(self, run: Any, *, quiet: bool = False, step: bool = False, throttle_ms: int = 100,
-                 **_ignored: Any):
+                 max_cards: int = 100, **_ignored: Any):
         self.run = run
         self.quiet = quiet
         self.handle: Any = None
@@ -84,7 +84,8 @@ class RunDisplay:
         if not quiet:
             from .widget import RunWidget
 
-            self.widget = RunWidget(run, step=step, throttle_ms=throttle_ms, on_settle=self.update_bundle)
+            self.widget = RunWidget(run, step=step, throttle_ms=throttle_ms, max_cards=max_cards,
+                                    on_settle=self.update_bundle)
         _LIVE.append(self)
 
     def show_widget(self) -> None:
@@ -136,16 +137,18 @@ def settle_all(*_args: Any) -> None:
 
 
 def show(run: Any, *, step: bool = False, quiet: bool = False, throttle_ms: int = 100,
-         **_ignored: Any) -> RunDisplay:
+         max_cards: int = 100, **_ignored: Any) -> RunDisplay:
     """Show a ``Run`` from the Python API as ``%%memfit_task`` does: one output, live while it
     runs, kept as the saved record.  With ``step=True`` nothing runs yet; otherwise the run goes
     to its end here.  Warnings raised meanwhile go into the run (and its view), not to stderr.
+    The live view keeps the newest ``max_cards`` iteration rows in the page (0: all); the older
+    ones fold into one line that brings them back.
 
     >>> from memfit_jupyter import Agent
     >>> from memfit_jupyter.jupyter.display import show
     >>> view = show(Agent(model="memfit/demo").start("add up data.txt"))   # doctest: +SKIP
     """
-    view = RunDisplay(run, quiet=quiet, step=step, throttle_ms=throttle_ms)
+    view = RunDisplay(run, quiet=quiet, step=step, throttle_ms=throttle_ms, max_cards=max_cards)
     if not quiet:
         view.show_bundle()
     if not step and not run.done:

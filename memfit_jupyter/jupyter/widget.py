@@ -8,8 +8,12 @@ that draws a saved run), registered as the widget ``MemfitRunModel`` of module
   (``{"kind": "batch", "start": n, "events": [...], "head": {...}}``), at most
   every ``throttle_ms`` and at once for the events a person must see now;
   ``head`` is the trace without its events (totals, limits, status);
+- sends the pieces of a reply as it streams in (``{"kind": "delta", "event":
+  {model_delta fields}}``), throttled like the events and never part of the
+  trace, so the view can show the thought as it is written;
 - keeps ``controls`` (a synced dict: status, which buttons, the approval
-  question, the diverse choices, the next prompt in step mode) up to date;
+  question, the diverse choices, the next prompt in step mode, the expected
+  cost of an iteration, how many iteration rows the view keeps) up to date;
 - runs the front end's actions (``{"action": "step"}``, ``"approve"``...).
 
 Browser clicks reach the kernel only once the running cell has ended, so the
@@ -69,12 +73,14 @@ class RunWidget:
 
     def __init__(self, run: Any, *, step: bool = False, throttle_ms: int = 100,
                  on_settle: Callable[[], None] | None = None, extra_trials: int = EXTRA_TRIALS,
-                 **_ignored: Any):
+                 max_cards: int = 100, **_ignored: Any):
         self.run = run
         self.step_mode = step
         self.throttle_s = max(0, throttle_ms) / 1000.0
         self.on_settle = on_settle
         self.extra_trials = max(1, int(extra_trials))
+        #: Iteration rows the live view keeps in the page; older ones fold into one line (0: all).
+        self.max_cards = max(0, int(max_cards))
         #: Batches sent (one custom message each).
         self.renders = 0
         self._busy = False
@@ -90,9 +96,16 @@ class RunWidget:
 
         #: Pieces of streamed replies sent to the front end (``{"kind": "delta", "event": ...}``).
         self.streamed = 0
+        #: Pieces the run streamed (more than ``streamed`` when the throttle joined some).
+        self.deltas_seen = 0
+        self._delta: dict[str, Any] | None = None
+        self._delta_at = 0.0
+        self._estimate: dict[str, Any] | None = None
+        self._estimated_at: tuple[int, bool] | None = None
         self._unsubscribe_delta = run.subscribe(self._on_delta, ModelDelta)
         self.flush(head=True)
-        self.refresh_controls()
+        # No estimate yet: it may import litellm (seconds), and the view must show up first.
+        self.refresh_controls(estimate=False)
 
     @property
     def root(self) -> RunModel:
@@ -106,10 +119,24 @@ class RunWidget:
             self.flush(head=immediate or now - self._head_at >= HEAD_EVERY_S)
 
     def _on_delta(self, event: Any) -> None:
-        """A piece of a reply as it streams in (already throttled by the LLM client): sent on its
-        own, outside the batches, since it is not part of the trace."""
+        """A piece of a reply as it streams in: sent on its own, outside the batches (it is not
+        part of the trace), at most every ``throttle_ms``; pieces that come faster are joined."""
+        self.deltas_seen += 1
+        piece = event.to_dict()
+        held = self._delta
+        if held is not None and (held["iteration"], held["purpose"]) == (piece["iteration"], piece["purpose"]):
+            piece["text"] = held["text"] + piece["text"]
+        self._delta = piece
+        now = time.monotonic()
+        if now - self._delta_at < self.throttle_s:
+            return
+        # The events before the call first (the iteration's row exists), then the reply so far.
+        if self._sent < len(self.run.events):
+            self.flush(head=False)
+        self.model.send({"kind": "delta", "event": piece})
+        self._delta = None
+        self._delta_at = now
         self.streamed += 1
-        self.model.send({"kind": "delta", "event": event.to_dict()})
 
     def flush(self, *, head: bool = True, start: int | None = None) -> None:
         """Send the events not sent yet (from ``start`` when the front end asks), with the head."""
@@ -122,6 +149,8 @@ class RunWidget:
             new_head = self._head
         if first == len(events) and new_head == self._head and start is None:
             return
+        if head and start is None and self._busy and self._estimate_stale():
+            self.refresh_controls()  # an iteration ended while the run goes: a fresh estimate
         message: dict[str, Any] = {"kind": "batch", "start": first,
                                    "events": [e.to_dict() for e in events[first:]]}
         if new_head != self._head or start is not None:
@@ -186,7 +215,29 @@ class RunWidget:
             messages = [{"role": "error", "content": f"{type(exc).__name__}: {exc}"}]
         return [{"role": str(m["role"]), "content": str(m["content"])} for m in messages]
 
-    def refresh_controls(self) -> None:
+    def _estimate_stale(self) -> bool:
+        return self._estimated_at != (len(getattr(self.run, "records", ())), bool(self.run.done))
+
+    def _cost_estimate(self) -> dict[str, Any] | None:
+        """What the next iteration is expected to cost (``run.estimate()``), in the few figures the
+        view shows; recomputed once per iteration.  None once the run has ended."""
+        if not self._estimate_stale():
+            return self._estimate
+        self._estimated_at = (len(getattr(self.run, "records", ())), bool(self.run.done))
+        self._estimate = None
+        if self.run.done or not hasattr(self.run, "estimate"):
+            return None
+        try:
+            e = self.run.estimate()
+        except Exception as exc:  # an estimate must never break the view: say why it is missing
+            self._estimate = {"error": f"{type(exc).__name__}: {exc}"[:300]}
+            return self._estimate
+        self._estimate = {key: e.get(key) for key in (
+            "model", "priced", "iteration_cost_usd", "iteration_worst_case_usd", "calls_per_iteration",
+            "prompt_tokens", "iterations_affordable", "budget_left_usd")}
+        return self._estimate
+
+    def refresh_controls(self, *, estimate: bool = True) -> None:
         waiting = self.run.waiting_for_approval
         approval = None
         if waiting is not None:
@@ -198,7 +249,8 @@ class RunWidget:
             "approval": approval, "choices": self._choices(),
             "override_cost": round(limits.max_cost_usd * 2, 4) if limits is not None else None,
             "extra_trials": self.extra_trials, "diary": self._diary, "prompt": self._prompt(),
-            "count": self._sent,
+            "count": self._sent, "max_cards": self.max_cards,
+            "estimate": self._cost_estimate() if estimate else None,
         }
         if controls != self.model.controls:
             self.model.controls = controls
@@ -244,7 +296,7 @@ class RunWidget:
     def run_to_end(self) -> None:
         """Run the loop in the cell that showed the widget (buttons wait meanwhile)."""
         self._busy = True
-        self.refresh_controls()
+        self.refresh_controls()  # the estimate too: the view is on the page by now
         try:
             self.run.run()
         finally:
