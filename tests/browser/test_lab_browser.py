@@ -371,3 +371,138 @@ def test_live_run_saved_and_reopened_with_no_kernel(browser, lab):
     page.evaluate("window.jupyterapp.commands.execute('apputils:change-theme', {theme: 'JupyterLab Light'})")
     assert not errors, errors
     page.close()
+
+
+#: What the slowly writing model streams as its action reply (the fault server, in this process).
+STREAMED_REPLY = json.dumps({
+    "thought": "The task asks only for a greeting, so I will finish at once and say hello; no file needs "
+               "reading and no tool but finish is needed here.",
+    "action_type": "answer", "tool": "finish", "params": {"answer": "hello"}})
+
+
+def _stream_notebook(api_base: str) -> dict:
+    import nbformat
+
+    cells = [
+        "%load_ext memfit_jupyter",
+        f"%%memfit_task --model openai/streamer --api-base {api_base} --structured schema --tools finish "
+        "--reflection none --no-memory --max-iterations 1 --name streamed\nSay hello, then finish.",
+        "%%memfit_task --step --model memfit/spin-demo --name stepped\n"
+        "what is the total of the numbers in data.txt?",
+    ]
+    return nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(c) for c in cells], metadata={
+        "kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"}})
+
+
+#: Records, in the page, every streamed text the run view showed (for a readable failure).
+STREAM_WATCH_JS = """
+() => { window.__memfitStreamSeen = [];
+  new MutationObserver(() => { for (const n of document.querySelectorAll('.memfit-stream-text')) {
+    const row = n.closest('.memfit-iteration');
+    window.__memfitStreamSeen.push([row && row.getAttribute('data-iteration'), !!n.closest('.jp-Notebook .memfit-live'),
+      n.textContent.length, n.textContent.slice(0, 30)]); } })
+  .observe(document.body, { childList: true, subtree: true, characterData: true }); }
+"""
+
+
+def _theme(page, name: str) -> None:
+    page.evaluate(f"window.jupyterapp.commands.execute('apputils:change-theme', {{theme: 'JupyterLab {name}'}})")
+    light = "true" if name == "Light" else "false"
+    page.wait_for_function(f"() => document.body.dataset.jpThemeLight === '{light}'", timeout=RENDER_TIMEOUT_MS)
+    page.wait_for_timeout(500)  # the theme's stylesheet applies
+
+
+def test_streaming_the_cost_estimate_and_the_prompt_xray_live(browser, lab):
+    """A model that writes slowly (a real OpenAI-compatible server on 127.0.0.1): its thought shows
+    in the iteration's row as it streams, then the parsed action; the header says no price is known
+    for it, and gives the expected cost of an iteration of a scripted model; a Step click in step
+    mode shows in the X-ray what changed in the prompt, the injected reflection highlighted."""
+    import nbformat
+
+    sys.path.insert(0, str(ROOT / "tests"))
+    from fault_server import FaultServer
+
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    server = FaultServer(stream_delay_s=0.15).start()
+    server.script("streamer", [f"ok:{STREAMED_REPLY}"])
+    nbformat.write(nbformat.from_dict(_stream_notebook(server.api_base)), lab["root"] / "stream.ipynb")
+    page = browser.new_page(viewport={"width": 1400, "height": 1000})
+    errors: list[str] = []
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+    try:
+        _open(page, lab, "stream.ipynb")
+        _kernel_idle(page)
+        _theme(page, "Dark")
+        page.evaluate(STREAM_WATCH_JS)
+        page.evaluate("window.jupyterapp.commands.execute('notebook:run-all-cells')")
+        first = page.locator(".jp-Notebook .memfit-live").first
+        # the thought as it is written, in the row of iteration 1, marked streaming
+        try:
+            page.wait_for_function("() => { const r = document.querySelector('.jp-Notebook .memfit-live "
+                                   ".memfit-iteration[data-iteration=\"1\"] .memfit-stream-row .memfit-stream-text');"
+                                   " return r && r.textContent.length > 20; }", timeout=LIVE_TIMEOUT_MS, polling=100)
+        except Exception:
+            pytest.fail(f"the streamed thought never showed: {page.evaluate('window.__memfitStreamSeen')} "
+                        f"errors {errors}")
+        row = first.locator(".memfit-iteration[data-iteration='1'] .memfit-stream-row")
+        partial = row.locator(".memfit-stream-text").inner_text()
+        thought = json.loads(STREAMED_REPLY)["thought"]
+        assert thought.startswith(partial.rstrip("…")) and len(partial) < len(thought), partial
+        assert row.locator(".memfit-badge").inner_text() == "streaming"
+        assert "streaming the action" in first.locator(".memfit-streaming-note").inner_text()
+        assert first.locator(".memfit-estimate").inner_text() == "cost per iteration: no price known for openai/streamer"
+        first.screenshot(path=str(ARTIFACTS / "streaming_dark.png"))
+        _check_theme(page, "dark, streaming")
+        page.wait_for_selector(".jp-Notebook .memfit-live .memfit-live-status[data-status=done]", timeout=LIVE_TIMEOUT_MS)
+        # the parsed action took the stream's place
+        assert first.locator(".memfit-stream-row, .memfit-stream, .memfit-streaming-note").count() == 0
+        assert first.locator(".memfit-header .memfit-answer").inner_text() == "answer hello"
+        assert first.locator(".memfit-event-action .memfit-thought").inner_text() == thought
+        first.screenshot(path=str(ARTIFACTS / "streamed_done_dark.png"))
+
+        page.wait_for_function("() => document.querySelectorAll('.jp-Notebook .memfit-live').length === 2"
+                               " && document.querySelectorAll('.jp-Notebook .memfit-live')[1]"
+                               ".querySelector('button[data-action=step]')", timeout=LIVE_TIMEOUT_MS)
+        _kernel_idle(page)
+        stepped = page.locator(".jp-Notebook .memfit-live").nth(1)
+        estimate = stepped.locator(".memfit-estimate").inner_text()
+        assert estimate.startswith("≈ $") and "per iteration" in estimate, estimate
+        assert stepped.locator(".memfit-xray summary").first.inner_text() == (
+            "X-ray: the next prompt · 1 new message since the last step")
+        stepped.locator("button[data-action=step]").click()
+        page.wait_for_function("() => { const s = document.querySelectorAll('.jp-Notebook .memfit-live')[1]"
+                               ".querySelector('.memfit-xray > summary'); return s && s.textContent.includes('changed'); }",
+                               timeout=LIVE_TIMEOUT_MS)
+        _kernel_idle(page)
+        xray = stepped.locator(".memfit-xray").first
+        assert xray.locator("summary").first.inner_text() == (
+            "X-ray: the next prompt · 2 new messages and 1 changed since the last step · 1 guidance")
+        xray.locator("summary").first.click()
+        guidance = xray.locator(".memfit-line-added.memfit-guidance")
+        assert guidance.count() == 1 and "CRITICAL" in guidance.inner_text()
+        assert "## Your recent self-reflections" in xray.locator(".memfit-message-changed").inner_text()
+        # the full prompt is one click away
+        xray.locator(".memfit-prompt-full > summary").click()
+        assert xray.locator(".memfit-prompt-full .memfit-message").count() == 4
+        stepped.screenshot(path=str(ARTIFACTS / "xray_dark.png"))
+        _check_theme(page, "dark, X-ray")
+        _theme(page, "Light")
+        stepped.screenshot(path=str(ARTIFACTS / "xray_light.png"))
+        first.screenshot(path=str(ARTIFACTS / "streamed_done_light.png"))
+        _check_theme(page, "light, X-ray")
+
+        # deltas never enter the saved bundle
+        page.evaluate("window.jupyterapp.commands.execute('docmanager:save')")
+        page.wait_for_function("() => !window.jupyterapp.shell.currentWidget.context.model.dirty",
+                               timeout=RENDER_TIMEOUT_MS)
+        saved = json.loads((lab["root"] / "stream.ipynb").read_text())
+        runs = [o["data"][RUN_MIME] for c in saved["cells"] for o in c.get("outputs", []) if RUN_MIME in o.get("data", {})]
+        assert len(runs) == 2 and runs[0]["status"] == "done"
+        assert not [e for r in runs for e in r["events"] if e["type"] == "model_delta"]
+        assert [e["thought"] for e in runs[0]["events"] if e["type"] == "action"] == [thought]
+        assert not errors, errors
+    finally:
+        page.screenshot(path=str(ARTIFACTS / "stream_notebook.png"), full_page=True)
+        page.close()
+        server.stop()
