@@ -25,8 +25,11 @@ const BUTTONS: Record<string, [string, string, string]> = {
   stop: ['Stop', 'muted', 'leave the run escalated']
 };
 
-/** Guidance the loop puts into the timeline starts so (notes, spin warnings: "⚠️ [SPIN DETECTED]"). */
-const GUIDANCE = /^[^\p{L}\p{N}[]*\[(SYSTEM|GUIDANCE|REFLECTION|SPIN)[A-Z ]*\]/u;
+/**
+ * A line of guidance the loop puts into the timeline: a bracketed tag, after a mark maybe
+ * ("[SYSTEM] ...", "⚠️ [SPIN DETECTED] ...", "✗ [CRITICAL REFLECTION] ..." after an observation).
+ */
+const GUIDANCE = /^[^\p{L}\p{N}[]*\[(?!REDACTED\])[A-Z][A-Z _]+\]/u;
 /** In the system prompt, what the mechanisms add comes in sections of their own ("## Your recent self-reflections"). */
 const SECTION = /^## /;
 
@@ -291,12 +294,12 @@ export class LiveRunView {
       if (!base) {
         if (i > 0 || prompt.length === 1) {
           added += 1; // the first step: everything but the system prompt is new
-          guidance += GUIDANCE.test(m.content) ? 1 : 0;
+          guidance += guidanceAt(m.content) >= 0 ? 1 : 0;
           parts.push(message(m, 'new'));
         }
       } else if (!old || old.role !== m.role) {
         added += 1;
-        guidance += GUIDANCE.test(m.content) ? 1 : 0;
+        guidance += guidanceAt(m.content) >= 0 ? 1 : 0;
         parts.push(message(m, 'new'));
       } else if (old.content !== m.content) {
         changed += 1;
@@ -341,13 +344,27 @@ function samePrompt(a: Message[], b: Message[]): boolean {
   return a.length === b.length && a.every((m, i) => m.role === b[i].role && m.content === b[i].content);
 }
 
+/** The index of the first line of guidance in a message (it runs to the message's end), or -1. */
+function guidanceAt(content: string): number {
+  return content.split('\n').findIndex(line => GUIDANCE.test(line));
+}
+
+/** A message of the prompt; guidance in it (a whole note, or a reflection after an observation) highlighted. */
 function message(m: Message, kind: 'new' | 'same'): HTMLElement {
-  const guided = GUIDANCE.test(m.content);
+  const at = guidanceAt(m.content);
+  const lines = m.content.split('\n');
+  const pre = h('pre', { class: 'memfit-pre' });
+  if (at < 0) {
+    pre.append(clip(m.content, 12000));
+  } else {
+    const before = lines.slice(0, at).join('\n');
+    pre.append(before ? `${clip(before, 6000)}\n` : '', h('span', { class: 'memfit-guidance-text' }, clip(lines.slice(at).join('\n'), 6000)));
+  }
   return h(
     'div',
-    { class: `memfit-message${kind === 'new' ? ' memfit-message-new' : ''}${guided ? ' memfit-guidance' : ''}`, 'data-role': m.role },
+    { class: `memfit-message${kind === 'new' ? ' memfit-message-new' : ''}${at >= 0 ? ' memfit-guidance' : ''}`, 'data-role': m.role },
     h('span', { class: 'memfit-label' }, m.role),
-    h('pre', { class: 'memfit-pre' }, clip(m.content, 12000))
+    pre
   );
 }
 

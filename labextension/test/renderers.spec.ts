@@ -770,6 +770,16 @@ describe('the X-ray of the next prompt', () => {
     const fourth = [...third, { role: 'user', content: '⚠️ [SPIN DETECTED] The AI agent is stuck in a loop' }];
     feed.setControls({ status: 'paused', buttons: ['step'], prompt: fourth });
     expect(live.root.querySelector('.memfit-xray summary')!.textContent).toBe('X-ray: the next prompt · 1 new message since the last step · 1 guidance');
+    // a reflection the loop appends to an observation: the observation stays plain, the reflection is highlighted
+    const observed = 'Observation (shell) FAILED: exit code 1\ncat: summary.txt: No such file\n\n\n✗ [CRITICAL REFLECTION] Action \'read\' FAILED\nError: exit code 1';
+    feed.setControls({ status: 'paused', buttons: ['step'], prompt: [...fourth, { role: 'assistant', content: '{}' }, { role: 'user', content: observed }] });
+    expect(live.root.querySelector('.memfit-xray summary')!.textContent).toBe('X-ray: the next prompt · 2 new messages since the last step · 1 guidance');
+    const highlighted = live.root.querySelector('.memfit-xray > .memfit-guidance .memfit-guidance-text')!;
+    expect(highlighted.textContent).toBe("✗ [CRITICAL REFLECTION] Action 'read' FAILED\nError: exit code 1");
+    expect(live.root.querySelector('.memfit-xray > .memfit-guidance pre')!.textContent).toBe(observed);
+    // a redacted secret is no guidance
+    feed.setControls({ status: 'paused', buttons: ['step'], prompt: [{ role: 'user', content: 'x' }, { role: 'user', content: '[REDACTED] key' }] });
+    expect(live.root.querySelector('.memfit-xray summary')!.textContent).not.toContain('guidance');
     live.dispose();
   });
 });
