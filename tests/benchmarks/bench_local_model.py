@@ -19,6 +19,13 @@ not valid, or a completed call lacks its tokens.
 
     flock /work/wt/heavy.lock python tests/benchmarks/bench_local_model.py [--runs 20]
         [--modes schema,text] [--max-iterations 2] [--max-tokens 256] [--json out.json] [--traces DIR]
+
+Measured here (2 shared cores, one llama-server thread, defaults, ``--modes schema``): 20 runs,
+statuses 13 failed / 5 done / 2 degraded (all valid); 33 action replies, 33 parsed, 0 unparsed,
+no format error of any purpose, 0 replies cut off at the cap; 91 calls, 86 answered (5 cut off
+by the run's 60 s limit), tokens on 86/86, a cost ($0) on 91/91; per run 4.5 calls, 2,229
+tokens, 40 s.  A model this small seldom answers right (the 5 ``done`` runs finished at once
+with a wrong answer): the benchmark measures whether its replies are usable, not its answers.
 """
 
 from __future__ import annotations
