@@ -17,7 +17,7 @@ cost (a number; the local model has no price, so $0), and the mean calls, tokens
 duration of a run.  Exit status 1 when under ``schema`` a reply went unparsed, a status is
 not valid, or a completed call lacks its tokens.
 
-    flock /work/wt/heavy.lock python tests/benchmarks/bench_local_model.py [--runs 20]
+    python tests/benchmarks/bench_local_model.py [--runs 20]
         [--modes schema,text] [--max-iterations 2] [--max-tokens 256] [--json out.json] [--traces DIR]
 
 Measured here (2 shared cores, one llama-server thread, defaults, ``--modes schema``): 20 runs,

@@ -27,7 +27,7 @@ store is kept: in an embedded server whose data directory is ``--pgdata`` (defau
 ``MEMFIT_TEST_POSTGRES_URL``, in that server, in a schema named after the size and the index's
 parameters.
 
-    flock /work/wt/heavy.lock python tests/benchmarks/bench_pgvector.py \
+    python tests/benchmarks/bench_pgvector.py \
         [--size 100000] [--queries 200] [--ef-search 40,80,160,320] [--corpus topical|uniform]
         [--m 16] [--ef-construction 64]
 """
