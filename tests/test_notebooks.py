@@ -15,6 +15,7 @@ from pathlib import Path
 
 import nbformat
 import pytest
+from kernel_cells import text_of as outputs_text
 
 from memfit_jupyter.memory.ranking import RankingConfig
 
@@ -55,15 +56,8 @@ def cell(nb, starts: str):
 
 
 def text_of(c) -> str:
-    parts = []
-    for o in c.outputs:
-        if o.output_type == "stream":
-            parts.append(o.text)
-        elif o.output_type == "error":
-            parts.append(f"{o.ename}: {o.evalue}")
-        elif "text/plain" in o.get("data", {}):
-            parts.append(o.data["text/plain"])
-    return "\n".join(parts)
+    """What a saved cell's outputs say (``kernel_cells.text_of``)."""
+    return outputs_text(c.outputs)
 
 
 def runs_in(c) -> list[dict]:
