@@ -94,7 +94,9 @@ class LocalModel:
         return f"openai/{ALIAS}"
 
     @classmethod
-    def start(cls, ctx: int = 4096, timeout_s: float = 120.0, log_dir: Path | None = None) -> LocalModel:
+    def start(cls, ctx: int = 4096, timeout_s: float = 120.0, log_dir: Path | None = None,
+              extra_args: tuple[str, ...] = ()) -> LocalModel:
+        """Start the server; ``extra_args`` go to ``llama-server`` as they are (e.g. ``("--temp", "0")``)."""
         reason = missing()
         if reason:
             raise RuntimeError(reason)
@@ -102,7 +104,7 @@ class LocalModel:
         log = (log_dir or cache_dir()) / f"llama-server-{port}.log"
         log.parent.mkdir(parents=True, exist_ok=True)
         args = [str(find_server()), "-m", str(find_weights()), "--alias", ALIAS, "--host", "127.0.0.1",
-                "--port", str(port), "-t", "1", "-tb", "1", "-c", str(ctx), "-np", "1", "--no-webui"]
+                "--port", str(port), "-t", "1", "-tb", "1", "-c", str(ctx), "-np", "1", "--no-webui", *extra_args]
         with open(log, "wb") as out:
             process = subprocess.Popen(args, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
         server = cls(process, port, log)

@@ -17,11 +17,24 @@ The catalogue's on/off outcomes (``--catalogue``) are run with the defaults as t
 now; every pair must still show what its scenario file expects.
 
 With ``--local`` the same comparison runs on the local model (tests/local_model.py) on the
-demo's task, ``--runs`` times each; there the server reports the prompt tokens it served
-from its own cache (``cached``).
+three tasks of bench_local_model.py (the demo's, a file-reading task, a task whose first
+step fails), ``--runs`` times each, under ``schema`` with short limits (``--local-iterations``,
+``--max-tokens``, ``--max-duration``) so a comparison takes minutes.  The server samples at
+temperature 0, so the variants differ by what the mechanisms send, not by chance.  There
+the server reports the prompt tokens it served from its own cache (``cached``), and a run
+cut short by its time limit is marked: its tokens are a lower bound.
 
     python tests/benchmarks/bench_mechanisms.py [--scenarios demo,healthy-long] [--catalogue]
-        [--local --runs 3]
+        [--local --runs 1 --local-iterations 2 --max-tokens 256 --max-duration 120]
+
+Measured here (2 shared cores) with ``--scenarios demo --local``: scripted ``demo`` 1.19x
+(bare 1,797 tokens in 3 calls, default 2,132 in 4).  On the local model, 2,043 / 8,273 /
+12,010 tokens (bare / default / seed, 5 / 15 / 18 calls over the three tasks), 4.05x and
+5.88x: the model seldom solves a task, and on a failing step the defaults reflect and
+triage, as they are meant to (demo: 2 reflections, 2,234 tokens, and 2 triages, 1,264).
+The one run that finished at once (``fail-first``, 385 tokens bare) cost 2.04x: the
+finish's triage (226 tokens) and the seed's search of memory for a completed task (one
+tag call, 101 tokens) are a fixed cost that a one-step run does not amortise.
 """
 
 from __future__ import annotations
@@ -81,15 +94,16 @@ def settings_of(variant: str) -> dict:
 DEMO_FILES = {"data.txt": "12\n7\n23\n"}
 
 
-def one(model, task, variant, **kwargs):
+def one(model, task, variant, files=None, max_tokens=None, **kwargs):
     from memfit_jupyter import Agent
 
     workdir = tempfile.mkdtemp(prefix="memfit-bench-")
     if not model.startswith("memfit/"):
-        for name, text in DEMO_FILES.items():
+        for name, text in (DEMO_FILES if files is None else files).items():
             Path(workdir, name).write_text(text)
     agent = Agent(model=model, workdir=workdir, **settings_of(variant), **kwargs)
     run = agent.start(task)
+    run.llm.max_output_tokens = max_tokens
     log = PromptLog(run.llm.backend)
     run.llm.backend = log
     run.run()
@@ -100,21 +114,31 @@ def one(model, task, variant, **kwargs):
         p = purposes.setdefault(c["purpose"], [0, 0])
         p[0] += 1
         p[1] += c["prompt_tokens"] + c["completion_tokens"]
+    timed_out = any(e["type"] == "guarantee" and e.get("violated") and e.get("limit") == "max_duration_seconds" for e in trace["events"])
     return {"tokens": trace["totals"]["tokens"]["total"], "calls": trace["totals"]["calls"],
-            "status": run.status, "iterations": trace["totals"]["iterations"], "purposes": purposes,
+            "status": run.status + ("*" if timed_out else ""), "iterations": trace["totals"]["iterations"], "purposes": purposes,
             "prefix": prefix_share(log.sent), "cached": sum(c.get("cached_tokens", 0) for c in calls)}
 
 
 def report(rows) -> None:
-    print(f"{'run':<14} {'variant':<8} {'tokens':>7} {'ratio':>6} {'calls':>5} {'prefix':>6} {'cached':>6}  "
+    print(f"{'run':<20} {'variant':<8} {'tokens':>7} {'ratio':>6} {'calls':>5} {'prefix':>6} {'cached':>6}  "
           f"status  calls/tokens by purpose")
     for name, results in rows:
         base = results["bare"]["tokens"]
         for variant, r in results.items():
             ratio = r["tokens"] / base if base else float("nan")
             by = ", ".join(f"{p} {n}/{t}" for p, (n, t) in sorted(r["purposes"].items()))
-            print(f"{name:<14} {variant:<8} {r['tokens']:>7} {ratio:>5.2f}x {r['calls']:>5} {r['prefix']:>6.0%} "
-                  f"{r['cached']:>6}  {r['status']:<7} {by}")
+            print(f"{name:<20} {variant:<8} {r['tokens']:>7} {ratio:>5.2f}x {r['calls']:>5} {r['prefix']:>6.0%} "
+                  f"{r['cached']:>6}  {r['status']:<9} {by}")
+    local = [results for name, results in rows if name.startswith("local")]
+    if local:
+        bare = sum(r["bare"]["tokens"] for r in local)
+        for variant in VARIANTS:
+            tokens = sum(r[variant]["tokens"] for r in local)
+            calls = sum(r[variant]["calls"] for r in local)
+            print(f"{'local, all runs':<20} {variant:<8} {tokens:>7} {tokens / bare if bare else float('nan'):>5.2f}x "
+                  f"{calls:>5}")
+    print("(* a run cut short by its time limit: its tokens are a lower bound)")
 
 
 def catalogue_pairs() -> None:
@@ -138,7 +162,10 @@ def main() -> None:
     ap.add_argument("--scenarios", default="demo,healthy-long")
     ap.add_argument("--catalogue", action="store_true", help="also run every catalogue pair")
     ap.add_argument("--local", action="store_true", help="also on the local model (needs llama-server)")
-    ap.add_argument("--runs", type=int, default=3)
+    ap.add_argument("--runs", type=int, default=1, help="local: runs of each task per variant")
+    ap.add_argument("--local-iterations", type=int, default=2, help="local: each run's max_iterations")
+    ap.add_argument("--max-tokens", type=int, default=256, help="local: cap on every call's output tokens")
+    ap.add_argument("--max-duration", type=float, default=120.0, help="local: each run's time limit, seconds")
     args = ap.parse_args()
 
     from memfit_jupyter.llm.scenarios import load_scenario
@@ -148,13 +175,18 @@ def main() -> None:
         task = load_scenario(name).task or "What is the total of the numbers in data.txt?"
         rows.append((name, {v: one(f"memfit/{name}", task, v) for v in VARIANTS}))
     if args.local:
+        from bench_local_model import TASKS, TOOLS
         from local_model import LocalModel
 
-        with LocalModel.start() as lm:
+        from memfit_jupyter.reliability.guarantees import ExecutionGuarantees
+
+        with LocalModel.start(extra_args=("--temp", "0")) as lm:
             for i in range(args.runs):
-                task = "What is the total of the numbers in data.txt?"
-                kw = {"api_base": lm.api_base, "structured": "schema", "max_iterations": 4}
-                rows.append((f"local#{i + 1}", {v: one(lm.model, task, v, **kw) for v in VARIANTS}))
+                for name, (task, files) in TASKS.items():
+                    kw = {"api_base": lm.api_base, "structured": "schema", "tools": TOOLS,
+                          "max_iterations": args.local_iterations, "max_tokens": args.max_tokens, "files": files,
+                          "guarantees": ExecutionGuarantees(max_duration_seconds=args.max_duration)}
+                    rows.append((f"local {name}#{i + 1}", {v: one(lm.model, task, v, **kw) for v in VARIANTS}))
     report(rows)
     if args.catalogue:
         catalogue_pairs()
