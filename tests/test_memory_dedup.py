@@ -73,6 +73,55 @@ def test_an_answer_to_its_twins_question_is_kept():
     assert compare(restated, question, DedupConfig())[0]  # the same question again
 
 
+def _said(content, cos, tags=("audrey", "24 october, 2023")):
+    return probe_of(content, tags, None, unit(cos))
+
+
+OLD = _said("Audrey: Thanks! Appreciate it, feeling better each day. And wow that Sushi looks phenomenal. "
+            "I know what to get for dinner tonight.", 1.0)
+
+
+@pytest.mark.parametrize("content,hit", [
+    ("Audrey: Enjoy! Now I'm gonna order some sushi for tonight. Thanks!", False),  # adds enjoy, order...
+    ("Audrey: Thanks! I know what to get for dinner tonight.", True),  # all of it already said
+    ("Audrey: thanks, appreciate it! That sushi looks phenomenal.", True),  # case and punctuation aside
+    ("Audrey: Thanks! I know what to get for dinner tonight at 7.", False),  # a number is information
+])
+def test_a_twin_that_says_something_new_is_kept(content, hit):
+    # same speaker and day (tags repeat), content at cosine 0.95: the words decide the content's vote
+    assert compare(_said(content, 0.95), OLD, DedupConfig())[0] is hit
+
+
+def test_new_words_is_a_threshold_and_can_be_turned_off():
+    one_new = _said("Audrey: Thanks! I know what to order for dinner tonight, sushi again.", 0.95)  # order
+    two_new = _said("Audrey: Thanks! I know what to order for dinner tonight, with miso.", 0.95)  # order, miso
+    assert not compare(one_new, OLD, DedupConfig())[0]
+    assert compare(one_new, OLD, DedupConfig(new_words=1))[0]
+    assert not compare(two_new, OLD, DedupConfig(new_words=1))[0]
+    assert compare(two_new, OLD, DedupConfig(new_words=2))[0]
+    assert compare(_said("Audrey: Enjoy! Now I'm gonna order some sushi.", 0.95), OLD, DedupConfig(new_words=None))[0]
+    assert not compare(two_new, OLD, DedupConfig(new_words=None, content_similarity_threshold=0.96))[0]
+    with pytest.raises(ValueError):
+        DedupConfig(new_words=-1)
+
+
+def test_store_keeps_a_same_day_twin_with_news_and_refuses_a_repeat(tmp_path):
+    # the store's path (stored candidates, then the batch): vectors planted at cosine 0.95
+    rng = np.random.default_rng(4)
+    base = rng.standard_normal((1, 384)).astype(np.float32)
+    base /= np.linalg.norm(base)
+    tags = ["audrey", "24 october, 2023"]
+    first = {"content": OLD.content, "tags": tags}
+    news = {"content": "Audrey: Enjoy! Now I'm gonna order some sushi for tonight. Thanks!", "tags": tags}
+    repeat = {"content": "Audrey: Thanks! I know what to get for dinner tonight.", "tags": tags}
+    vecs = np.concatenate([base, _near(base, 0.95, rng), _near(base, 0.95, rng)])
+    with MemoryStore(tmp_path / "seq") as seq, MemoryStore(tmp_path / "batch") as batch:
+        apart = [seq.add_many([it], vectors=vecs[n : n + 1])[0] is not None
+                 for n, it in enumerate([first, news, repeat])]
+        together = [i is not None for i in batch.add_many([first, news, repeat], vectors=vecs)]
+    assert apart == together == [True, True, False]
+
+
 def test_asks_reads_question_marks():
     from memfit_jupyter.memory.dedup import asks
 
@@ -131,7 +180,7 @@ def _twins(rng, n=60, dim=384):
     items = []
     for i in range(n):
         topic = i % (n // 3)
-        text = f"turn {i} about topic {topic}" + ("?" if (i // (n // 3)) == 0 and topic % 2 else "")
+        text = f"a turn about topic {topic}" + ("?" if (i // (n // 3)) == 0 and topic % 2 else "")
         tags = [["jon"], ["gina"], []][topic % 3] if i // (n // 3) < 2 else [["jon"], [], ["gina"]][topic % 3]
         item = {"content": text, "tags": tags}
         if topic % 4 == 0:
@@ -162,9 +211,12 @@ def test_batch_matrix_agrees_with_pairwise_compare():
         v = base[i % 4] + rng.uniform(0, 0.5) * rng.standard_normal(8).astype(np.float32)
         q = None if i % 3 == 0 else base[(i // 2) % 4] + 0.3 * rng.standard_normal(8).astype(np.float32)
         tags = frozenset(rng.choice(list("abcde"), size=int(rng.integers(0, 4)), replace=False).tolist())
+        # texts from a few words, so that some twins add a keyword and some do not
+        text = "restart the kernel " + str(rng.choice(["", "", "after pip", "3 times"]))
         probes.append(Probe(tags, None if q is None else q / np.linalg.norm(q), v / np.linalg.norm(v),
-                            asks=i % 7 == 0))
-    for cfg in (DedupConfig(), DedupConfig(min_matches=1), DedupConfig(min_matches=3),
+                            asks=i % 7 == 0, content=text))
+    for cfg in (DedupConfig(), DedupConfig(new_words=None), DedupConfig(new_words=1), DedupConfig(min_matches=1),
+                DedupConfig(min_matches=3),
                 DedupConfig(tag_overlap_threshold=0.5, content_similarity_threshold=0.8),
                 DedupConfig(tag_overlap_threshold=0.0), DedupConfig(question_similarity_threshold=0.0)):
         m = batch_repeats(probes, cfg)
@@ -202,7 +254,7 @@ def test_small_store_matrix_dedup_agrees_with_the_graph(tmp_path, cfg):
     vecs = base[topic] + noise * rng.standard_normal((300, 384)).astype(np.float32)
     vecs /= np.linalg.norm(vecs, axis=1, keepdims=True)
     # same questions within a topic, tags of their own: a repeat needs the content neighbour search
-    items = [{"content": f"memory {i}", "tags": [f"t{i}"], "questions": [f"what about topic {t}?"]}
+    items = [{"content": f"memory about topic {t}", "tags": [f"t{i}"], "questions": [f"what about topic {t}?"]}
              for i, t in enumerate(topic)]
     kept = []
     for exact_below in (10_000, 0):
@@ -254,7 +306,7 @@ def test_store_keeps_what_pairwise_compare_against_every_kept_memory_keeps(tmp_p
         + [{"content": f"asked {i}", "tags": [f"own{i}"], "questions": [f"how is {i} done?"]} for i in range(20)]
         + [{"content": f"asked again {i}", "tags": [f"other{i}"], "questions": [f"how is {i} done?"]}
            for i in range(20)]
-        + [{"content": f"mixed {i}", "tags": [["common", f"t{topic[i] % 3}"], [f"t{topic[i] % 3}"], []][i % 3],
+        + [{"content": f"mixed {topic[i]}", "tags": [["common", f"t{topic[i] % 3}"], [f"t{topic[i] % 3}"], []][i % 3],
             "questions": [f"what about topic {topic[i] % 2}?"] if i % 5 == 0 else []} for i in range(300)])
     vecs = np.concatenate([first, filler, _near(first, 0.95, rng), first[:20], _near(first[:20], 0.93, rng),
                            mixed])

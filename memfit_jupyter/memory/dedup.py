@@ -11,7 +11,15 @@ never repeat each other, however alike their text (the seed's 2 of 3, where cont
 alone is one).  And an answer is not a repeat of its question: when one of the two
 asks something (its text has a question mark) and the other does not, their contents
 do not count as repeating ("How's the store going?" and "The store's doing great!"
-are near-twins by cosine).
+are near-twins by cosine).  Nor is a memory that says something its near-twin does not:
+content repeats only when the new memory's keywords (``text.keywords``: stemmed, function
+words left out; numbers and names are keywords) are all in the other's, give or take
+``DedupConfig.new_words``.  A cosine at the threshold says two texts are about the same thing,
+not that they say the same: "Now I'm gonna order some sushi for tonight" came at 0.925 after
+"that Sushi looks phenomenal, I know what to get for dinner tonight" from the same speaker on
+the same day, and held the answer to a question; "going to Rome next week" and "going to Paris
+next week" differ in one name.  Rewordings that add words still repeat through tags and
+questions (two of three without the content).
 
 Every function here is pure (vectors in, verdicts out), shared by every store backend;
 ``candidates`` is how the SQLite store finds what to compare.
@@ -21,8 +29,11 @@ from __future__ import annotations
 
 import itertools
 from dataclasses import dataclass
+from functools import lru_cache
 
 import numpy as np
+
+from .text import keywords, tokens
 
 
 @dataclass(slots=True)
@@ -40,6 +51,9 @@ class DedupConfig:
     #: Nearest neighbours by content that are compared with (plus memories sharing tags).
     candidates: int = 10
     enabled: bool = True
+    #: Keywords the new memory may have that the other lacks for its content to still repeat
+    #: the other's (0: none); None leaves content similarity alone to decide, as the seed does.
+    new_words: int | None = 0
 
     def __post_init__(self) -> None:
         for name in ("tag_overlap_threshold", "question_similarity_threshold", "content_similarity_threshold"):
@@ -48,6 +62,8 @@ class DedupConfig:
                 raise ValueError(f"{name} must be in [0, 1], got {v}")
         if self.min_matches not in (1, 2, 3):
             raise ValueError(f"min_matches must be 1, 2 or 3, got {self.min_matches}")
+        if self.new_words is not None and self.new_words < 0:
+            raise ValueError(f"new_words must be None or at least 0, got {self.new_words}")
 
 
 @dataclass(slots=True)
@@ -58,6 +74,7 @@ class Probe:
     qvec: np.ndarray | None  # unit vector of the joined questions, None without questions
     vec: np.ndarray  # unit vector of the content
     asks: bool = False  # the content asks something (see ``asks``)
+    content: str = ""  # its text, for the keywords it adds (see ``adds_nothing``)
 
 
 def norm_tags(tags) -> frozenset[str]:
@@ -71,7 +88,24 @@ def asks(content: str) -> bool:
 
 def probe_of(content: str, tags, qvec: np.ndarray | None, vec: np.ndarray) -> Probe:
     """The probe of a memory with this content and tags, question vector and content vector."""
-    return Probe(norm_tags(tags), qvec, vec, asks(content))
+    return Probe(norm_tags(tags), qvec, vec, asks(content), content)
+
+
+@lru_cache(maxsize=4096)  # a batch compares the same memory with several twins
+def content_words(content: str) -> frozenset[str]:
+    """The keywords of a memory's text (``text.keywords``), single digits included (a
+    keyword needs two letters, but "3 retries" and "5 retries" say different things)."""
+    return frozenset(keywords(content)).union(t for t in tokens(content) if t.isdigit())
+
+
+def adds_nothing(new: Probe, old: Probe, config: DedupConfig) -> bool:
+    """May ``new``'s content repeat ``old``'s?  Only when it has at most ``config.new_words``
+    keywords that ``old`` lacks (always, with the rule off).  Asked only of near-twins by
+    cosine, so tokenising costs nothing on the common path."""
+    if config.new_words is None:
+        return True
+    novel = content_words(new.content) - content_words(old.content)
+    return len(novel) <= config.new_words
 
 
 def can_repeat(probe: Probe, config: DedupConfig) -> bool:
@@ -97,7 +131,8 @@ def compare(new: Probe, old: Probe, config: DedupConfig) -> tuple[bool, dict[str
     eps = 1e-6
     hits = ((tag_sim is not None and tag_sim >= config.tag_overlap_threshold - eps)
             + (q_sim is not None and q_sim >= config.question_similarity_threshold - eps)
-            + (new.asks == old.asks and c_sim >= config.content_similarity_threshold - eps))
+            + (new.asks == old.asks and c_sim >= config.content_similarity_threshold - eps
+               and adds_nothing(new, old, config)))
     return hits >= config.min_matches, {"tags": tag_sim, "questions": q_sim, "content": c_sim}
 
 
@@ -165,8 +200,10 @@ def repeat_pairs(probes: list[Probe], config: DedupConfig) -> tuple[np.ndarray, 
     codes = np.unique(np.concatenate(found))
     rows, cols = codes // n, codes % n
     same_kind = np.array([p.asks for p in probes])
-    hits = ((sims[rows, cols] >= config.content_similarity_threshold - eps)
-            & (same_kind[rows] == same_kind[cols])).astype(np.int64)
+    content_hit = (sims[rows, cols] >= config.content_similarity_threshold - eps) & (same_kind[rows] == same_kind[cols])
+    for at in np.flatnonzero(content_hit) if config.new_words is not None else ():  # near-twins only: few
+        content_hit[at] = adds_nothing(probes[rows[at]], probes[cols[at]], config)
+    hits = content_hit.astype(np.int64)
     if qsims is not None:
         hits += has_q[rows] & has_q[cols] & (qsims[rows, cols] >= config.question_similarity_threshold - eps)
     both_tagged = tagged[rows] & tagged[cols]
