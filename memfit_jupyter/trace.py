@@ -41,6 +41,7 @@ def trace_of(run: Run) -> dict[str, Any]:
             "iterations": run.iteration,
             "recursive_calls": run.budget.recursive_calls,
             "duration_s": (run.result.duration_s if run.result else run.elapsed),
+            **_unpriced(run),
         },
         "events": [e.to_dict() for e in run.events],
     }
@@ -51,3 +52,21 @@ def _cached(run: Run) -> dict[str, int]:
     call reported some (absent otherwise, so traces of providers that say nothing stay as they were)."""
     n = sum(getattr(e, "cached_tokens", 0) or 0 for e in run.events if e.TYPE == "model_call")
     return {"cached": n} if n else {}
+
+
+def _unpriced(run: Run) -> dict[str, list[str]]:
+    """``{"unpriced": [model, ...]}``: the models called that have no known price, whose calls
+    cost counts as $0 (absent when every model has one, so priced runs' traces stay as they were)."""
+    prices = getattr(run.llm.backend, "prices", None)
+    if prices is None:
+        return {}
+    models = dict.fromkeys(str(getattr(e, "model", "")) for e in run.events if e.TYPE == "model_call")
+    unpriced = []
+    for model in models:
+        try:
+            price_in, price_out = prices(model)
+        except Exception:  # a backend that cannot say: the price is not known
+            price_in = price_out = 0.0
+        if not (price_in or price_out):
+            unpriced.append(model)
+    return {"unpriced": unpriced} if unpriced else {}

@@ -7,6 +7,7 @@ import json
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -122,3 +123,16 @@ def test_cli_run_with_a_trace_path_that_cannot_be_written_keeps_the_trace(tmp_pa
     trace = json.loads(open(saved).read())
     assert trace["status"] == "done" and trace["events"]
     os.unlink(saved)
+
+
+def test_a_model_with_no_known_price_is_named_in_the_totals(tmp_path):
+    """The local model's recording: its calls cost $0 because no price is known, and the trace says so
+    rather than letting the view show a free run; a priced scripted run's totals do not name any."""
+    recorded = json.loads((Path(__file__).resolve().parent.parent / "notebooks" / "recorded_run.json").read_text())
+    replayed = Agent.replay(recorded, workdir=tmp_path)
+    replayed.run()
+    totals = replayed.trace()["totals"]
+    assert totals["unpriced"] == [recorded["model"]] and totals["cost_usd"] == 0
+    run = _agent("demo", tmp_path / "priced", False).start(TASK)
+    run.run()
+    assert "unpriced" not in run.trace()["totals"] and run.trace()["totals"]["cost_usd"] > 0

@@ -16,7 +16,7 @@
  * into one line that brings them back.
  */
 
-import { badge, bar, canonical, clip, count, field, h, money, num, obj, seconds, str, tierEntries } from './dom';
+import { badge, bar, canonical, Child, clip, count, field, h, money, num, obj, seconds, str, tierEntries } from './dom';
 import { contextGauge, degradationPlan, eventCard, isMinor, levelLabel } from './events';
 import { checkRun, MemfitEvent, RunTrace } from './payload';
 import { failureBox, problemBox } from './problems';
@@ -90,13 +90,24 @@ function totals(raw: Record<string, unknown>): HTMLElement {
   return h(
     'div',
     { class: 'memfit-totals' },
-    field('cost', money(t.cost_usd)),
+    field('cost', cost(t)),
     field('tokens', `${count(tokens.total)} (${count(tokens.prompt)} in, ${count(tokens.completion)} out)`),
     field('calls', count(t.calls)),
     field('iterations', count(t.iterations)),
     field('recursive calls', count(t.recursive_calls)),
     field('duration', seconds(t.duration_s))
   );
+}
+
+/** The run's cost; a model with no known price is said to be one, not counted as free. */
+function cost(t: Record<string, unknown>): Child {
+  const unpriced = Array.isArray(t.unpriced) ? t.unpriced.map(String) : [];
+  if (!unpriced.length) {
+    return money(t.cost_usd);
+  }
+  const spent = num(t.cost_usd) ?? 0;
+  const text = spent > 0 ? `${money(spent)} + calls with no price` : 'no price known';
+  return h('span', { class: 'memfit-unpriced', title: `no price known for ${unpriced.join(', ')}` }, text);
 }
 
 /** Budget bars: each spent amount against its limit (limits come from `limits`). */

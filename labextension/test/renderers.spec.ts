@@ -60,6 +60,17 @@ describe('run renderer on real engine traces', () => {
     expect(root.textContent).toContain('"path": "data.txt"');
   });
 
+  it('says a model has no known price instead of showing a free run', () => {
+    const t = trace('demo');
+    const free = renderRun({ ...t, totals: { ...t.totals, cost_usd: 0, unpriced: ['openai/local'] } });
+    const cost = free.querySelector('.memfit-totals .memfit-unpriced') as HTMLElement;
+    expect(cost.textContent).toBe('no price known');
+    expect(cost.title).toBe('no price known for openai/local');
+    const mixed = renderRun({ ...t, totals: { ...t.totals, cost_usd: 0.25, unpriced: ['openai/local'] } });
+    expect(mixed.querySelector('.memfit-totals')!.textContent).toContain('$0.2500 + calls with no price');
+    expect(renderRun(t).querySelector('.memfit-unpriced')).toBeNull();
+  });
+
   it('draws budget bars against the run limits', () => {
     const t = trace('demo');
     const root = renderRun(t);
