@@ -56,7 +56,8 @@ def test_an_exported_run_reads_back_with_its_timeline_and_findings(scenario, tmp
     assert back["totals"]["tokens"] == original["totals"]["tokens"]
     assert timeline(back) == timeline(original)
     assert findings(back) == findings(original)
-    calls = [(e["purpose"], e["ok"], e["prompt_tokens"], e["completion_tokens"])
+    calls = [(e["purpose"], e["ok"], e["prompt_tokens"], e["completion_tokens"], e.get("finish_reason"))
              for e in original["events"] if e["type"] == "model_call"]
-    assert [(e["purpose"], e["ok"], e["prompt_tokens"], e["completion_tokens"])
+    assert any(c[-1] for c in calls)  # the scripted replies say why they stopped
+    assert [(e["purpose"], e["ok"], e["prompt_tokens"], e["completion_tokens"], e.get("finish_reason"))
             for e in back["events"] if e["type"] == "model_call"] == calls

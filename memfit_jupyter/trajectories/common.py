@@ -160,8 +160,10 @@ class TraceBuilder:
 
     def model_call(self, reply: Any, *, model: str | None = None, prompt_tokens: int = 0,
                    completion_tokens: int = 0, cost_usd: float = 0.0, latency_s: float = 0.0,
-                   ok: bool = True, error: str | None = None, purpose: str = "action") -> None:
-        """One model reply, as the source recorded it (the reply is kept verbatim)."""
+                   ok: bool = True, error: str | None = None, purpose: str = "action",
+                   finish_reason: str | None = None) -> None:
+        """One model reply, as the source recorded it (the reply is kept verbatim); ``finish_reason``
+        is why its generation stopped, where the source says ("length": cut off at its cap)."""
         self.calls += 1
         self.tokens[0] += int(prompt_tokens or 0)
         self.tokens[1] += int(completion_tokens or 0)
@@ -169,7 +171,8 @@ class TraceBuilder:
         self._event("model_call", purpose=purpose, model=model or self.model, tier="primary", attempt=1, ok=ok,
                     prompt_tokens=int(prompt_tokens or 0), completion_tokens=int(completion_tokens or 0),
                     cost_usd=float(cost_usd or 0.0), latency_s=float(latency_s or 0.0), max_tokens=None,
-                    timeout_s=None, reply=reply, error=error, error_kind=None if ok else "error")
+                    timeout_s=None, reply=reply, error=error, error_kind=None if ok else "error",
+                    **({"finish_reason": finish_reason} if finish_reason else {}))
 
     def step(self, *, thought: str, action_type: str, tool: str, params: dict[str, Any], output: str = "",
              ok: bool = True, error: str | None = None, duration_s: float = 0.0,

@@ -84,6 +84,14 @@ def _json(value: Any) -> Any:
     return value
 
 
+def _first_reason(value: Any) -> str | None:
+    """The first of ``gen_ai.response.finish_reasons`` (a list, or its JSON text in OTLP/JSON)."""
+    value = _json(value) if isinstance(value, str) else value
+    if isinstance(value, list | tuple) and value:
+        return str(value[0])
+    return str(value) if isinstance(value, str) and value else None
+
+
 def _kind(span: dict[str, Any], attrs: dict[str, Any]) -> str:
     op = str(attrs.get("gen_ai.operation.name") or "")
     name = str(span.get("name") or "")
@@ -159,7 +167,8 @@ def convert(data: Any, *, meta: dict[str, Any] | None = None) -> dict[str, Any]:
                                                or attrs.get("llm.token_count.completion") or 0),
                          cost_usd=float(attrs.get("memfit.cost_usd") or 0.0),
                          latency_s=max(0.0, (end - start) / 1e9) if end else 0.0, ok=not failed,
-                         error=(span.get("status") or {}).get("message") if failed else None, purpose=purpose)
+                         error=(span.get("status") or {}).get("message") if failed else None, purpose=purpose,
+                         finish_reason=_first_reason(attrs.get("gen_ai.response.finish_reasons")))
         elif kind == "tool":
             tool = str(attrs.get("gen_ai.tool.name") or attrs.get("tool.name") or span.get("name", "").replace(
                 "execute_tool ", ""))
