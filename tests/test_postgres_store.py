@@ -132,12 +132,34 @@ def test_a_store_indexed_by_an_older_text_analysis_is_reindexed_on_open(pg_url):
         store.add("she loved the pottery class", tags=["hobby"])
         store.add("the build failed twice", tags=["ci"])
         # as an older analysis left it: other tokens in the index, another name in meta
-        store._x(f"UPDATE {schema}.memories SET fts = to_tsvector('simple', 'lov potteri')")
+        store._x(f"UPDATE {schema}.postings SET term = 'old_' || term")
         store._x(f"UPDATE {schema}.meta SET value = 'suffix-1' WHERE key = 'analyzer'")
+        assert store.search_lexical("loving pottery", 5) == []
     with MemoryStore(pg_url, schema=schema) as again:
         assert [e.content for e, _ in again.search_lexical("loving pottery", 5)] == ["she loved the pottery class"]
         assert [e.content for e, _ in again.search_lexical("failing builds", 5)] == ["the build failed twice"]
         assert again._x(f"SELECT value FROM {schema}.meta WHERE key = 'analyzer'").fetchone() == (ANALYZER,)
+        again.drop()
+
+
+def test_a_schema_1_store_moves_its_full_text_to_postings_on_open(pg_url):
+    """Schema 1 kept a tsvector column; opening such a store builds the postings and drops it."""
+    schema = fresh_schema()
+    with MemoryStore(pg_url, schema=schema) as store:
+        store.add("scan_csv reads the file lazily", tags=["polars"])
+        store.add("the build failed twice", tags=["ci"], questions=["why did ci fail?"])
+        store._x(f"ALTER TABLE {schema}.memories ADD COLUMN fts tsvector")
+        store._x(f"DELETE FROM {schema}.postings")
+        store._x(f"UPDATE {schema}.text_stats SET rows = 0, tokens = 0")
+        store._x(f"UPDATE {schema}.meta SET value = '1' WHERE key = 'schema'")
+    with MemoryStore(pg_url, schema=schema) as again:
+        assert [e.content for e, _ in again.search_lexical("failing builds", 5)] == ["the build failed twice"]
+        assert [e.content for e, _ in again.search_lexical("scan_csv", 5)] == ["scan_csv reads the file lazily"]
+        assert [e.content for e, _ in again.search_lexical("csv", 5)] == ["scan_csv reads the file lazily"]
+        assert again._x(f"SELECT rows FROM {schema}.text_stats").fetchone() == (2,)
+        assert again._x("SELECT count(*) FROM information_schema.columns WHERE table_schema = %s "
+                        "AND column_name = 'fts'", (schema,)).fetchone() == (0,)
+        assert again._x(f"SELECT value FROM {schema}.meta WHERE key = 'schema'").fetchone() == ("2",)
         again.drop()
 
 
@@ -158,9 +180,19 @@ def test_same_dedup_verdicts_and_rankings_as_sqlite(pg, tmp_path):
                 a = [content_of[r.id] for r in pg.search(q, k=5, ranking=mode)]
                 b = [content_lite[r.id] for r in lite.search(q, k=5, ranking=mode)]
                 assert a == b, (q, mode)
-            # hybrid: BM25 (SQLite) and ts_rank (PostgreSQL) order lexical finds differently;
-            # the best result is the same
-            assert (content_of[pg.search(q, k=1)[0].id] == content_lite[lite.search(q, k=1)[0].id])
+            # full text: the BM25 of SQLite's FTS5, so the same scores, and the same hybrid ranking
+            lex_pg = [(round(v, 9), content_of[e.id]) for e, v in pg.search_lexical(q, 30)]
+            lex_lite = [(round(v, 9), content_lite[e.id]) for e, v in lite.search_lexical(q, 30)]
+            assert lex_pg and sorted(lex_pg) == sorted(lex_lite), q
+            a = [content_of[r.id] for r in pg.search(q, k=5)]
+            b = [content_lite[r.id] for r in lite.search(q, k=5)]
+            assert a == b, (q, "hybrid")
+        # the statistics BM25 reads follow deletes as they follow writes
+        for i in [i for i in ids_pg if i][:40]:
+            assert pg.delete(i)
+        rows, tokens = pg._x(f"SELECT rows, tokens FROM {pg.schema}.text_stats").fetchone()
+        assert rows == len(pg) and tokens == pg._x(
+            f"SELECT coalesce(sum(dl), 0) FROM (SELECT DISTINCT key, dl FROM {pg.schema}.postings) d").fetchone()[0]
     finally:
         lite.close()
 

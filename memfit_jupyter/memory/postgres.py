@@ -4,8 +4,9 @@ The same API as the SQLite store, and the same pieces: items are validated and r
 ``items``, the 2-of-3 verdicts are ``dedup``'s, search is ``search.search_memory`` over this
 store's ``candidates()``, export and import are ``transfer``'s.  What differs is where the
 candidates come from: an HNSW index of pgvector (inner product on unit vectors, so cosine)
-and a ``tsvector`` over the same pre-tokenised text the SQLite store gives FTS5 (ranked by
-``ts_rank`` with the same field weights, where SQLite has BM25).
+and postings of the same tokens the SQLite store gives FTS5, scored by FTS5's BM25
+(``pg_text``).  A hybrid search sends its vector query and its full-text query on two
+connections of their own, at once, each returning the found memories' whole rows.
 
 Many writers (kernels, sweep workers, people) share one store: each batch is one
 transaction that first takes a transaction-scoped advisory lock on the store, then looks
@@ -30,7 +31,7 @@ from urllib.parse import urlsplit, urlunsplit
 import numpy as np
 
 from ..errors import StoreError
-from .db import fts_text
+from . import pg_text
 from .dedup import DedupConfig, Probe, non_repeated, norm_tags, probe_of
 from .embedders import Embedder, get_embedder
 from .entity import MemoryEntity
@@ -41,7 +42,8 @@ from .search import Candidates
 from .text import ANALYZER
 
 URL_SCHEMES = ("postgresql://", "postgres://")
-SCHEMA_VERSION = "1"
+#: 2: full text in postings scored by BM25 (1: a tsvector column ranked by ts_rank).
+SCHEMA_VERSION = "2"
 #: Newest memories per tag that dedup looks at, as in the SQLite store.
 TAG_SCAN = 256
 #: The graph's beam when dedup looks for a new memory's near-duplicates: wider than a search's,
@@ -50,12 +52,8 @@ DEDUP_EF_SEARCH = 100
 #: add_many decides and writes larger batches in transactions of this many.
 ADD_CHUNK = 2_000
 _COLUMNS = "key, id, content, tags, questions, created_at, c, o, r, e, p, a, t"
-#: ts_rank's weights for the D, C, B, A labels: questions (C) 0.6, tags (B) 0.8, content (A) 1.0,
-#: the field weights the SQLite store gives BM25.
-_RANK_WEIGHTS = "{0.1, 0.6, 0.8, 1.0}"
-#: A memory's tsvector from its content, tags and questions, each already analysed by ``fts_text``.
-_FTS = ("setweight(to_tsvector('simple', %s), 'A') || setweight(to_tsvector('simple', %s), 'B') "
-        "|| setweight(to_tsvector('simple', %s), 'C')")
+#: What a search reads of each memory it finds: the entity's columns and the stored vector.
+_ROW = ", ".join(f"m.{c}" for c in _COLUMNS.split(", ")) + ", m.vector"
 
 
 def is_url(path: Any) -> bool:
@@ -110,6 +108,8 @@ class PostgresStore(SeedRetrieval):
         self._closed = True
         self._lex_pool: Any = None
         self._lex_conn: Any = None
+        self._vec_conn: Any = None
+        self._vec_ef = 0
         # One lock id per store (schema), the same in every process.
         self._lock_id = zlib.crc32(f"memfit:{schema}".encode()) - 2**31
         try:
@@ -128,9 +128,13 @@ class PostgresStore(SeedRetrieval):
                 meta = dict(self._x(f"SELECT key, value FROM {schema}.meta").fetchall())
                 self.embedder = self._choose_embedder(meta, embedder)
                 self._create_tables(self.embedder.dim, m, ef_construction)
-                if meta.get("analyzer") != ANALYZER:  # new, or indexed by an older text analysis
+                old = self._x("SELECT 1 FROM information_schema.columns WHERE table_schema = %s "
+                              "AND table_name = 'memories' AND column_name = 'fts'", (schema,)).fetchone()
+                if old or meta.get("analyzer") != ANALYZER:  # new, older text analysis, or schema 1
                     self._reindex_text()
-                    self._set_meta({"analyzer": ANALYZER})
+                    if old:  # schema 1's tsvector (and its GIN index): the postings replace it
+                        self._x(f"ALTER TABLE {schema}.memories DROP COLUMN fts")
+                    self._set_meta({"analyzer": ANALYZER, "schema": SCHEMA_VERSION})
         except psycopg.Error as exc:
             self.close()
             raise StoreError(f"cannot open memory store {self.path!r}: {_first_line(exc)}") from None
@@ -151,12 +155,12 @@ class PostgresStore(SeedRetrieval):
             key bigserial PRIMARY KEY, id text NOT NULL UNIQUE, content text NOT NULL,
             tags text[] NOT NULL, questions text[] NOT NULL, created_at text NOT NULL,
             c float8 NOT NULL, o float8 NOT NULL, r float8 NOT NULL, e float8 NOT NULL, p float8 NOT NULL,
-            a float8 NOT NULL, t float8 NOT NULL, vector vector({dim}) NOT NULL, qvector vector({dim}),
-            fts tsvector NOT NULL)""")
+            a float8 NOT NULL, t float8 NOT NULL, vector vector({dim}) NOT NULL, qvector vector({dim}))""")
         self._x(f"CREATE TABLE IF NOT EXISTS {s}.memory_tags(tag text NOT NULL, "
                 f"key bigint NOT NULL REFERENCES {s}.memories(key) ON DELETE CASCADE, PRIMARY KEY(tag, key))")
         self._x(f"CREATE INDEX IF NOT EXISTS memory_tags_key ON {s}.memory_tags(key)")
-        self._x(f"CREATE INDEX IF NOT EXISTS memories_fts ON {s}.memories USING gin(fts)")
+        for sql in pg_text.create_sql(s):
+            self._x(sql)
         self._create_hnsw(m, ef_construction)
 
     def _create_hnsw(self, m: int = 16, ef_construction: int = 64) -> None:
@@ -233,31 +237,31 @@ class PostgresStore(SeedRetrieval):
         with self._conn.cursor() as cur:
             cur.executemany(
                 f"INSERT INTO {self._t('memories')}(id, content, tags, questions, created_at, c, o, r, e, p, a, t, "
-                "vector, qvector, fts) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, "
-                f"{_FTS}) RETURNING key",
+                "vector, qvector) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s) RETURNING key",
                 [(e.id, e.content, e.tags, e.potential_questions, e.created_at, e.c_score, e.o_score, e.r_score,
-                  e.e_score, e.p_score, e.a_score, e.t_score, v, q, fts_text([e.content]), fts_text(e.tags),
-                  fts_text(e.potential_questions)) for e, v, q in zip(entities, vecs, qvecs, strict=True)],
+                  e.e_score, e.p_score, e.a_score, e.t_score, v, q) for e, v, q in zip(entities, vecs, qvecs, strict=True)],
                 returning=True)
             keys = []
             while True:
                 keys.append(cur.fetchone()[0])
                 if not cur.nextset():
                     break
+            pg_text.write(cur, self.schema, [(k, e.content, e.tags, e.potential_questions)
+                                             for k, e in zip(keys, entities, strict=True)])
             pairs = [(t, k) for k, e in zip(keys, entities, strict=True) for t in norm_tags(e.tags)]
             if pairs:
                 cur.executemany(f"INSERT INTO {self._t('memory_tags')}(tag, key) VALUES (%s, %s) "
                                 "ON CONFLICT DO NOTHING", pairs)
 
     def _reindex_text(self) -> None:
-        """Inside the opening transaction: rewrite every memory's ``tsvector`` with this
-        version's text analysis (``text.ANALYZER``), as the SQLite store rewrites its FTS5 index."""
-        memories = self._t("memories")
-        rows = self._x(f"SELECT key, content, tags, questions FROM {memories}").fetchall()
-        if rows:
-            with self._conn.cursor() as cur:
-                cur.executemany(f"UPDATE {memories} SET fts = {_FTS} WHERE key = %s",
-                                [(fts_text([c]), fts_text(t), fts_text(q), k) for k, c, t, q in rows])
+        """Inside the opening transaction: every memory's postings again, by this version's
+        text analysis (``text.ANALYZER``), as the SQLite store rebuilds its FTS5 index.  Only
+        the postings table is written (the memories' rows, and so their HNSW entries, stay):
+        at 100k memories seconds, where rewriting schema 1's tsvector column took minutes."""
+        with self._conn.cursor(name="memfit_text") as rows:  # server-side: read in batches
+            rows.itersize = 5_000
+            rows.execute(f"SELECT key, content, tags, questions FROM {self._t('memories')}")
+            pg_text.rebuild(self._conn, self.schema, rows)
 
     def _stored_candidates(self, probes: list[Probe]) -> list[list[Probe]]:
         """For each probe, the stored memories it could repeat: those sharing enough tags
@@ -316,7 +320,7 @@ class PostgresStore(SeedRetrieval):
         """Delete a memory; False when there is none with this id."""
         with self._lock:
             self._check_open()
-            return self._x(f"DELETE FROM {self._t('memories')} WHERE id = %s", (str(id),)).rowcount > 0
+            return self._x(pg_text.forget_sql(self.schema), (str(id),)).rowcount > 0
 
     # --- reading ------------------------------------------------------------------------
     def __len__(self) -> int:
@@ -389,34 +393,52 @@ class PostgresStore(SeedRetrieval):
         """The query's unit vector, by the store's embedder."""
         return self.embedder.embed([query])[0]
 
-    def _nearest(self, q: np.ndarray, limit: int, only: Iterable[str] | None) -> list[tuple[int, float]]:
-        """The ``limit`` nearest memories by the HNSW index; with ``only``, among those carrying
-        one of these tags, exactly (the graph cannot filter without losing results)."""
-        memories = self._t("memories")
-        with self._conn.transaction():
-            if only is None:
-                self._x(f"SET LOCAL hnsw.ef_search = {max(int(limit), self.ef_search)}")
-                self._x("SET LOCAL enable_seqscan = off")  # the graph, also where a scan looks cheaper
-                return self._x(f"SELECT key, -(vector <#> %s) FROM {memories} ORDER BY vector <#> %s LIMIT %s",
-                               (q, q, int(limit))).fetchall()
-            wanted = sorted(norm_tags(only))
-            if not wanted:
-                return []
-            self._x("SET LOCAL enable_indexscan = off")
-            return self._x(f"SELECT key, -(vector <#> %s) FROM {memories} WHERE key IN "
-                           f"(SELECT key FROM {self._t('memory_tags')} WHERE tag = ANY(%s)) "
-                           "ORDER BY vector <#> %s LIMIT %s", (q, wanted, q, int(limit))).fetchall()
+    def _side_connection(self) -> Any:
+        from pgvector.psycopg import register_vector
 
-    def _lexical_keys(self, query: str, limit: int, conn: Any = None) -> list[tuple[int, float]]:
+        conn = self._psycopg.connect(self.url, autocommit=True)
+        register_vector(conn)
+        return conn
+
+    def _nearest(self, q: np.ndarray, limit: int, only: Iterable[str] | None) -> list[tuple]:
+        """The ``limit`` nearest memories' rows (``_ROW`` and the cosine), nearest first, by the
+        HNSW index; with ``only``, among those carrying one of these tags, exactly (the graph
+        cannot filter without losing results)."""
+        if only is None:
+            # A connection of its own whose session keeps the settings: one round trip a query,
+            # where SET LOCAL in a transaction took four more.
+            if self._vec_conn is None:
+                self._vec_conn = self._side_connection()
+                self._vec_conn.execute("SET enable_seqscan = off")  # the graph, also where a scan looks cheaper
+                self._vec_ef = 0
+            ef = max(int(limit), self.ef_search)
+            if ef != self._vec_ef:
+                self._vec_conn.execute(f"SET hnsw.ef_search = {ef}")
+                self._vec_ef = ef
+            with self._vec_conn.cursor(binary=True) as cur:  # binary: vectors as bytes, not text to parse
+                return cur.execute(f"SELECT {_ROW}, -(m.vector <#> %s) FROM {self._t('memories')} m "
+                                   "ORDER BY m.vector <#> %s LIMIT %s", (q, q, int(limit))).fetchall()
+        wanted = sorted(norm_tags(only))
+        if not wanted:
+            return []
+        with self._conn.transaction():
+            self._x("SET LOCAL enable_indexscan = off")
+            with self._conn.cursor(binary=True) as cur:
+                return cur.execute(
+                    f"SELECT {_ROW}, -(m.vector <#> %s) FROM {self._t('memories')} m WHERE m.key IN "
+                    f"(SELECT key FROM {self._t('memory_tags')} WHERE tag = ANY(%s)) "
+                    "ORDER BY m.vector <#> %s LIMIT %s", (q, wanted, q, int(limit))).fetchall()
+
+    def _lexical(self, query: str, limit: int, conn: Any) -> list[tuple]:
+        """The ``limit`` best memories' rows (``_ROW`` and the BM25 score) for the query's
+        keywords, best first (``pg_text``)."""
         from .text import keywords
 
-        kws = keywords(query)
-        if not kws or limit <= 0:
+        terms = pg_text.terms_of(keywords(query))
+        if not terms or limit <= 0:
             return []
-        tsq = " | ".join(f"'{k}'" for k in kws)  # keywords are [a-z0-9_] or CJK: nothing to escape
-        return (conn or self._conn).execute(f"SELECT key, ts_rank('{_RANK_WEIGHTS}'::float4[], fts, q) AS s FROM {self._t('memories')}, "
-                       "to_tsquery('simple', %s) AS q WHERE fts @@ q ORDER BY s DESC, key DESC LIMIT %s",
-                       (tsq, int(limit))).fetchall()
+        with conn.cursor(binary=True) as cur:
+            return cur.execute(pg_text.search_sql(self.schema, _ROW), (terms, int(limit))).fetchall()
 
     def search_by_semantics(self, query: str | np.ndarray, limit: int = 15,
                             tags: Iterable[str] | None = None) -> list[tuple[MemoryEntity, float]]:
@@ -424,17 +446,14 @@ class PostgresStore(SeedRetrieval):
         q = self.embed_query(query) if isinstance(query, str) else np.asarray(query, dtype=np.float32)
         with self._lock:
             self._check_open()
-            pairs = self._nearest(q, limit, tags)
-            found = self._entities([k for k, _ in pairs])
-            return [(found[k], float(s)) for k, s in pairs if k in found]
+            return [(self._entity(r), float(r[-1])) for r in self._nearest(q, limit, tags)]
 
     def search_lexical(self, query: str, limit: int = 15) -> list[tuple[MemoryEntity, float]]:
-        """Full-text search (``ts_rank``) over content, tags and questions; higher is better."""
+        """Full-text search (BM25, as the SQLite store's FTS5 scores it) over content, tags and
+        questions; higher is better."""
         with self._lock:
             self._check_open()
-            rows = self._lexical_keys(query, limit)
-            found = self._entities([r[0] for r in rows])
-            return [(found[k], float(s)) for k, s in rows if k in found]
+            return [(self._entity(r), float(r[-1])) for r in self._lexical(query, limit, self._conn)]
 
     def candidates(self, q: np.ndarray, query: str, *, tags: Iterable[str] = (), only: Iterable[str] | None = None,
                    tag_limit: int = 20, semantic_limit: int = 15, lexical_limit: int = 15) -> Candidates:
@@ -442,28 +461,31 @@ class PostgresStore(SeedRetrieval):
         finds, each memory read once with its stored vector."""
         with self._lock:
             self._check_open()
-            # The full-text query runs on a second connection meanwhile: the server works on both
-            # at once, and a hybrid search waits for the slower of the two, not for their sum.
-            pending = self._lexical_pool().submit(self._lexical_keys, query, lexical_limit, self._lex_conn) \
+            # The full-text query runs on a connection of its own meanwhile, so that the server
+            # can work on both at once when a core is free.
+            pending = self._lexical_pool().submit(self._lexical, query, lexical_limit, self._lex_conn) \
                 if lexical_limit > 0 else None
-            tag_keys = self._tag_keys(tags, limit=tag_limit) if tags else []
-            semantic_keys = [k for k, _ in self._nearest(q, semantic_limit, only)]
-            lexical = pending.result() if pending is not None else []
-            order = list(dict.fromkeys([*tag_keys, *semantic_keys, *(k for k, _ in lexical)]))
-            rows = {}
-            if order:  # binary: a vector's text form takes longer to parse than the query takes to run
+            try:
+                tag_keys = self._tag_keys(tags, limit=tag_limit) if tags else []
+                semantic = self._nearest(q, semantic_limit, only)
+            finally:
+                lexical = pending.result() if pending is not None else []
+            rows = {r[0]: r for r in (*semantic, *lexical)}
+            missing = [k for k in tag_keys if k not in rows]
+            if missing:
                 with self._conn.cursor(binary=True) as cur:
-                    rows = {r[0]: r for r in cur.execute(
-                        f"SELECT {_COLUMNS}, vector FROM {self._t('memories')} WHERE key = ANY(%s)", (order,))}
+                    rows.update((r[0], r) for r in cur.execute(
+                        f"SELECT {_ROW} FROM {self._t('memories')} m WHERE m.key = ANY(%s)", (missing,)))
+        order = list(dict.fromkeys([*tag_keys, *(r[0] for r in semantic), *(r[0] for r in lexical)]))
         keys = [k for k in order if k in rows]
         entities = [self._entity(rows[k]) for k in keys]
         vecs = (np.stack([_array(rows[k][13]) for k in keys]) if keys
                 else np.zeros((0, self.embedder.dim), dtype=np.float32))
         id_of = {k: e.id for k, e in zip(keys, entities, strict=True)}
         found = {name: [id_of[k] for k in ks if k in id_of]
-                 for name, ks in (("tags", tag_keys), ("semantic", semantic_keys),
-                                  ("lexical", [k for k, _ in lexical])) if ks}
-        return Candidates(entities, vecs, found, {id_of[k]: float(s) for k, s in lexical if k in id_of})
+                 for name, ks in (("tags", tag_keys), ("semantic", [r[0] for r in semantic]),
+                                  ("lexical", [r[0] for r in lexical])) if ks}
+        return Candidates(entities, vecs, found, {id_of[r[0]]: float(r[-1]) for r in lexical if r[0] in id_of})
 
     # --- maintenance --------------------------------------------------------------------
     def info(self) -> dict[str, Any]:
@@ -527,7 +549,7 @@ class PostgresStore(SeedRetrieval):
         if self._lex_pool is None:
             import concurrent.futures as cf
 
-            self._lex_conn = self._psycopg.connect(self.url, autocommit=True)
+            self._lex_conn = self._side_connection()
             self._lex_pool = cf.ThreadPoolExecutor(1, thread_name_prefix="memfit-pg-lexical")
         return self._lex_pool
 
@@ -541,6 +563,9 @@ class PostgresStore(SeedRetrieval):
                     self._lex_pool.shutdown(wait=True)
                     self._lex_conn.close()
                     self._lex_pool = self._lex_conn = None
+                if self._vec_conn is not None:
+                    self._vec_conn.close()
+                    self._vec_conn = None
 
     def __enter__(self) -> PostgresStore:
         return self

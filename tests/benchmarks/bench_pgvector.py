@@ -8,7 +8,8 @@ alternating turns over the same queries:
   once per session);
 - store, semantic: ``store.search(text, k=10, ranking="semantic")``: the whole pipeline
   (embedding the query, the HNSW query, reading the candidates' rows, ranking);
-- store, hybrid (the default): the same plus the full-text search.
+- store, hybrid (the default): the same plus the full-text search (BM25 over the store's
+  postings, on a second connection at the same time), with the ranking's deeper lists (30 each).
 
 Both go through the HNSW index (checked: the index's ``idx_scan`` counter must grow by one
 per query of each, or the benchmark stops), with the same beam, so at equal recall.  Recall@10
@@ -106,7 +107,10 @@ def open_store(url: str, size: int, kind: str, m: int, efc: int, rebuild: bool):
     from memfit_jupyter import MemoryStore
 
     schema = f"bench_{kind}_{size}_m{m}_efc{efc}"
+    t0 = time.perf_counter()
     store = MemoryStore(url, schema=schema, dedup=False, m=m, ef_construction=efc)
+    print(f"opened in {time.perf_counter() - t0:.1f} s (a store of an older schema or text analysis "
+          "rebuilds its full-text postings on opening)")
     done = store._x(f"SELECT value FROM {schema}.meta WHERE key = 'bench_loaded'").fetchone()
     if done and done[0] == str(size) and not rebuild and len(store) == size:
         print(f"{size} memories in {schema}: reused")
@@ -183,7 +187,7 @@ def main() -> None:
 
         with contextlib.suppress(psycopg.Error):  # both read from shared buffers, neither from disk
             bare_conn.execute("CREATE EXTENSION IF NOT EXISTS pg_prewarm")
-            for rel in ("memories_hnsw", "memories", "memories_fts", "memories_pkey"):
+            for rel in ("memories_hnsw", "memories", "memories_pkey", "postings_term", "text_stats"):
                 bare_conn.execute("SELECT pg_prewarm(%s)", (f"{schema}.{rel}",))
         bare_sql = f"SELECT id FROM {table} ORDER BY vector <#> %s LIMIT {K}"
         plan = "\n".join(r[0] for r in bare_conn.execute("EXPLAIN " + bare_sql, (qvecs[0],)))
@@ -193,10 +197,11 @@ def main() -> None:
         monitor = psycopg.connect(url, autocommit=True)
 
         def index_scans() -> int:
-            """The HNSW index's scans so far, both connections' counts sent to the statistics."""
-            for run in (bare_conn.execute, store._x):
-                run("SELECT pg_stat_force_next_flush()")  # sent when the backend is next idle
-                run("SELECT 1")
+            """The HNSW index's scans so far, every connection's counts sent to the statistics."""
+            for conn in (bare_conn, store._conn, store._vec_conn, store._lex_conn):
+                if conn is not None:  # the store's vector and full-text queries have their own
+                    conn.execute("SELECT pg_stat_force_next_flush()")  # sent when the backend is next idle
+                    conn.execute("SELECT 1")
             time.sleep(0.1)
             return monitor.execute("SELECT idx_scan FROM pg_stat_user_indexes WHERE schemaname = %s "
                                    "AND indexrelname = 'memories_hnsw'", (schema,)).fetchone()[0]
@@ -212,9 +217,10 @@ def main() -> None:
         for ef in [int(x) for x in str(args.ef_search).split(",")]:
             store.ef_search = ef
             bare_conn.execute(f"SET hnsw.ef_search = {ef}")
-            for n in range(20):  # warm both
+            for n in range(20):  # warm all three
                 bare(qvecs[n])
                 store.search(texts[n], k=K, ranking="semantic")
+                store.search(texts[n], k=K)
             times: dict[str, list[float]] = {"bare": [], "semantic": [], "hybrid": []}
             found: dict[str, list[list[str]]] = {"bare": [], "store": []}
             scans = index_scans()
