@@ -121,7 +121,9 @@ def search_sql(schema: str, columns: str) -> str:
     idf = "ln((st.n - h.nhit + 0.5) / (h.nhit + 0.5))"
     return (
         f"WITH st AS (SELECT rows::float8 AS n, tokens::float8 / greatest(rows, 1) AS avgdl FROM {schema}.text_stats), "
-        "h AS (SELECT key, tf, dl, count(*) OVER (PARTITION BY term) AS nhit "
+        # float8 throughout: a numeric step (integer column with a literal like 0.5) costs more
+        # than reading the postings
+        "h AS (SELECT key, tf, dl::float8 AS dl, (count(*) OVER (PARTITION BY term))::float8 AS nhit "
         f"FROM {schema}.postings WHERE term = ANY(%s)), "
         f"s AS (SELECT h.key, sum(CASE WHEN {idf} > 0 THEN {idf} ELSE 1e-6 END * h.tf * {K1 + 1} "
         f"/ (h.tf + {K1} * ({1 - B} + {B} * h.dl / nullif(st.avgdl, 0)))) AS s "
