@@ -24,6 +24,12 @@ and recall@10 of:
   (as triage writes varied scores that have nothing to do with a later query);
 - dedup: how many memories the default dedup refused, how many of them are evidence.
 
+Measured (LoCoMo, ``--embedders minilm-onnx,hashing --cache DIR``): store default recall@10
+0.659 (minilm-onnx, no tags), 0.664 (speaker/date tags), 0.625 and 0.628 (hashing); dedup
+refused 3 turns with minilm-onnx and speaker/date tags, none of them evidence (62, two of
+them evidence, before a twin that adds keywords stopped counting as repeating), none in the
+other three settings.
+
 ``--tags none|speaker-date`` runs one of the two LoCoMo settings, ``--dedup-only`` only counts
 what dedup refuses there (with ``--no-labelled``: no recall at all).
 ``--sweep`` adds the hybrid ranking at other fusion weights, depths and RRF constants (what
