@@ -421,12 +421,16 @@ class PostgresStore(SeedRetrieval):
         wanted = sorted(norm_tags(only))
         if not wanted:
             return []
+        # Exact: pgvector's iterative scan (hnsw.iterative_scan) filtering the graph's finds by a
+        # tag held by 3% of 100k notes was slower (75 ms) and found 0.61 of the exact 10.  The
+        # tagged keys as one array let the planner read just those rows by the key's index
+        # (a bitmap scan: plain index scans are off, so never the graph): 60 -> 44 ms there.
         with self._conn.transaction():
             self._x("SET LOCAL enable_indexscan = off")
             with self._conn.cursor(binary=True) as cur:
                 return cur.execute(
-                    f"SELECT {_ROW}, -(m.vector <#> %s) FROM {self._t('memories')} m WHERE m.key IN "
-                    f"(SELECT key FROM {self._t('memory_tags')} WHERE tag = ANY(%s)) "
+                    f"SELECT {_ROW}, -(m.vector <#> %s) FROM {self._t('memories')} m WHERE m.key = ANY(ARRAY("
+                    f"SELECT key FROM {self._t('memory_tags')} WHERE tag = ANY(%s))) "
                     "ORDER BY m.vector <#> %s LIMIT %s", (q, wanted, q, int(limit))).fetchall()
 
     def _lexical(self, query: str, limit: int, conn: Any) -> list[tuple]:
