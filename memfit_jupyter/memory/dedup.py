@@ -21,6 +21,10 @@ the same day, and held the answer to a question; "going to Rome next week" and "
 next week" differ in one name.  Rewordings that add words still repeat through tags and
 questions (two of three without the content).
 
+``DedupConfig(rule="seed")`` reads the seed as it was taken before these rules: two memories
+without tags agree on tags, an answer may repeat its question and any content at the
+threshold repeats (``new_words`` is not asked).
+
 Every function here is pure (vectors in, verdicts out), shared by every store backend;
 ``candidates`` is how the SQLite store finds what to compare.
 """
@@ -54,6 +58,9 @@ class DedupConfig:
     #: Keywords the new memory may have that the other lacks for its content to still repeat
     #: the other's (0: none); None leaves content similarity alone to decide, as the seed does.
     new_words: int | None = 0
+    #: "default": the rules above; "seed": two untagged memories agree on tags, and neither the
+    #: question/answer rule nor ``new_words`` applies (the seed's 2 of 3 as first read).
+    rule: str = "default"
 
     def __post_init__(self) -> None:
         for name in ("tag_overlap_threshold", "question_similarity_threshold", "content_similarity_threshold"):
@@ -62,6 +69,8 @@ class DedupConfig:
                 raise ValueError(f"{name} must be in [0, 1], got {v}")
         if self.min_matches not in (1, 2, 3):
             raise ValueError(f"min_matches must be 1, 2 or 3, got {self.min_matches}")
+        if self.rule not in ("default", "seed"):
+            raise ValueError(f"rule must be 'default' or 'seed', got {self.rule!r}")
         if self.new_words is not None and self.new_words < 0:
             raise ValueError(f"new_words must be None or at least 0, got {self.new_words}")
 
@@ -102,7 +111,7 @@ def adds_nothing(new: Probe, old: Probe, config: DedupConfig) -> bool:
     """May ``new``'s content repeat ``old``'s?  Only when it has at most ``config.new_words``
     keywords that ``old`` lacks (always, with the rule off).  Asked only of near-twins by
     cosine, so tokenising costs nothing on the common path."""
-    if config.new_words is None:
+    if config.new_words is None or config.rule == "seed":
         return True
     novel = content_words(new.content) - content_words(old.content)
     return len(novel) <= config.new_words
@@ -111,7 +120,7 @@ def adds_nothing(new: Probe, old: Probe, config: DedupConfig) -> bool:
 def can_repeat(probe: Probe, config: DedupConfig) -> bool:
     """False when ``probe`` has too few signals to reach ``min_matches`` against anything
     (content is always there; tags and questions only when it has them)."""
-    return 1 + bool(probe.tags) + (probe.qvec is not None) >= config.min_matches
+    return 1 + (bool(probe.tags) or config.rule == "seed") + (probe.qvec is not None) >= config.min_matches
 
 
 def jaccard(a: frozenset[str], b: frozenset[str]) -> float | None:
@@ -125,13 +134,16 @@ def compare(new: Probe, old: Probe, config: DedupConfig) -> tuple[bool, dict[str
     """Is ``new`` a duplicate of ``old``?  Returns the verdict and the three similarities
     (None for tags or questions that one side lacks)."""
     tag_sim = jaccard(new.tags, old.tags)
+    if tag_sim is None and config.rule == "seed" and not new.tags and not old.tags:
+        tag_sim = 1.0  # the seed's reading: no tags on either side is agreement
+    same_kind = new.asks == old.asks or config.rule == "seed"
     q_sim = None if new.qvec is None or old.qvec is None else float(np.dot(new.qvec, old.qvec))
     c_sim = float(np.dot(new.vec, old.vec))
     # float32 dot products of identical unit vectors land a hair under 1.0
     eps = 1e-6
     hits = ((tag_sim is not None and tag_sim >= config.tag_overlap_threshold - eps)
             + (q_sim is not None and q_sim >= config.question_similarity_threshold - eps)
-            + (new.asks == old.asks and c_sim >= config.content_similarity_threshold - eps
+            + (same_kind and c_sim >= config.content_similarity_threshold - eps
                and adds_nothing(new, old, config)))
     return hits >= config.min_matches, {"tags": tag_sim, "questions": q_sim, "content": c_sim}
 
@@ -197,16 +209,23 @@ def repeat_pairs(probes: list[Probe], config: DedupConfig) -> tuple[np.ndarray, 
         found.append(_lower_pairs(tagged[:, None] & tagged[None, :]))
     else:
         found.append(shared_codes)
+    if config.rule == "seed" and config.min_matches == 1:  # untagged agreement alone is a repeat
+        found.append(_lower_pairs(~tagged[:, None] & ~tagged[None, :]))
     codes = np.unique(np.concatenate(found))
     rows, cols = codes // n, codes % n
     same_kind = np.array([p.asks for p in probes])
-    content_hit = (sims[rows, cols] >= config.content_similarity_threshold - eps) & (same_kind[rows] == same_kind[cols])
-    for at in np.flatnonzero(content_hit) if config.new_words is not None else ():  # near-twins only: few
+    content_hit = sims[rows, cols] >= config.content_similarity_threshold - eps
+    seed = config.rule == "seed"
+    if not seed:
+        content_hit &= same_kind[rows] == same_kind[cols]
+    for at in np.flatnonzero(content_hit) if config.new_words is not None and not seed else ():  # near-twins: few
         content_hit[at] = adds_nothing(probes[rows[at]], probes[cols[at]], config)
     hits = content_hit.astype(np.int64)
     if qsims is not None:
         hits += has_q[rows] & has_q[cols] & (qsims[rows, cols] >= config.question_similarity_threshold - eps)
     both_tagged = tagged[rows] & tagged[cols]
+    if seed:  # untagged pairs agree on tags; each is among the codes when anything else repeats
+        hits += ~tagged[rows] & ~tagged[cols]
     if config.tag_overlap_threshold <= eps:
         hits += both_tagged
     else:
