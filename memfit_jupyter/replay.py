@@ -58,6 +58,19 @@ class RecordedClock:
         index = len(self.run.events) if self.run is not None else 0
         return float(self.events[min(index, len(self.events) - 1)].get("ts", 0.0) or 0.0)
 
+    def budget_time(self, running: float) -> float:
+        """The time the budget sees: the replay's own, except where the recording ran out of time
+        next (a ``max_duration_seconds`` violation is the event the run emits next), where it is
+        the time the recording had then, so the limit stops the replay where it stopped the run."""
+        if self.run is not None:
+            index = len(self.run.events)
+            if index < len(self.events):
+                nxt = self.events[index]
+                if (nxt.get("type") == "guarantee" and nxt.get("violated") and nxt.get("limit") == "max_duration_seconds"
+                        and isinstance(nxt.get("elapsed_s"), int | float)):
+                    return max(running, float(nxt["elapsed_s"]))
+        return running
+
     def stamp(self, event: Event, index: int, elapsed: float) -> None:
         event.ts = round(elapsed, 6)
         if index < len(self.events) and self.events[index].get("type") == event.TYPE:
@@ -217,7 +230,11 @@ class RecordedBackend:
     def complete(self, model: str, messages: list[dict[str, Any]], *, max_tokens: int | None,
                  timeout: float | None, metadata: dict[str, Any], request: dict[str, Any] | None = None,
                  on_delta: Any = None) -> Any:
-        return self._inner.complete(model, messages, max_tokens=max_tokens, timeout=timeout, metadata=metadata)
+        return self._inner.complete(model, messages, max_tokens=max_tokens, timeout=timeout, metadata=metadata,
+                                    on_delta=on_delta)
+
+    def can_stream(self, model: str) -> bool:
+        return bool(self._inner.can_stream(model))
 
     def structured_mode(self, model: str, requested: str) -> str:
         mode: str = self._inner.structured_mode(model, requested)

@@ -219,7 +219,9 @@ class Run:
 
     def _running_time(self) -> float:
         since = self._stepping_since
-        return self._active_s + (time.monotonic() - since if since is not None else 0.0)
+        running = self._active_s + (time.monotonic() - since if since is not None else 0.0)
+        recorded = getattr(self.clock, "budget_time", None)  # a replay's clock (replay.RecordedClock)
+        return float(recorded(running)) if recorded is not None else running
 
     @property
     def waiting_for_approval(self) -> dict[str, Any] | None:

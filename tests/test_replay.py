@@ -136,3 +136,15 @@ def test_a_model_with_no_known_price_is_named_in_the_totals(tmp_path):
     run = _agent("demo", tmp_path / "priced", False).start(TASK)
     run.run()
     assert "unpriced" not in run.trace()["totals"] and run.trace()["totals"]["cost_usd"] > 0
+
+
+def test_a_real_run_cut_short_by_its_time_limit_replays_byte_for_byte(tmp_path):
+    """A local-model run whose action call was abandoned at its deadline mid-stream and whose time
+    limit then ended it: the replay streams the recorded partial reply again and stops at the
+    recorded time limit, though replaying takes a fraction of a second."""
+    recorded = json.loads((Path(__file__).resolve().parent / "fixtures" / "local_deadline_run.json").read_text())
+    assert any(e.get("partial_reply") for e in recorded["events"] if e["type"] == "model_call")
+    assert any(e["type"] == "guarantee" and e.get("limit") == "max_duration_seconds" for e in recorded["events"])
+    events, replayed = _replayed_events(recorded, tmp_path)
+    assert events == [json.dumps(e) for e in recorded["events"]]
+    assert replayed.status == recorded["status"] == "degraded"

@@ -246,7 +246,13 @@ class ReplayBackend:
             raise ModelCallError("other", f"the recording has no more {purpose} replies")
         call = queue.popleft()
         if call.get("error_kind"):
-            raise ModelCallError(call["error_kind"], call.get("error") or "recorded failure")
+            if on_delta is not None and call.get("partial_reply"):
+                on_delta(call["partial_reply"])  # what had streamed in before the call failed
+            error = ModelCallError(call["error_kind"], call.get("error") or "recorded failure")
+            # a call abandoned at its deadline was charged its worst case; the charge is worked
+            # out again from the same cap, so only whether it was charged is taken from the recording
+            error.abandoned = float(call.get("cost_usd") or 0.0) > 0
+            raise error
         return Completion(
             text=call.get("reply") or "",
             prompt_tokens=int(call.get("prompt_tokens", 0)),
@@ -266,6 +272,11 @@ class ReplayBackend:
         if queue and queue[0].get("timeout_s") is not None:
             return float(queue[0]["timeout_s"])
         return None
+
+    def can_stream(self, model: str) -> bool:
+        """Whether a call of ``model`` must stream in the replay: where the recording kept what had
+        streamed in before a call failed (``partial_reply``), the replay streams it again."""
+        return any(c.get("model") == model and c.get("partial_reply") for q in self._queues.values() for c in q)
 
     def structured_mode(self, model: str, requested: str) -> str:
         """The mode the recording used for ``model`` (a replay sends what the run sent)."""
