@@ -238,6 +238,7 @@ class ReplayBackend:
             self._queues[call.get("purpose", "action")].append(call)
         self._prices = prices or {}
         self._windows = windows or {}
+        self._streamed = {c.get("model") for q in self._queues.values() for c in q if c.get("partial_reply")}
 
     def complete(self, model, messages, *, max_tokens, timeout, metadata, request=None, on_delta=None):
         purpose = metadata.get("memfit_purpose", "action")
@@ -276,7 +277,7 @@ class ReplayBackend:
     def can_stream(self, model: str) -> bool:
         """Whether a call of ``model`` must stream in the replay: where the recording kept what had
         streamed in before a call failed (``partial_reply``), the replay streams it again."""
-        return any(c.get("model") == model and c.get("partial_reply") for q in self._queues.values() for c in q)
+        return model in self._streamed
 
     def structured_mode(self, model: str, requested: str) -> str:
         """The mode the recording used for ``model`` (a replay sends what the run sent)."""
