@@ -30,8 +30,9 @@ from .events import BreakerRejected, Event
 from .memory.entity import MemoryEntity, ScoredMemory, SearchResults
 from .records import ToolResult
 
-#: Fields whose values come from the clock, taken from the recording (breakers use the wall clock).
-CLOCK_FIELDS = ("latency_s", "duration_s", "elapsed_s", "opened_at", "next_probe_at", "open_tiers")
+#: Fields whose values come from the clock, taken from the recording (breakers use the wall clock;
+#: a call's timeout is the time left then, which a replay, running faster, does not have to match).
+CLOCK_FIELDS = ("latency_s", "duration_s", "elapsed_s", "timeout_s", "opened_at", "next_probe_at", "open_tiers")
 SCENARIO_NOTE = re.compile(r"^scenario (\S+) placed its files: (.*)$")
 #: The oracle of a replayed failure diary: its verdicts are in the recorded observations.
 RECORDED_ORACLE = "(recorded)"

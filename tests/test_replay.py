@@ -148,3 +148,27 @@ def test_a_real_run_cut_short_by_its_time_limit_replays_byte_for_byte(tmp_path):
     events, replayed = _replayed_events(recorded, tmp_path)
     assert events == [json.dumps(e) for e in recorded["events"]]
     assert replayed.status == recorded["status"] == "degraded"
+
+
+def test_a_real_run_whose_triage_kept_nothing_replays_byte_for_byte(tmp_path):
+    """A local-model run whose second triage reply held no usable entity ("{}"), so nothing was
+    added then: the third triage's ids still replay as recorded, not the empty batch's."""
+    recorded = json.loads((Path(__file__).resolve().parent / "fixtures" / "local_empty_triage_run.json").read_text())
+    triages = [e for e in recorded["events"] if e["type"] == "memory" and e["op"] == "triage"]
+    assert [bool(e["added"]) for e in triages] == [True, False, True]
+    events, replayed = _replayed_events(recorded, tmp_path)
+    assert events == [json.dumps(e) for e in recorded["events"]]
+    assert replayed.status == recorded["status"]
+
+
+def test_a_calls_timeout_is_the_recorded_one_however_long_the_replay_took_to_reach_it():
+    """A call's timeout is the time the run had left then: a replay that reached the call later
+    than the run did (a cold start) still shows the recorded figure."""
+    from memfit_jupyter.event_base import from_dict
+    from memfit_jupyter.replay import RecordedClock
+
+    recorded = json.loads((Path(__file__).resolve().parent / "fixtures" / "local_empty_triage_run.json").read_text())
+    index, call = next((i, e) for i, e in enumerate(recorded["events"]) if e["type"] == "model_call")
+    late = from_dict({**call, "timeout_s": call["timeout_s"] - 0.5})  # what a slower start works out
+    RecordedClock(recorded["events"]).stamp(late, index, 0.0)
+    assert late.to_dict() == call

@@ -197,6 +197,7 @@ def handle_memory(store: Any, text: str, llm: Any = None, *, iteration: int = 0,
     if llm is None or error is not None:
         source = "heuristic"
         entities = heuristic_entities(text)
-    ids = store.add_many(entities) if entities else []
+    # Called even with nothing to add, so that every triage is one add_many: a replay answers them in order.
+    ids = store.add_many(entities)
     added = [i for i in ids if i]
     return {"added": added, "duplicates": len(ids) - len(added), "source": source, "error": error}
