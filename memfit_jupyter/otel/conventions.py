@@ -117,18 +117,15 @@ def capture_content(option: bool | None) -> bool:
 
 def text(value: Any, limit: int = MAX_TEXT) -> str:
     """A redacted, bounded string for an attribute."""
-    if not isinstance(value, str):
-        value = json.dumps(value, default=str, ensure_ascii=False)
-    value = redact(value)
-    return value if len(value) <= limit else value[: limit - 1] + "…"
+    string = redact(value if isinstance(value, str) else json.dumps(value, default=str, ensure_ascii=False))
+    return string if len(string) <= limit else string[: limit - 1] + "…"
 
 
 def same(value: Any, limit: int = MAX_TEXT) -> str:
     """A bounded string for an attribute, for text that was redacted already (a live run's
     events are redacted when they are emitted)."""
-    if not isinstance(value, str):
-        value = json.dumps(value, default=str, ensure_ascii=False)
-    return value if len(value) <= limit else value[: limit - 1] + "…"
+    string = value if isinstance(value, str) else json.dumps(value, default=str, ensure_ascii=False)
+    return string if len(string) <= limit else string[: limit - 1] + "…"
 
 
 def flat(prefix: str, value: Any, out: dict[str, Any], depth: int = 0,

@@ -50,7 +50,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from opentelemetry.sdk.trace.export import BatchSpanProcessor
+from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter
 
 from .. import __version__
 from ..secrets import package_logger, refresh_env_secrets
@@ -119,18 +119,22 @@ class LiveExport:
             raise ValueError("give endpoint= or path=, not both")
         if not 0 < cpu_share <= 1:
             raise ValueError(f"cpu_share is a share of the time, in (0, 1], not {cpu_share!r}")
-        url = None if path else sdk.traces_url(endpoint)
-        if path is None and url is None:
-            raise ValueError("nowhere to export: give an endpoint (http://host:port) or a file path, "
-                             "or set OTEL_EXPORTER_OTLP_ENDPOINT")
+        inner: SpanExporter
         if path is not None:  # appended to: one file can log a session's runs
-            path = Path(path).resolve()
-            if not path.parent.is_dir():
-                raise FileNotFoundError(f"cannot write {path}: no folder {path.parent}")
-        self.destination = str(path) if path is not None else str(url)
-        if timeout is None and not any(os.environ.get(f"OTEL_EXPORTER_OTLP_{s}TIMEOUT") for s in ("", "TRACES_")):
-            timeout = DEFAULT_TIMEOUT_S
-        inner = sdk.FileExporter(path) if path is not None else sdk.http_exporter(url, headers, timeout)
+            file = Path(path).resolve()
+            if not file.parent.is_dir():
+                raise FileNotFoundError(f"cannot write {file}: no folder {file.parent}")
+            self.destination = str(file)
+            inner = sdk.FileExporter(file)
+        else:
+            url = sdk.traces_url(endpoint)
+            if url is None:
+                raise ValueError("nowhere to export: give an endpoint (http://host:port) or a file path, "
+                                 "or set OTEL_EXPORTER_OTLP_ENDPOINT")
+            self.destination = url
+            if timeout is None and not any(os.environ.get(f"OTEL_EXPORTER_OTLP_{s}TIMEOUT") for s in ("", "TRACES_")):
+                timeout = DEFAULT_TIMEOUT_S
+            inner = sdk.http_exporter(url, headers, timeout)
         self._counter = sdk.CountingExporter(inner, cooldown=path is None)
         if max_queue is None:
             max_queue = int(os.environ.get("OTEL_BSP_MAX_QUEUE_SIZE") or DEFAULT_MAX_QUEUE)

@@ -36,7 +36,7 @@ def encode(spans: Sequence[Any]) -> dict[str, Any]:
     from google.protobuf.json_format import MessageToDict
     from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
 
-    request = MessageToDict(encode_spans(spans), use_integers_for_enums=True)
+    request: dict[str, Any] = MessageToDict(encode_spans(spans), use_integers_for_enums=True)
     for resource_spans in request.get("resourceSpans", ()):
         for scope_spans in resource_spans.get("scopeSpans", ()):
             for span in scope_spans.get("spans", ()):

@@ -115,17 +115,18 @@ def export(trace: Any, *, endpoint: str | None = None, path: str | Path | None =
     """
     if endpoint and path:
         raise ValueError("give endpoint= or path=, not both")
-    url = None if path else sdk.traces_url(endpoint)
-    if path is None and url is None:
-        raise ValueError("nowhere to export: give path= (a file) or endpoint= (a collector), "
-                         "or set OTEL_EXPORTER_OTLP_ENDPOINT")
-    ended = spans(trace, content=content, resource_attributes=resource_attributes)
     if path is not None:
+        ended = spans(trace, content=content, resource_attributes=resource_attributes)
         target = Path(path)
         if not target.parent.is_dir():
             raise FileNotFoundError(f"cannot write {target}: no folder {target.parent}")
         otlp_json.write(ended, target)
         return ExportResult(len(ended), len(ended), 0, str(target))
+    url = sdk.traces_url(endpoint)
+    if url is None:
+        raise ValueError("nowhere to export: give path= (a file) or endpoint= (a collector), "
+                         "or set OTEL_EXPORTER_OTLP_ENDPOINT")
+    ended = spans(trace, content=content, resource_attributes=resource_attributes)
     exporter = sdk.http_exporter(url, headers, timeout)
     sdk.install_quiet()
     with sdk.quiet([]) as messages:

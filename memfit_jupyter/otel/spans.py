@@ -87,6 +87,7 @@ class SpanBuilder:
         self._iter_span: Any = None
         self._iter_seq = 0
         self._iter_last = 0.0
+        self._iter_spin: tuple[list[str], list[str]] = ([], [])  # this iteration's spin layers, detectors
         self._tool: Any = None
         self.open = True
         self.spans_ended = 0
