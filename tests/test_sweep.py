@@ -191,6 +191,22 @@ def test_sweep_budget_is_hard(tmp_path):
     assert more.filter(pl.col("run").is_in(ran["run"].to_list()))["attempts"].to_list() == [1] * ran.height
 
 
+def test_a_run_whose_attempts_file_holds_other_json_counts_from_scratch(tmp_path):
+    # attempts.json is the sweep's own bookkeeping; one that holds valid JSON of another shape
+    # (edited by hand, or written by something else) is treated like an unreadable one, as no
+    # attempts, rather than crashing the sweep that reads it back.
+    task = ["What is the total of the numbers in data.txt?"]
+    settings = {"model": "memfit/demo", "memory": False}
+    first = sweep(task, {"max_iterations": [3, 4]}, settings=settings, out=tmp_path / "s", progress=False)
+    keys = first["run"].to_list()
+    (tmp_path / "s" / "runs" / keys[0] / "attempts.json").write_text("[1, 2]")
+    (tmp_path / "s" / "runs" / keys[1] / "attempts.json").write_text('{"errors": []}')
+    (tmp_path / "s" / "runs" / keys[1] / "trace.json").unlink()  # this one runs again
+    again = sweep(task, {"max_iterations": [3, 4]}, settings=settings, out=tmp_path / "s", progress=False)
+    assert again["status"].to_list() == first["status"].to_list()
+    assert again["attempts"].to_list() == [1, 1]
+
+
 def test_bad_input_is_one_clear_error_before_anything_runs(tmp_path):
     with pytest.raises(UnknownModelError):
         sweep(["t"], {"model": ["memfit/demo", "memfit/no-such-scenario"]}, out=tmp_path / "x", progress=False)

@@ -21,7 +21,7 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 from .runner import read_finished, run_dir
 from .spec import RunSpec, row_without_trace
@@ -70,11 +70,23 @@ class SweepProgress:
         return self.elapsed_s / ran * left
 
 
-def _attempts(spec: RunSpec, out: Path) -> dict[str, Any]:
+class Attempts(TypedDict):
+    """A run's ``attempts.json``: attempts started, and how the failed ones ended."""
+
+    attempts: int
+    errors: list[str]
+
+
+def _attempts(spec: RunSpec, out: Path) -> Attempts:
+    """The run's attempts file; one missing, unreadable or of another shape counts as none."""
     try:
-        return json.loads((run_dir(out, spec.key) / ATTEMPTS_FILE).read_text())
+        data = json.loads((run_dir(out, spec.key) / ATTEMPTS_FILE).read_text())
     except (OSError, ValueError):
-        return {"attempts": 0, "errors": []}
+        data = None
+    if (isinstance(data, dict) and isinstance(data.get("attempts"), int)
+            and isinstance(data.get("errors", []), list)):
+        return {"attempts": data["attempts"], "errors": data.get("errors", [])}
+    return {"attempts": 0, "errors": []}
 
 
 def _record_attempt(spec: RunSpec, out: Path, error: str | None = None) -> int:
@@ -84,9 +96,9 @@ def _record_attempt(spec: RunSpec, out: Path, error: str | None = None) -> int:
     home.mkdir(parents=True, exist_ok=True)
     data = _attempts(spec, out)
     if error is None:
-        data["attempts"] = int(data.get("attempts", 0)) + 1
+        data["attempts"] += 1
     else:
-        data.setdefault("errors", []).append(error)
+        data["errors"].append(error)
     tmp = home / f".{ATTEMPTS_FILE}.tmp"
     tmp.write_text(json.dumps(data))
     os.replace(tmp, home / ATTEMPTS_FILE)
