@@ -33,7 +33,7 @@ MANIFEST = "sweep.json"
 
 
 def sweep(tasks: Iterable[str] | Mapping[str, str] | str, grid: Mapping[str, Iterable[Any]] | None = None, *,
-          engine: str = "local", max_parallel: int | None = None, out: str | os.PathLike | None = None,
+          engine: str = "local", max_parallel: int | None = None, out: str | os.PathLike[str] | None = None,
           settings: Mapping[str, Any] | None = None, max_cost_usd: float | None = None, retries: int = 1,
           address: str | None = None, resources: Mapping[str, Any] | None = None,
           ray_init: Mapping[str, Any] | None = None,
@@ -78,7 +78,7 @@ def sweep(tasks: Iterable[str] | Mapping[str, str] | str, grid: Mapping[str, Ite
                 retries=retries, address=address, resources=resources, ray_init=ray_init, progress=progress)
 
 
-def resume(out: str | os.PathLike, *, engine: str = "local", max_parallel: int | None = None,
+def resume(out: str | os.PathLike[str], *, engine: str = "local", max_parallel: int | None = None,
            max_cost_usd: float | None = None, retries: int = 1, address: str | None = None,
            resources: Mapping[str, Any] | None = None, ray_init: Mapping[str, Any] | None = None,
            progress: bool | str | Callable[[Any], None] = "auto") -> Any:
@@ -124,7 +124,7 @@ def _write_manifest(out: Path, specs: list[Any]) -> None:
 
 def _run(specs: list[Any], out: Path, *, engine: str, max_parallel: int | None, max_cost_usd: float | None,
          retries: int, address: str | None, resources: Mapping[str, Any] | None,
-         ray_init: Mapping[str, Any] | None, progress: Any) -> Any:
+         ray_init: Mapping[str, Any] | None, progress: bool | str | Callable[[Any], None]) -> Any:
     from .core import run_specs
     from .engines import make_engine
 
@@ -138,7 +138,8 @@ def _run(specs: list[Any], out: Path, *, engine: str, max_parallel: int | None, 
     return _frame(rows)
 
 
-def _progress_callback(progress: Any, total: int, engine: str) -> Callable[[Any], None] | None:
+def _progress_callback(progress: bool | str | Callable[[Any], None], total: int,
+                       engine: str) -> Callable[[Any], None] | None:
     if callable(progress):
         return progress
     if progress is False or progress is None:
@@ -175,7 +176,7 @@ def _frame(rows: list[dict[str, Any]]) -> Any:
                 if row.get(key) is not None:
                     row[key] = json.dumps(row[key])
     data = {key: [row.get(key) for row in rows] for key in keys}
-    overrides = {"mechanisms": pl.List(pl.String), "error": pl.String, "answer": pl.String, "trace": pl.String,
+    overrides: dict[str, pl.DataType | type[pl.DataType]] = {"mechanisms": pl.List(pl.String), "error": pl.String, "answer": pl.String, "trace": pl.String,
                  "cost_usd": pl.Float64, "duration_s": pl.Float64}
     return pl.DataFrame(data, schema_overrides={k: v for k, v in overrides.items() if k in data},
                         strict=False)

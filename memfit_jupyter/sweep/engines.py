@@ -16,6 +16,10 @@ from typing import Any
 
 from . import runner
 
+#: One run that ended, as ``wait`` gives it: the run's handle, its row (None when it failed)
+#: and the exception that ended it (None when it finished).
+Ended = tuple[Any, dict[str, Any] | None, BaseException | None]
+
 
 class LostWorker(RuntimeError):
     """The process carrying out a run died before the run ended."""
@@ -57,9 +61,9 @@ class LocalEngine:
             self._reset()
             return self._ensure_pool().submit(runner.execute, spec_json, self.out)
 
-    def wait(self, handles: Iterable[Any], timeout: float) -> list[tuple[Any, dict | None, BaseException | None]]:
+    def wait(self, handles: Iterable[Any], timeout: float) -> list[Ended]:
         done, _ = cf.wait(list(handles), timeout=timeout, return_when=cf.FIRST_COMPLETED)
-        ended = []
+        ended: list[Ended] = []
         broken = False
         for fut in done:
             exc = fut.exception()

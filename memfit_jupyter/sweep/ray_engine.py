@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 from . import runner
-from .engines import LostWorker
+from .engines import Ended, LostWorker
 
 
 class RayEngine:
@@ -46,12 +46,12 @@ class RayEngine:
     def submit(self, spec_json: dict[str, Any]) -> Any:
         return self._task.remote(spec_json, self.out)
 
-    def wait(self, handles: list[Any], timeout: float) -> list[tuple[Any, dict | None, BaseException | None]]:
+    def wait(self, handles: list[Any], timeout: float) -> list[Ended]:
         ray = self._ray
         done, rest = ray.wait(list(handles), num_returns=1, timeout=timeout)
         if done and rest:  # and whatever else has ended by now, without waiting longer
             done += ray.wait(rest, num_returns=len(rest), timeout=0)[0]
-        ended = []
+        ended: list[Ended] = []
         for ref in done:
             try:
                 ended.append((ref, ray.get(ref), None))

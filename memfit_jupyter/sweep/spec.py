@@ -13,7 +13,7 @@ from __future__ import annotations
 import hashlib
 import itertools
 import json
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -24,7 +24,7 @@ GUARANTEE_KEYS = ("max_cost_usd", "max_duration_seconds", "max_recursive_calls")
 #: a person at the keyboard, which no worker process has.
 RESERVED_KEYS = ("workdir", "namespace", "approve", "ask_user", "extensions", "extra_tools")
 #: Event types that mean a mechanism fired, with the test that says it did.
-MECHANISMS = {
+MECHANISMS: dict[str, Callable[[Mapping[str, Any]], bool]] = {
     "reflection": lambda e: True,
     "spin": lambda e: bool(e.get("is_spinning")),
     "synthesis": lambda e: True,
