@@ -120,6 +120,6 @@ def _exact_candidates(db: Database, vectors: VectorIndex, probes: list[Probe], k
         for r, c in zip(hot[rows].tolist(), cols.tolist(), strict=True):
             hits.setdefault(r, []).append(c)
         for r, cs in hits.items():
-            if len(cs) > k:  # the k closest, as the graph search would return
-                cs = sorted(cs, key=lambda c, r=r: -sims[r, c])[:k]
+            if len(cs) > k:  # the k closest, as the graph search would return (ties: in column order)
+                cs = [cs[i] for i in np.argsort(-sims[r, cs], kind="stable")[:k].tolist()]
             cand[start + r].update(int(keys[c]) for c in cs)

@@ -15,12 +15,14 @@ the store's lock.
 
 from __future__ import annotations
 
+import builtins
 import contextlib
 import json
 import logging
 import sqlite3
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -71,11 +73,12 @@ def list_of(text: str) -> list[str]:
     if text == "[]":
         return []
     if "\\" in text:
-        return json.loads(text)
+        values: list[str] = json.loads(text)
+        return values
     return text[2:-2].split('", "')
 
 
-def entity_of(row: tuple) -> MemoryEntity:
+def entity_of(row: Sequence[Any]) -> MemoryEntity:
     """A ``MemoryEntity`` from a row of ``COLUMNS`` (positional, in the dataclass's field order:
     every search reads rows)."""
     return MemoryEntity(row[1], row[2], list_of(row[3]), list_of(row[4]), *row[5:13])
@@ -149,17 +152,17 @@ class Database:
 
     def data_version(self) -> int:
         """Changes when another connection commits (``PRAGMA data_version``)."""
-        return self.conn.execute("PRAGMA data_version").fetchone()[0]
+        return int(self.conn.execute("PRAGMA data_version").fetchone()[0])
 
     # --- meta and counts ----------------------------------------------------------------
     def set_meta(self, values: dict[str, str]) -> None:
         self.conn.executemany("INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)", values.items())
 
     def count(self) -> int:
-        return self.conn.execute("SELECT count(*) FROM memories").fetchone()[0]
+        return int(self.conn.execute("SELECT count(*) FROM memories").fetchone()[0])
 
     def empty(self) -> bool:
-        return self.conn.execute("SELECT NOT EXISTS (SELECT 1 FROM memories)").fetchone()[0] == 1
+        return bool(self.conn.execute("SELECT NOT EXISTS (SELECT 1 FROM memories)").fetchone()[0] == 1)
 
     def recorded_count(self) -> int | None:
         row = self.conn.execute("SELECT value FROM meta WHERE key = 'count'").fetchone()
@@ -184,10 +187,10 @@ class Database:
         return int(row[0]) if row else 0
 
     def max_key(self) -> int:
-        return self.conn.execute("SELECT coalesce(max(key), 0) FROM memories").fetchone()[0]
+        return int(self.conn.execute("SELECT coalesce(max(key), 0) FROM memories").fetchone()[0])
 
     def max_deletion(self) -> int:
-        return self.conn.execute("SELECT coalesce(max(seq), 0) FROM deletions").fetchone()[0]
+        return int(self.conn.execute("SELECT coalesce(max(seq), 0) FROM deletions").fetchone()[0])
 
     def deletions_after(self, seq: int) -> list[tuple[int, int]]:
         """``(seq, key)`` of the deletions logged after ``seq``, in order."""
@@ -243,6 +246,7 @@ class Database:
         row = self.conn.execute(f"SELECT {COLUMNS} FROM memories WHERE id = ?", (str(id),)).fetchone()
         return None if row is None else entity_of(row)
 
+    # Below this method ``list`` in an annotation is the method: the type is ``builtins.list``.
     def list(self, tag: str | None, limit: int | None, offset: int) -> list[MemoryEntity]:
         lim = -1 if limit is None else int(limit)
         if tag:
@@ -258,7 +262,7 @@ class Database:
     def tags(self) -> dict[str, int]:
         return dict(self.conn.execute("SELECT tag, count(*) AS n FROM memory_tags GROUP BY tag ORDER BY n DESC, tag"))
 
-    def vectors_by_id(self, ids: list[str]) -> dict[str, np.ndarray]:
+    def vectors_by_id(self, ids: builtins.list[str]) -> dict[str, np.ndarray]:
         out: dict[str, np.ndarray] = {}
         for chunk in range(0, len(ids), _SLICE):
             part = ids[chunk : chunk + _SLICE]
@@ -267,7 +271,7 @@ class Database:
                 out[i] = np.frombuffer(v, dtype=np.float32)
         return out
 
-    def tag_keys(self, tags: Iterable[str], match_all: bool = False, limit: int = 20) -> list[int]:
+    def tag_keys(self, tags: Iterable[str], match_all: bool = False, limit: int = 20) -> builtins.list[int]:
         """Keys of memories with any (all) of ``tags``: most matching tags, then newest, first."""
         wanted = sorted(norm_tags(tags))
         if not wanted:
@@ -278,13 +282,13 @@ class Database:
             (*wanted, *([len(wanted)] if match_all else []), int(limit))).fetchall()
         return [r[0] for r in rows]
 
-    def tagged_vectors(self, tags: list[str]) -> list[tuple[int, bytes]]:
+    def tagged_vectors(self, tags: builtins.list[str]) -> builtins.list[tuple[int, bytes]]:
         """``(key, vector)`` of every memory carrying one of ``tags`` (normalised)."""
         return self.conn.execute(
             f"SELECT DISTINCT m.key, m.vector FROM memory_tags g JOIN memories m ON m.key = g.key "
             f"WHERE g.tag IN ({_marks(len(tags))})", tags).fetchall()
 
-    def tag_postings(self, tags: set[str], per_tag: int) -> dict[str, list[int]]:
+    def tag_postings(self, tags: set[str], per_tag: int) -> dict[str, builtins.list[int]]:
         """The newest ``per_tag`` keys of each tag: one bounded index range per tag, many tags a statement."""
         out: dict[str, list[int]] = {}
         ordered = sorted(tags)
@@ -297,7 +301,7 @@ class Database:
                 out.setdefault(tag, []).append(key)
         return out
 
-    def lexical_keys(self, query: str, limit: int) -> list[tuple[int, float]]:
+    def lexical_keys(self, query: str, limit: int) -> builtins.list[tuple[int, float]]:
         """BM25 (FTS5, content 1.0, tags 0.8, questions 0.6) of the query's keywords, best first;
         scores are positive, higher is better."""
         kws = keywords(query)
@@ -310,8 +314,8 @@ class Database:
             (match, int(limit))).fetchall()
 
     # --- writing ------------------------------------------------------------------------
-    def insert_many(self, entities: list[MemoryEntity], vecs: np.ndarray,
-                    qvecs: list[np.ndarray | None], keys: list[int]) -> None:
+    def insert_many(self, entities: builtins.list[MemoryEntity], vecs: np.ndarray,
+                    qvecs: builtins.list[np.ndarray | None], keys: builtins.list[int]) -> None:
         """Inside a write transaction: insert rows under ``keys``, one ``executemany`` per table
         (not a statement per memory), and count them."""
         if not entities:
@@ -341,7 +345,8 @@ class Database:
         self.conn.execute("DELETE FROM memories_fts WHERE rowid = ?", (key,))
         self.add_to_count(-1)
         seq = self.conn.execute("INSERT INTO deletions(key) VALUES (?)", (key,)).lastrowid
-        return key, int(seq)
+        assert seq is not None  # an INSERT of one row always sets it
+        return key, seq
 
     def reindex_text(self) -> int:
         """Inside a write transaction: rewrite the full-text index from the stored memories
@@ -357,7 +362,7 @@ class Database:
             n += len(part)
         return n
 
-    def reembed(self, embed) -> int:
+    def reembed(self, embed: Callable[[Sequence[str]], np.ndarray]) -> int:
         """Inside a write transaction: recompute every row's vectors with ``embed(texts)``."""
         rows = self.conn.execute("SELECT key, content, questions FROM memories ORDER BY key").fetchall()
         for start in range(0, len(rows), 256):

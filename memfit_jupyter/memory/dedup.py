@@ -32,6 +32,7 @@ Every function here is pure (vectors in, verdicts out), shared by every store ba
 from __future__ import annotations
 
 import itertools
+from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import lru_cache
 
@@ -86,7 +87,7 @@ class Probe:
     content: str = ""  # its text, for the keywords it adds (see ``adds_nothing``)
 
 
-def norm_tags(tags) -> frozenset[str]:
+def norm_tags(tags: Iterable[str]) -> frozenset[str]:
     return frozenset(t.strip().lower() for t in tags if t and t.strip())
 
 
@@ -95,7 +96,7 @@ def asks(content: str) -> bool:
     return "?" in content or "\uff1f" in content
 
 
-def probe_of(content: str, tags, qvec: np.ndarray | None, vec: np.ndarray) -> Probe:
+def probe_of(content: str, tags: Iterable[str], qvec: np.ndarray | None, vec: np.ndarray) -> Probe:
     """The probe of a memory with this content and tags, question vector and content vector."""
     return Probe(norm_tags(tags), qvec, vec, asks(content), content)
 
@@ -151,12 +152,14 @@ def compare(new: Probe, old: Probe, config: DedupConfig) -> tuple[bool, dict[str
 def _codes_below(rows: np.ndarray, cols: np.ndarray, n: int) -> np.ndarray:
     """Codes ``i * n + j`` of the pairs ``(i, j)`` with ``i > j``."""
     below = rows > cols
-    return rows[below].astype(np.int64) * n + cols[below]
+    codes: np.ndarray = rows[below].astype(np.int64) * n + cols[below]
+    return codes
 
 
 def _lower_pairs(mask: np.ndarray) -> np.ndarray:
     """Codes of the pairs with ``i > j`` where the (n, n) ``mask`` holds."""
-    return _codes_below(*np.nonzero(mask), mask.shape[0])
+    rows, cols = np.nonzero(mask)
+    return _codes_below(rows, cols, mask.shape[0])
 
 
 def _lower_pairs_above(sims: np.ndarray, threshold: float) -> np.ndarray:

@@ -39,8 +39,14 @@ from .text import HASH_STOPWORDS, hash_tokens
 
 @runtime_checkable
 class Embedder(Protocol):
-    id: str
-    dim: int
+    """What a store needs of an embedder; ``id`` and ``dim`` are only read (``LiteLLMEmbedder``
+    learns its dimension from the first call)."""
+
+    @property
+    def id(self) -> str: ...
+
+    @property
+    def dim(self) -> int: ...
 
     def embed(self, texts: Sequence[str]) -> np.ndarray: ...
 
@@ -49,7 +55,8 @@ def _normalise(m: np.ndarray) -> np.ndarray:
     m = np.asarray(m, dtype=np.float32)
     norms = np.linalg.norm(m, axis=1, keepdims=True)
     norms[norms == 0] = 1.0
-    return m / norms
+    unit: np.ndarray = m / norms
+    return unit
 
 
 class HashingEmbedder:
@@ -107,7 +114,7 @@ class WordLlamaEmbedder:
     id = "wordllama-l2-256"
     dim = 256
 
-    def __init__(self):
+    def __init__(self) -> None:
         import importlib.util
         from pathlib import Path
 

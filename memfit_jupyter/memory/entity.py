@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -117,11 +118,11 @@ class ScoredMemory:
         return f"<ScoredMemory {self.id} {self.score:.3f} {self.content[:40]!r}>"
 
 
-class SearchResults(list):
+class SearchResults(list[ScoredMemory]):
     """Ranked, byte-limited results (a list of ``ScoredMemory``) with the seed's totals."""
 
-    def __init__(self, items=(), *, query: str = "", bytes_limit: int | None = None,
-                 selected_tags: list[str] | None = None, candidates: int = 0):
+    def __init__(self, items: Iterable[ScoredMemory] = (), *, query: str = "", bytes_limit: int | None = None,
+                 selected_tags: list[str] | None = None, candidates: int = 0) -> None:
         super().__init__(items)
         self.query = query
         self.bytes_limit = bytes_limit

@@ -30,7 +30,7 @@ import threading
 import warnings
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 import numpy as np
 
@@ -63,6 +63,15 @@ def _runtimes_in_order() -> None:
             and importlib.util.find_spec("onnxruntime") is not None:
         import onnxruntime  # noqa: F401
 
+
+class GraphOptions(TypedDict):
+    """The HNSW graph's parameters, as usearch's ``Index`` takes them."""
+
+    connectivity: int
+    expansion_add: int
+    expansion_search: int
+
+
 class StoreWarning(UserWarning):
     """Something about a store was repaired (e.g. its index was rebuilt)."""
 
@@ -81,7 +90,8 @@ class GraphAdd:
     """``index.add`` on a thread (usearch releases the GIL), with its outcome kept."""
 
     def __init__(self, index: Any, keys: list[int], vecs: np.ndarray):
-        self._index, self._keys, self.error = index, keys, None
+        self._index, self._keys = index, keys
+        self.error: BaseException | None = None
         self._thread = threading.Thread(target=self._run, args=(np.array(keys, dtype=np.uint64), vecs),
                                         name="memfit-index-add", daemon=True)
         self._thread.start()
@@ -112,7 +122,7 @@ class VectorIndex:
     last deletion it covers; ``dirty`` how many changes are not saved yet.
     """
 
-    def __init__(self, directory: Path, embedder: Embedder, options: dict[str, int], exact_below: int):
+    def __init__(self, directory: Path, embedder: Embedder, options: GraphOptions, exact_below: int):
         self.directory = directory
         self.embedder = embedder
         self.options = options

@@ -25,8 +25,12 @@ differ: the phrase also matches the two words written apart, side by side; here 
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any
 
 from .text import tokens
+
+if TYPE_CHECKING:  # psycopg is imported by the store, at first use
+    import psycopg
 
 #: Column weights, as the SQLite store passes them to bm25(): content, tags, questions.
 WEIGHTS = (1.0, 0.8, 0.6)
@@ -50,7 +54,8 @@ def terms_of(keywords: Iterable[str]) -> list[str]:
 
 def postings(content: str, tags: list[str], questions: list[str]) -> tuple[int, dict[str, float]]:
     """A memory's length in FTS5 tokens and its terms' column-weighted frequencies."""
-    dl, tf = 0, {}
+    dl = 0
+    tf: dict[str, float] = {}
     for weight, parts in zip(WEIGHTS, ([content], tags, questions), strict=True):
         for tok in tokens(" ".join(parts)) if parts else ():
             pieces = _pieces(tok)
@@ -77,7 +82,7 @@ def create_sql(schema: str) -> list[str]:
     ]
 
 
-def write(cur, schema: str, rows: list[tuple[int, str, list[str], list[str]]]) -> None:
+def write(cur: psycopg.Cursor[tuple[Any, ...]], schema: str, rows: list[tuple[int, str, list[str], list[str]]]) -> None:
     """Inside a write transaction: the postings of these new memories, ``(key, content, tags,
     questions)`` (by COPY), and the statistics moved by them."""
     total = 0
@@ -90,7 +95,7 @@ def write(cur, schema: str, rows: list[tuple[int, str, list[str], list[str]]]) -
     cur.execute(f"UPDATE {schema}.text_stats SET rows = rows + %s, tokens = tokens + %s", (len(rows), total))
 
 
-def rebuild(conn, schema: str, rows: Iterable[tuple[int, str, list[str], list[str]]]) -> None:
+def rebuild(conn: psycopg.Connection[tuple[Any, ...]], schema: str, rows: Iterable[tuple[int, str, list[str], list[str]]]) -> None:
     """Inside a transaction: every memory's postings again (a new text analysis), and the
     statistics counted afresh.  Readers keep the old postings until it commits."""
     with conn.cursor() as cur:

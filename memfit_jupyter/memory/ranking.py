@@ -88,7 +88,8 @@ class RankingConfig:
 
 def core_score(entity: MemoryEntity, weights: dict[str, float] = WEIGHTS) -> float:
     """The weighted sum of the seven C.O.R.E. P.A.C.T. scores."""
-    return sum(w * getattr(entity, f"{k}_score") for k, w in weights.items())
+    total: float = sum(w * getattr(entity, f"{k}_score") for k, w in weights.items())
+    return total
 
 
 @lru_cache(maxsize=16_384)  # the same memories come back query after query: tokenise each text once
@@ -127,7 +128,8 @@ def _bonuses(entities: list[MemoryEntity], kws: list[str]) -> np.ndarray:
     bonus = share @ np.array([BONUS["content"], BONUS["tags"], BONUS["questions"]])
     bonus += np.where(counts[:, 0] > 0, BONUS["contains"], 0.0)
     bonus += np.where(counts[:, 0] == len(kws), BONUS["all"], 0.0)
-    return np.minimum(BONUS_CAP, bonus)
+    capped: np.ndarray = np.minimum(BONUS_CAP, bonus)
+    return capped
 
 
 def _count(kws: list[str], probes: list[str], text: str) -> int:
@@ -171,11 +173,12 @@ def fused_relevance(ids: list[str], found: dict[str, list[str]], k: int = 60) ->
 
 def _lists_from_scores(ids: list[str], semantic: dict[str, float], lexical: dict[str, float]) -> dict[str, list[str]]:
     """Retriever lists when only scores are known: each ranks the ids it scored above 0."""
-    out = {}
-    for name, values in (("semantic", semantic), ("lexical", lexical)):
-        scored = [i for i in ids if values.get(i, 0.0) > 0]
-        out[name] = sorted(scored, key=lambda i, v=values: (-v[i], i))
-    return out
+    return {"semantic": _ranked(ids, semantic), "lexical": _ranked(ids, lexical)}
+
+
+def _ranked(ids: list[str], values: dict[str, float]) -> list[str]:
+    """The ids that ``values`` scores above 0, best first (ties by id)."""
+    return sorted((i for i in ids if values.get(i, 0.0) > 0), key=lambda i: (-values[i], i))
 
 
 def rank(entities: list[MemoryEntity], query: str, *, semantic: dict[str, float],

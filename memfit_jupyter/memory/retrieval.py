@@ -3,6 +3,7 @@ retrieval pipeline over the store's candidates, and the failure diary's reading.
 
 from __future__ import annotations
 
+import builtins
 from collections.abc import Iterable
 from typing import Any
 
@@ -18,11 +19,12 @@ class SeedRetrieval:
              offset: int = 0) -> list[MemoryEntity]:  # pragma: no cover - each store has its own
         raise NotImplementedError
 
-    def search(self, query: str, k: int = 10, bytes_limit: int | None = None,
+    def search(self, query: str, k: int | None = 10, bytes_limit: int | None = None,
                tags: Iterable[str] | None = None, *, llm: Any = None, disable_ai: bool | None = None,
                ranking: str | RankingConfig | None = None, iteration: int = 0) -> SearchResults:
         """Seed 000 §3.3: tag search, semantic (and lexical) search, dedup, ranking, byte limit.
 
+        ``k``: at most this many results (None: as many as ``bytes_limit`` lets in).
         ``tags`` restricts the results to memories carrying one of them.  With
         ``llm`` (a run's ``LLMClient``) the model first picks relevant tags
         (the "tags" purpose) unless ``disable_ai``.  Each result has ``.id``,
@@ -34,6 +36,7 @@ class SeedRetrieval:
                              disable_ai=disable_ai if disable_ai is not None else llm is None,
                              ranking=ranking, iteration=iteration)
 
-    def failures(self, kind: str | None = None, limit: int | None = None) -> list[MemoryEntity]:
+    # builtins.list: in the class body ``list`` is the method above
+    def failures(self, kind: str | None = None, limit: int | None = None) -> builtins.list[MemoryEntity]:
         """The failure diary: memories tagged ``failures`` (of one kind: ``failures:<kind>``)."""
         return self.list(tag=f"failures:{kind.strip()}" if kind else "failures", limit=limit)

@@ -14,6 +14,7 @@ its vectors live in stores under an id that must keep meaning the same vectors.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from functools import lru_cache
 
 import Stemmer
@@ -51,10 +52,11 @@ def stem(word: str) -> str:
     """Snowball's English stem of a lower-case ASCII word (other words are returned as they are)."""
     if len(word) <= 2 or not word.isascii():
         return word
-    return _SNOWBALL.stemWord(word)
+    stemmed: str = _SNOWBALL.stemWord(word)  # PyStemmer has no type information
+    return stemmed
 
 
-def _analyse(text: str, stemmer) -> list[tuple[str, str]]:
+def _analyse(text: str, stemmer: Callable[[str], str]) -> list[tuple[str, str]]:
     """(word, token) pairs of ``text`` in order: CJK bigrams are their own word."""
     low = (text or "").lower()
     if low.isascii():  # the common case, with no CJK check per word (inserts tokenise every memory)

@@ -24,8 +24,8 @@ def memory_tools(ext: Any) -> list[Tool]:
         lines = [f"- [{m.id}] ({m.score:.2f}) {m.content}" for m in found]
         return ToolResult(output="\n".join(lines), data={"matches": len(found)})
 
-    def memory_insert(ctx: Any, content: str, tags: list | None = None,
-                      questions: list | None = None) -> ToolResult:
+    def memory_insert(ctx: Any, content: str, tags: list[str] | None = None,
+                      questions: list[str] | None = None) -> ToolResult:
         run = ext.run
         try:
             new_id = ext.store.add(content, tags=tags or (), questions=questions or ())

@@ -7,10 +7,14 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .postgres import PostgresStore
+    from .store import MemoryStore
 
 
-def export_jsonl(store: Any, path: str | os.PathLike) -> int:
+def export_jsonl(store: MemoryStore | PostgresStore, path: str | os.PathLike[str]) -> int:
     """Write every memory of ``store``, oldest first, to ``path`` (atomically). Returns the count."""
     target = Path(path)
     tmp = target.with_name(f".{target.name}.tmp")
@@ -23,9 +27,9 @@ def export_jsonl(store: Any, path: str | os.PathLike) -> int:
     return n
 
 
-def read_jsonl(path: str | os.PathLike) -> list[dict[str, Any]]:
+def read_jsonl(path: str | os.PathLike[str]) -> list[dict[str, Any]]:
     """The memories of an export; a bad line raises ``ValueError`` naming the file and line."""
-    items = []
+    items: list[dict[str, Any]] = []
     for lineno, line in enumerate(Path(path).read_text(encoding="utf-8").splitlines(), 1):
         if not line.strip():
             continue
@@ -39,7 +43,7 @@ def read_jsonl(path: str | os.PathLike) -> list[dict[str, Any]]:
     return items
 
 
-def import_jsonl(store: Any, path: str | os.PathLike) -> dict[str, int]:
+def import_jsonl(store: MemoryStore | PostgresStore, path: str | os.PathLike[str]) -> dict[str, int]:
     """Add the memories of an export to ``store`` (ids kept when free); duplicates are skipped.
     Nothing is added when any line is bad."""
     items = [{**d, "id": None} if d.get("id") and store.get(str(d["id"])) is not None else d
