@@ -59,17 +59,23 @@ class RecordedClock:
         index = len(self.run.events) if self.run is not None else 0
         return float(self.events[min(index, len(self.events) - 1)].get("ts", 0.0) or 0.0)
 
+    def refusal_next(self) -> dict[str, Any] | None:
+        """The recorded guarantee violation, when it is the event the run emits next: the
+        recording was refused there (a limit reached before a model call or an iteration)."""
+        if self.run is None:
+            return None
+        index = len(self.run.events)
+        nxt = self.events[index] if index < len(self.events) else None
+        return nxt if nxt is not None and nxt.get("type") == "guarantee" and nxt.get("violated") else None
+
     def budget_time(self, running: float) -> float:
         """The time the budget sees: the replay's own, except where the recording ran out of time
         next (a ``max_duration_seconds`` violation is the event the run emits next), where it is
         the time the recording had then, so the limit stops the replay where it stopped the run."""
-        if self.run is not None:
-            index = len(self.run.events)
-            if index < len(self.events):
-                nxt = self.events[index]
-                if (nxt.get("type") == "guarantee" and nxt.get("violated") and nxt.get("limit") == "max_duration_seconds"
-                        and isinstance(nxt.get("elapsed_s"), int | float)):
-                    return max(running, float(nxt["elapsed_s"]))
+        refusal = self.refusal_next()
+        if (refusal is not None and refusal.get("limit") == "max_duration_seconds"
+                and isinstance(refusal.get("elapsed_s"), int | float)):
+            return max(running, float(refusal["elapsed_s"]))
         return running
 
     def stamp(self, event: Event, index: int, elapsed: float) -> None:
@@ -153,7 +159,8 @@ class _Search:
 class RecordedStore:
     """The memory the recording saw.  Searches and adds are answered in recorded order."""
 
-    def __init__(self, events: list[dict[str, Any]], diary_tag: str = "failures"):
+    def __init__(self, events: list[dict[str, Any]], diary_tag: str = "failures", clock: RecordedClock | None = None):
+        self.clock = clock
         self.searches: deque[_Search] = deque()
         self.inserts: deque[list[Any]] = deque()
         self.batches: deque[list[Any]] = deque()
@@ -176,9 +183,17 @@ class RecordedStore:
 
     def search(self, query: str, k: int | None = 10, bytes_limit: int | None = None, tags: Any = None,
                llm: Any = None, iteration: int = 0, **_: Any) -> SearchResults:
-        found = self.searches.popleft() if self.searches else _Search([], 0)
         if llm is not None:
             from .memory.search import select_tags
+
+            refusal = self.clock.refusal_next() if self.clock is not None and not self.searches else None
+            if refusal is not None and refusal.get("operation") == "a model call":
+                # A search the recording has no result for, and a limit reached next: its tag
+                # selection was refused and it never ended.  Asking again is refused the same
+                # way, and raises as it did.
+                select_tags(llm, query, ["(recorded)"], iteration)
+        found = self.searches.popleft() if self.searches else _Search([], 0)
+        if llm is not None:
 
             for _call in range(found.tags_calls):  # the model's tag selection, replayed with its call
                 select_tags(llm, query, ["(recorded)"], iteration)
@@ -263,6 +278,9 @@ class Recording:
 
     trace: dict[str, Any]
 
+    def __post_init__(self) -> None:
+        self._clock = RecordedClock(self.events)  # one clock: the store asks it where the run is
+
     @property
     def events(self) -> list[dict[str, Any]]:
         return list(self.trace.get("events") or [])
@@ -274,10 +292,10 @@ class Recording:
         return RecordedTools(self.events)
 
     def clock(self) -> RecordedClock:
-        return RecordedClock(self.events)
+        return self._clock
 
     def store(self) -> RecordedStore:
-        return RecordedStore(self.events)
+        return RecordedStore(self.events, clock=self._clock)
 
     def has(self, type_name: str) -> bool:
         return any(e.get("type") == type_name for e in self.events)

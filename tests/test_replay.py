@@ -172,3 +172,15 @@ def test_a_calls_timeout_is_the_recorded_one_however_long_the_replay_took_to_rea
     late = from_dict({**call, "timeout_s": call["timeout_s"] - 0.5})  # what a slower start works out
     RecordedClock(recorded["events"]).stamp(late, index, 0.0)
     assert late.to_dict() == call
+
+
+def test_a_real_run_whose_last_search_was_refused_by_the_time_limit_replays_byte_for_byte(tmp_path):
+    """A local-model run that finished with seconds to spare: the finish's memory search asked for
+    its tag selection after the time limit, was refused and never ended (no memory event).  The
+    replay's search is refused at the same point, and ends the same way."""
+    recorded = json.loads((Path(__file__).resolve().parent / "fixtures" / "local_refused_search_run.json").read_text())
+    kinds = [e["type"] for e in recorded["events"]]
+    assert kinds[-3:] == ["guarantee", "error", "run_end"] and recorded["status"] == "done"
+    events, replayed = _replayed_events(recorded, tmp_path)
+    assert events == [json.dumps(e) for e in recorded["events"]]
+    assert replayed.status == "done"
