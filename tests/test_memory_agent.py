@@ -1,7 +1,9 @@
 """Memory in runs: the default store, triage after each iteration, the task search, the tools."""
 
+import pytest
+
 from memfit_jupyter import Agent
-from memfit_jupyter.memory import MemoryStore, open_store
+from memfit_jupyter.memory import MemoryStore, SearchResults, open_store
 from memfit_jupyter.memory.triage import contextual_input, handle_memory, heuristic_entities
 
 TASK = "What is the total of the numbers in the numbers file?"
@@ -45,6 +47,41 @@ def test_memory_off_and_explicit_stores(tmp_path):
     mine = Agent(model="memfit/demo", workdir=tmp_path, memory=store).start("add up data.txt")
     assert mine.memory is store
     store.close()
+
+
+class Notes:
+    """A store of the caller's own: it searches and adds, and keeps what it was given."""
+
+    def __init__(self):
+        self.added = []
+
+    def search(self, query, k=10, bytes_limit=None, **_):
+        return SearchResults([], query=query, bytes_limit=bytes_limit)
+
+    def add(self, content, tags=(), questions=(), **_):
+        self.added.append(content)
+        return f"n{len(self.added)}"
+
+
+class FullNotes(Notes):
+    """The same with what triage and a run's end call."""
+
+    def add_many(self, items):
+        return [self.add(i["content"]) for i in items]
+
+    def flush(self):
+        pass
+
+
+def test_a_store_object_needs_what_the_run_calls(tmp_path):
+    # one without add_many and flush would fail at every triage and at the run's end: refused at once
+    with pytest.raises(TypeError, match=r"got Notes \(a store needs add_many, flush\)"):
+        Agent(model="memfit/memory-lesson", workdir=tmp_path, memory=Notes()).start(TASK)
+    notes = FullNotes()
+    run = Agent(model="memfit/memory-lesson", workdir=tmp_path, memory=notes).start(TASK)
+    assert run.run().status == "done" and run.memory is notes
+    assert not [e for e in run.events if e.type == "error"]
+    assert notes.added and memory_events(run, "triage")[0]["added"] == ["n1"]
 
 
 def test_memory_tools(tmp_path):

@@ -24,10 +24,11 @@ from .dedup import DedupConfig
 from .entity import MemoryEntity, ScoredMemory, SearchResults
 from .postgres import is_url
 from .ranking import RankingConfig
+from .retrieval import MemoryBackend
 from .store import MemoryStore, StoreWarning, open_store
 from .triage import TriageConfig
 
-__all__ = ["DedupConfig", "MemoryConfig", "MemoryEntity", "MemoryStore", "RankingConfig", "ScoredMemory", "SearchResults",
+__all__ = ["DedupConfig", "MemoryBackend", "MemoryConfig", "MemoryEntity", "MemoryStore", "RankingConfig", "ScoredMemory", "SearchResults",
            "StoreWarning", "TriageConfig", "extension_for", "open_store", "DEFAULT_DIR", "TASK_SEARCH_BYTES"]
 
 #: The default store, relative to the agent's working directory.
@@ -55,9 +56,9 @@ TASK_SEARCH_BYTES = MemoryConfig.task_search_bytes
 TOOL_SEARCH_BYTES = MemoryConfig.tool_search_bytes
 
 
-def resolve_store(memory: Any, workdir: str | Path = ".") -> MemoryStore | None:
+def resolve_store(memory: Any, workdir: str | Path = ".") -> MemoryBackend | None:
     """The store an ``Agent(memory=...)`` means: None -> ``<workdir>/.memfit``, False -> none,
-    a path -> the store there, a store -> itself."""
+    a path -> the store there, a store (``MemoryBackend``: search, add, add_many, flush) -> itself."""
     if memory is False:
         return None
     if memory is None or memory is True:
@@ -67,9 +68,12 @@ def resolve_store(memory: Any, workdir: str | Path = ".") -> MemoryStore | None:
     if isinstance(memory, str | Path):
         path = Path(memory).expanduser()
         return open_store(path if path.is_absolute() else Path(workdir) / path)
-    if hasattr(memory, "search") and hasattr(memory, "add"):
+    if isinstance(memory, MemoryBackend):
         return memory
-    raise TypeError(f"memory must be None, False, a path or a MemoryStore, got {type(memory).__name__}")
+    # Triage calls add_many and every run's end flush: a store without them would fail there, each time.
+    missing = [m for m in ("search", "add", "add_many", "flush") if not callable(getattr(memory, m, None))]
+    raise TypeError(f"memory must be None, False, a path or a MemoryStore, got {type(memory).__name__}"
+                    + (f" (a store needs {', '.join(missing)})" if missing else ""))
 
 
 def result_dicts(results: Any) -> list[dict[str, Any]]:
@@ -81,7 +85,7 @@ def result_dicts(results: Any) -> list[dict[str, Any]]:
 class MemoryExtension(Hooks):
     """The memory hooks and tools of one run; provides ``memory`` (the store)."""
 
-    def __init__(self, run: Any, store: MemoryStore, config: MemoryConfig | None = None):
+    def __init__(self, run: Any, store: MemoryBackend, config: MemoryConfig | None = None):
         self.run = run
         self.store = store
         self.config = config or MemoryConfig()

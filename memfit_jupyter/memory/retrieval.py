@@ -5,10 +5,25 @@ from __future__ import annotations
 
 import builtins
 from collections.abc import Iterable
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 
 from .entity import MemoryEntity, SearchResults
 from .ranking import RankingConfig
+
+
+@runtime_checkable
+class MemoryBackend(Protocol):
+    """What a run asks of its memory (``Agent(memory=...)``): the SQLite and the PostgreSQL
+    store, or any object with these methods (a replay's recorded store)."""
+
+    def search(self, query: str, k: int | None = ..., bytes_limit: int | None = ..., *,
+               llm: Any = ..., iteration: int = ...) -> SearchResults: ...
+
+    def add(self, content: str, tags: Iterable[str] = ..., questions: Iterable[str] = ...) -> str | None: ...
+
+    def add_many(self, items: Iterable[dict[str, Any]]) -> list[str | None]: ...
+
+    def flush(self) -> None: ...
 
 
 class SeedRetrieval:
