@@ -55,6 +55,11 @@ class ModelCallError(MemfitError):
     circuit_open, budget, other.
     """
 
+    #: Seconds the provider asked to wait before trying again (a 429's Retry-After), if it said.
+    retry_after: float | None = None
+    #: The call may still be running, and be billed: the caller charges its worst case.
+    abandoned: bool = False
+
     def __init__(self, kind: str, message: str):
         super().__init__(message)
         self.kind = kind

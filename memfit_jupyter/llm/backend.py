@@ -10,8 +10,9 @@ from __future__ import annotations
 import logging
 import os
 from collections import defaultdict, deque
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from types import ModuleType
 from typing import Any, Protocol
 
 from ..errors import ModelCallError, UnknownModelError
@@ -29,10 +30,14 @@ class Completion:
     cached_tokens: int = 0
 
 
+#: Gets each piece of a streamed reply as it arrives.
+OnDelta = Callable[[str], None]
+
+
 class Backend(Protocol):
-    def complete(self, model: str, messages: list[dict], *, max_tokens: int | None,
+    def complete(self, model: str, messages: list[dict[str, Any]], *, max_tokens: int | None,
                  timeout: float | None, metadata: dict[str, Any], request: dict[str, Any] | None = None,
-                 on_delta: Any = None) -> Completion: ...
+                 on_delta: OnDelta | None = None) -> Completion: ...
 
     def prices(self, model: str) -> tuple[float, float]: ...
 
@@ -41,10 +46,10 @@ class Backend(Protocol):
     def forget(self, run_key: str) -> None: ...
 
 
-_litellm = None
+_litellm: ModuleType | None = None
 
 
-def import_litellm():
+def import_litellm() -> ModuleType:
     """Import litellm once, offline, quietly; register the scripted provider."""
     global _litellm
     if _litellm is None:
@@ -110,7 +115,9 @@ class LiteLLMBackend:
 
         raise ModelCallError("auth", missing_key_message(model, missing))
 
-    def complete(self, model, messages, *, max_tokens, timeout, metadata, request=None, on_delta=None):
+    def complete(self, model: str, messages: list[dict[str, Any]], *, max_tokens: int | None,
+                 timeout: float | None, metadata: dict[str, Any], request: dict[str, Any] | None = None,
+                 on_delta: OnDelta | None = None) -> Completion:
         litellm = import_litellm()
         options = self._check_key(model, self.model_options.get(model, {}))
         kwargs: dict[str, Any] = {**options, "model": model, "messages": messages,
@@ -120,9 +127,8 @@ class LiteLLMBackend:
             kwargs["max_tokens"] = max_tokens
         if timeout is not None:
             kwargs["timeout"] = timeout
-        stream = on_delta is not None and self.can_stream(model)
         try:
-            if stream:
+            if on_delta is not None and self.can_stream(model):
                 from .streaming import stream_completion
 
                 response = stream_completion(litellm, kwargs, on_delta)
@@ -137,7 +143,7 @@ class LiteLLMBackend:
             raise error from None
         return completion_of(litellm, response)
 
-    def prices(self, model):
+    def prices(self, model: str) -> tuple[float, float]:
         if model.startswith("memfit/"):
             from .scenarios import load_scenario
 
@@ -150,7 +156,7 @@ class LiteLLMBackend:
         except Exception:
             return 0.0, 0.0
 
-    def context_window(self, model):
+    def context_window(self, model: str) -> int | None:
         if model.startswith("memfit/"):
             from .scenarios import load_scenario
 
@@ -176,14 +182,14 @@ class LiteLLMBackend:
 
         return choose_mode(model, requested, bool(self.model_options.get(model, {}).get("api_base")))
 
-    def forget(self, run_key):
+    def forget(self, run_key: str) -> None:
         if _litellm is not None:
             from .provider import HANDLER
 
             HANDLER.forget(run_key)
 
 
-def completion_of(litellm: Any, response: Any) -> Completion:
+def completion_of(litellm: ModuleType, response: Any) -> Completion:
     """A litellm response as a ``Completion``: the reply text (a tool call's arguments in tools mode)."""
     choice = response.choices[0]
     message = choice.message
@@ -240,7 +246,9 @@ class ReplayBackend:
         self._windows = windows or {}
         self._streamed = {c.get("model") for q in self._queues.values() for c in q if c.get("partial_reply")}
 
-    def complete(self, model, messages, *, max_tokens, timeout, metadata, request=None, on_delta=None):
+    def complete(self, model: str, messages: list[dict[str, Any]], *, max_tokens: int | None,
+                 timeout: float | None, metadata: dict[str, Any], request: dict[str, Any] | None = None,
+                 on_delta: OnDelta | None = None) -> Completion:
         purpose = metadata.get("memfit_purpose", "action")
         queue = self._queues.get(purpose)
         if not queue:
@@ -263,7 +271,7 @@ class ReplayBackend:
             cached_tokens=int(call.get("cached_tokens", 0) or 0),
         )
 
-    def prices(self, model):
+    def prices(self, model: str) -> tuple[float, float]:
         return self._prices.get(model, (0.0, 0.0))
 
     def default_timeout(self, model: str, purpose: str | None = None) -> float | None:
@@ -283,8 +291,8 @@ class ReplayBackend:
         """The mode the recording used for ``model`` (a replay sends what the run sent)."""
         return self._modes.get(model) or ("text" if requested == "auto" else requested)
 
-    def context_window(self, model):
+    def context_window(self, model: str) -> int | None:
         return self._windows.get(model)
 
-    def forget(self, run_key):
+    def forget(self, run_key: str) -> None:
         pass

@@ -32,12 +32,18 @@ import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from ..errors import ModelCallError
-from .backend import Backend
+from .backend import Backend, Completion
 from .failures import FATAL_KINDS, MAX_RETRY_AFTER_S, ProviderRejected
 from .tokens import estimate_message_tokens
+
+if TYPE_CHECKING:
+    from pydantic import BaseModel
+
+    from ..reliability.guarantees import BudgetTracker
+    from ..tools import Tool
 
 DEFAULT_TIMEOUT_S = 60.0
 DEFAULT_MAX_TOKENS = 1024
@@ -73,6 +79,14 @@ class CallResult:
     structured: str = "text"
 
 
+class Breakers(Protocol):
+    """What the client asks of the circuit breakers (``reliability/breakers.py``)."""
+
+    def route(self, tier: str, *, purpose: str = ..., iteration: int = ...) -> str: ...
+
+    def record(self, tier: str, ok: bool, error: str = ..., *, kind: str | None = ...) -> None: ...
+
+
 _FENCE = re.compile(r"```(?:json)?\s*(.*?)```", re.S)
 _TRAILING_COMMA = re.compile(r",\s*([}\]])")
 
@@ -99,7 +113,7 @@ def extract_json(text: str) -> Any:
     raise ValueError(f"the reply is not JSON: {text[:80]!r}")
 
 
-def _schema_hint(schema) -> str:
+def _schema_hint(schema: type[BaseModel]) -> str:
     props = schema.model_json_schema().get("properties", {})
     return ", ".join(props)
 
@@ -108,7 +122,8 @@ class LLMClient:
     """Calls models by tier (primary, fast, fallback) for one run."""
 
     def __init__(self, tiers: dict[str, str], backend: Backend, emit: Callable[..., Any],
-                 run_key: str = "", budget=None, breakers=None, max_format_retries: int = 2,
+                 run_key: str = "", budget: BudgetTracker | None = None,
+                 breakers: Breakers | None = None, max_format_retries: int = 2,
                  default_timeout_s: float | None = None, structured: str = "auto",
                  stream: bool = True):
         from .structured import CHOICES
@@ -127,14 +142,14 @@ class LLMClient:
         self.structured = structured
         self._modes: dict[str, str] = {}
         #: The run's tools by name: the action schema names them and their parameters.
-        self.tools: dict[str, Any] | None = None
+        self.tools: dict[str, Tool] | None = None
         #: Stream replies of the ``STREAMED`` purposes as ``model_delta`` events (real models).
         self.stream = stream
         #: A ceiling on every call's output tokens (None: the callers' own caps).  A slow local
         #: model writes ~40 tokens a second: a reply left to run to 1,024 tokens costs half a minute.
         self.max_output_tokens: int | None = None
         self._longest: dict[str, int] = {}
-        self._requests: dict[tuple, dict[str, Any]] = {}
+        self._requests: dict[tuple[str, str, tuple[str, ...], int | None], dict[str, Any]] = {}
 
     def mode_for(self, model: str) -> str:
         """The structured mode calls to ``model`` use."""
@@ -164,9 +179,9 @@ class LLMClient:
     def model_for(self, tier: str) -> str:
         return self.tiers.get(tier) or self.tiers["primary"]
 
-    def call(self, purpose: str, messages: list[dict], *, tier: str = "primary", iteration: int = 0,
+    def call(self, purpose: str, messages: list[dict[str, Any]], *, tier: str = "primary", iteration: int = 0,
              max_tokens: int | None = DEFAULT_MAX_TOKENS,
-             rebuild: Callable[[], list[dict] | None] | None = None) -> CallResult:
+             rebuild: Callable[[], list[dict[str, Any]] | None] | None = None) -> CallResult:
         """One structured call (module docstring).  ``rebuild()`` gives the messages again after
         the context is flushed, when the prompt is over the model's window (None: cannot)."""
         from .schemas import SCHEMAS
@@ -191,7 +206,7 @@ class LLMClient:
                 result.error, result.error_kind = str(exc), exc.kind
                 if exc.kind in FATAL_KINDS:
                     raise ProviderRejected(exc.kind, str(exc)) from None
-                retry_after = getattr(exc, "retry_after", None)
+                retry_after = exc.retry_after
                 if exc.kind == "rate_limit" and retry_after is not None and waits < MAX_RATE_LIMIT_WAITS \
                         and self._can_wait(retry_after):
                     waits += 1
@@ -243,7 +258,8 @@ class LLMClient:
 
         return self.budget.remaining_time() - seconds > 2 * MIN_CALL_SECONDS
 
-    def _complete(self, purpose, messages, tier, iteration, attempt, max_tokens):
+    def _complete(self, purpose: str, messages: list[dict[str, Any]], tier: str, iteration: int,
+                  attempt: int, max_tokens: int | None) -> tuple[Completion, str, str, str]:
         """One attempt at one tier (the breakers may route it elsewhere). Emits its model_call event."""
         if self.breakers is not None:
             tier = self.breakers.route(tier, purpose=purpose, iteration=iteration)
@@ -256,7 +272,7 @@ class LLMClient:
             timeout = (own(model, purpose) if own is not None else None) or DEFAULT_TIMEOUT_S
         requested = max_tokens
         if self.budget is not None:
-            max_tokens, timeout = self._capped(purpose, prompt_tokens, model, max_tokens, timeout)
+            max_tokens, timeout = self._capped(self.budget, purpose, prompt_tokens, model, max_tokens, timeout)
         request = self._request(purpose, mode, max_tokens)  # the schema fitted to the final cap
         started = time.perf_counter()
         metadata = {"memfit_purpose": purpose, "memfit_run": self.run_key}
@@ -273,7 +289,7 @@ class LLMClient:
         if stream is not None:
             optional["on_delta"] = stream.push
 
-        def send():
+        def send() -> Completion:
             return self.backend.complete(model, messages, max_tokens=max_tokens, timeout=timeout,
                                          metadata=metadata, **optional)
 
@@ -288,11 +304,13 @@ class LLMClient:
         except (ModelCallError, KeyboardInterrupt) as exc:
             latency = time.perf_counter() - started
             interrupted = isinstance(exc, KeyboardInterrupt)
-            kind = "cancelled" if interrupted else exc.kind
-            error = "interrupted by the person: the call was abandoned" if interrupted else str(exc)
+            if isinstance(exc, KeyboardInterrupt):
+                kind, error = "cancelled", "interrupted by the person: the call was abandoned"
+            else:
+                kind, error = exc.kind, str(exc)
             charged = 0.0
             if self.budget is not None:
-                if interrupted or getattr(exc, "abandoned", False):
+                if interrupted or (isinstance(exc, ModelCallError) and exc.abandoned):
                     # The abandoned call may still be billed: charge the most it can cost, which the
                     # cap above made affordable, so the cost limit holds whatever the provider does.
                     charged = self.budget.worst_case_cost(prompt_tokens, self.backend.prices(model), max_tokens)
@@ -337,14 +355,15 @@ class LLMClient:
             self._requests[key] = request
         return request
 
-    def _capped(self, purpose, prompt_tokens, model, max_tokens, timeout):
+    def _capped(self, budget: BudgetTracker, purpose: str, prompt_tokens: int, model: str,
+                max_tokens: int | None, timeout: float) -> tuple[int | None, float]:
         """The budget's caps, refusing (LimitsExceeded) a call it cannot pay for at a useful size."""
         need = self.useful_tokens(purpose, max_tokens)
         try:
-            return self.budget.cap_model_call(prompt_tokens, self.backend.prices(model), max_tokens, timeout,
-                                              min_tokens=need)
+            return budget.cap_model_call(prompt_tokens, self.backend.prices(model), max_tokens, timeout,
+                                         min_tokens=need)
         except TypeError:  # a budget without per-call minimums: the fixed floor only
-            return self.budget.cap_model_call(prompt_tokens, self.backend.prices(model), max_tokens, timeout)
+            return budget.cap_model_call(prompt_tokens, self.backend.prices(model), max_tokens, timeout)
 
 
 class _DeltaPump:
@@ -353,11 +372,11 @@ class _DeltaPump:
 
     INTERVAL_S = 0.25
 
-    def __init__(self, emit, iteration, purpose, model):
+    def __init__(self, emit: Callable[..., Any], iteration: int, purpose: str, model: str):
         import queue
 
         self.emit, self.iteration, self.purpose, self.model = emit, iteration, purpose, model
-        self.queue: Any = queue.SimpleQueue()
+        self.queue: queue.SimpleQueue[str] = queue.SimpleQueue()
         self.parts: list[str] = []
         self.sent = 0
 
@@ -383,14 +402,15 @@ class _DeltaPump:
     def flush(self) -> None:
         self.drain()
 
-    def run(self, budget, send, timeout):
+    def run(self, budget: BudgetTracker, send: Callable[[], Completion], timeout: float) -> Completion:
         """``send()`` under the budget's deadline, draining deltas every ``INTERVAL_S`` meanwhile."""
         from ..reliability.deadline import call_with_deadline
 
-        if getattr(budget, "runner", None) is not call_with_deadline:
-            return budget.run_call(send, timeout)
-        limit = max(0.0, min(timeout, budget.remaining_time()))
-        return call_with_deadline(send, limit, poll=self._tick)
+        polled = getattr(budget, "runner", None) is call_with_deadline  # else a runner of the caller's
+        if polled:
+            limit = max(0.0, min(timeout, budget.remaining_time()))
+            return call_with_deadline(send, limit, poll=self._tick)
+        return budget.run_call(send, timeout)
 
     def _tick(self) -> None:
         import time as _time

@@ -11,6 +11,10 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from ..tools import Tool
 
 ACTION_SYSTEM = """You are an agent working on a task, one action at a time.
 Each turn, reply with exactly one JSON object and nothing else:
@@ -23,7 +27,7 @@ Call finish with the answer when the task is done. The observations of your past
 Working directory: {workdir}"""
 
 
-def action_system(tools: Iterable, workdir: str, sections: Iterable[str] = ()) -> str:
+def action_system(tools: Iterable[Tool], workdir: str, sections: Iterable[str] = ()) -> str:
     text = ACTION_SYSTEM.format(tools="\n".join(t.describe() for t in tools), workdir=workdir)
     extra = [s for s in sections if s]
     if extra:
@@ -31,7 +35,7 @@ def action_system(tools: Iterable, workdir: str, sections: Iterable[str] = ()) -
     return text
 
 
-def action_message(thought: str, action_type: str, tool: str, params: dict) -> str:
+def action_message(thought: str, action_type: str, tool: str, params: dict[str, Any]) -> str:
     return json.dumps({"thought": thought, "action_type": action_type, "tool": tool, "params": params},
                       ensure_ascii=False)
 

@@ -10,12 +10,20 @@ from __future__ import annotations
 import threading
 import time
 from collections import defaultdict
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, Literal
 
 import litellm
-from litellm import CustomLLM
+from litellm.exceptions import InternalServerError, RateLimitError, Timeout
+from litellm.llms.custom_llm import CustomLLM
+from litellm.types.utils import ChatCompletionMessageToolCall, Function, ModelResponse
 
 from .scenarios import Reply, Scenario, load_scenario, scenario_names
 from .tokens import estimate_tokens, messages_text
+
+if TYPE_CHECKING:
+    import httpx
+    from litellm.llms.custom_httpx.http_handler import HTTPHandler
 
 PROVIDER = "memfit"
 
@@ -48,9 +56,14 @@ class ScriptedLLM(CustomLLM):
             return reply
         return Reply(text="{}")
 
-    def completion(self, model, messages, api_base, custom_prompt_dict, model_response, print_verbose,
-                   encoding, api_key, logging_obj, optional_params, acompletion=None,
-                   litellm_params=None, logger_fn=None, headers=None, timeout=None, client=None):
+    def completion(self, model: str, messages: list[dict[str, Any]], api_base: str,
+                   custom_prompt_dict: dict[str, Any], model_response: ModelResponse,
+                   print_verbose: Callable[..., Any], encoding: Any, api_key: str | None,
+                   logging_obj: Any, optional_params: dict[str, Any], acompletion: bool | None = None,
+                   litellm_params: dict[str, Any] | None = None,
+                   logger_fn: Callable[..., Any] | None = None, headers: dict[str, str] | None = None,
+                   timeout: float | httpx.Timeout | None = None,
+                   client: HTTPHandler | None = None) -> ModelResponse:
         name = model.split("/", 1)[-1]
         scenario = load_scenario(name)
         metadata = (litellm_params or {}).get("metadata") or {}
@@ -62,16 +75,16 @@ class ScriptedLLM(CustomLLM):
         if reply.delay_s:
             if timeout_s is not None and reply.delay_s >= timeout_s:
                 time.sleep(timeout_s)
-                raise litellm.Timeout(message=f"scripted reply took longer than {timeout_s:g} s",
+                raise Timeout(message=f"scripted reply took longer than {timeout_s:g} s",
                                       model=model, llm_provider=PROVIDER)
             time.sleep(reply.delay_s)
         if reply.fault == "rate_limit":
-            raise litellm.RateLimitError(message="scripted rate limit (429)", llm_provider=PROVIDER, model=model)
+            raise RateLimitError(message="scripted rate limit (429)", llm_provider=PROVIDER, model=model)
         if reply.fault == "server_error":
-            raise litellm.InternalServerError(message="scripted server error (500)", llm_provider=PROVIDER, model=model)
+            raise InternalServerError(message="scripted server error (500)", llm_provider=PROVIDER, model=model)
         if reply.fault == "timeout":
             time.sleep(min(reply.hang_s, timeout_s) if timeout_s else reply.hang_s)
-            raise litellm.Timeout(message="scripted timeout", model=model, llm_provider=PROVIDER)
+            raise Timeout(message="scripted timeout", model=model, llm_provider=PROVIDER)
         if reply.fault == "malformed":
             text = '{"thought": "unterminated'
         elif reply.fault == "empty":
@@ -80,7 +93,7 @@ class ScriptedLLM(CustomLLM):
             text = reply.text or ""
         completion_tokens = reply.completion_tokens or estimate_tokens(text)
         max_tokens = optional_params.get("max_tokens")
-        finish = "stop"
+        finish: Literal["stop", "length", "tool_calls"] = "stop"
         if max_tokens and completion_tokens > max_tokens:
             # A real model stops at max_tokens: the reply is cut, and so is the bill.
             text = text[: max_tokens * 4]
@@ -92,19 +105,19 @@ class ScriptedLLM(CustomLLM):
             # Tools mode: the reply is the arguments of a call to the one function offered.
             name = tools[0]["function"]["name"]
             message.content = None
-            message.tool_calls = [litellm.utils.ChatCompletionMessageToolCall(
-                id=f"call_{purpose}", type="function", function=litellm.utils.Function(name=name, arguments=text))]
+            message.tool_calls = [ChatCompletionMessageToolCall(
+                id=f"call_{purpose}", type="function", function=Function(name=name, arguments=text))]
             finish = "tool_calls" if finish == "stop" else finish
         else:
             message.content = text
         model_response.choices[0].finish_reason = finish
         model_response.model = model
         prompt_tokens = estimate_tokens(prompt)
-        model_response.usage = litellm.Usage(
-            prompt_tokens=prompt_tokens,
-            completion_tokens=completion_tokens,
-            total_tokens=prompt_tokens + completion_tokens,
-        )
+        usage = litellm.Usage(prompt_tokens=prompt_tokens, completion_tokens=completion_tokens,
+                              total_tokens=prompt_tokens + completion_tokens)
+        # ModelResponse declares no usage field (it is an extra of the pydantic model): set it
+        # the way litellm's own providers do.
+        setattr(model_response, "usage", usage)  # noqa: B010
         return model_response
 
 

@@ -30,6 +30,7 @@ import tomllib
 from dataclasses import dataclass, field
 from functools import cache
 from importlib import resources
+from importlib.resources.abc import Traversable
 from typing import Any
 
 from ..errors import UnknownScenarioError
@@ -145,7 +146,7 @@ def _load(name: str, text: str, defaults: dict[str, Any] | None) -> Scenario:
     )
 
 
-def _dir():
+def _dir() -> Traversable:
     return resources.files(__package__) / "scenarios"
 
 

@@ -22,7 +22,13 @@ character inside strings), so a schema reply always closes before the cap.
 from __future__ import annotations
 
 import copy
-from typing import Any
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from pydantic import BaseModel
+
+    from ..tools import Tool
 
 MODES = ("tools", "schema", "text")
 CHOICES = ("auto", *MODES)
@@ -103,21 +109,21 @@ _PARAM_TYPES = {"str": {"type": "string"}, "int": {"type": "integer"}, "bool": {
                 "float": {"type": "number"}, "list": {"type": "array"}, "dict": {"type": "object"}}
 
 
-def _tool_params(tool: Any) -> dict[str, Any]:
+def _tool_params(tool: Tool) -> dict[str, Any]:
     props = {name: {**_PARAM_TYPES.get(p.type, {}), **({"description": p.description} if p.description else {})}
              for name, p in tool.params.items()}
     return {"type": "object", "properties": props,
             "required": [n for n, p in tool.params.items() if p.required]}
 
 
-def wire_schema(purpose: str, schema_model: Any, tools: dict[str, Any] | None = None,
+def wire_schema(purpose: str, schema_model: type[BaseModel], tools: Mapping[str, Tool] | None = None,
                 mode: str = "schema") -> dict[str, Any]:
     """The JSON schema sent for ``purpose``: the pydantic schema, refs inlined, strings bounded.
     For ``action`` with known tools: in schema mode one branch per tool with that tool's own
     parameters (a constrained decoder then cannot invent a tool or a parameter); in tools
     mode (whose parameters must be one object) the tool names as an enum."""
     raw = schema_model.model_json_schema()
-    schema = _bound(_inline(raw, raw.get("$defs", {})))
+    schema: dict[str, Any] = _bound(_inline(raw, raw.get("$defs", {})))
     if purpose == "action" and tools and mode == "tools":
         schema["properties"]["tool"] = {"type": "string", "enum": sorted(tools)}
     elif purpose == "action" and tools:
@@ -183,7 +189,10 @@ def fit_schema(schema: dict[str, Any], max_tokens: int | None) -> dict[str, Any]
     if not max_tokens:
         return schema
     fixed, var = _longest(schema)
-    structure = lambda f: f / STRUCTURE_CHARS_PER_TOKEN  # noqa: E731
+
+    def structure(chars: int) -> float:
+        return chars / STRUCTURE_CHARS_PER_TOKEN
+
     if longest_reply_tokens(schema) <= max_tokens:
         return schema
     for _ in range(8):
@@ -194,7 +203,11 @@ def fit_schema(schema: dict[str, Any], max_tokens: int | None) -> dict[str, Any]
             schema = _edit(schema, "maxItems", lambda n: max(1, n - 1))
         else:
             scale = max(0.0, (max_tokens - structure(fixed)) * CONTENT_CHARS_PER_TOKEN) / var if var else 1.0
-            shrunk = _edit(schema, "maxLength", lambda n, k=scale: max(min(MIN_FITTED_STRING, n), int(n * k)))
+
+            def shrink(n: int, k: float = scale) -> int:
+                return max(min(MIN_FITTED_STRING, n), int(n * k))
+
+            shrunk = _edit(schema, "maxLength", shrink)
             if shrunk == schema:  # the strings are at their floor: only fewer items are left
                 if max_items(schema) <= 1:
                     break
@@ -207,14 +220,15 @@ def fit_schema(schema: dict[str, Any], max_tokens: int | None) -> dict[str, Any]
 def max_items(node: Any) -> int:
     """The largest ``maxItems`` in ``node`` (0: it has no bounded list)."""
     if isinstance(node, dict):
-        own = node.get("maxItems") if isinstance(node.get("maxItems"), int) else 0
+        value = node.get("maxItems")
+        own = value if isinstance(value, int) else 0
         return max([own, *(max_items(v) for v in node.values())])
     if isinstance(node, list):
         return max((max_items(v) for v in node), default=0)
     return 0
 
 
-def _edit(node: Any, key: str, change: Any) -> Any:
+def _edit(node: Any, key: str, change: Callable[[int], int]) -> Any:
     """A copy of ``node`` with every integer ``key`` (maxLength, maxItems) passed through ``change``."""
     if isinstance(node, dict):
         out = {k: _edit(v, key, change) for k, v in node.items()}

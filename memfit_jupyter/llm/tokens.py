@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 
 def estimate_tokens(text: str) -> int:
     """About four characters a token, rounded up: what the scripted models bill by."""
     return max(1, (len(text) + 3) // 4)
 
 
-def messages_text(messages: list[dict]) -> str:
+def messages_text(messages: list[dict[str, Any]]) -> str:
     parts = []
     for m in messages:
         content = m.get("content")
@@ -19,7 +21,7 @@ def messages_text(messages: list[dict]) -> str:
     return "\n".join(parts)
 
 
-def estimate_message_tokens(messages: list[dict]) -> int:
+def estimate_message_tokens(messages: list[dict[str, Any]]) -> int:
     """``estimate_tokens(messages_text(messages))`` without building the joined string."""
     chars = len(messages) - 1 if messages else 0
     for m in messages:

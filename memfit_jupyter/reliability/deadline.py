@@ -47,8 +47,7 @@ _idle_count = 0
 class DeadlineExceeded(ModelCallError):
     """The call did not return before its deadline and was abandoned (kind ``timeout``)."""
 
-    #: The call may still be running (and be billed): the caller charges its worst case.
-    abandoned = True
+    abandoned = True  # see ModelCallError
 
     def __init__(self, seconds: float):
         super().__init__("timeout", f"no reply within {seconds:.3f} s: the call was abandoned at its deadline")
