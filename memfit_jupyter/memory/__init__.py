@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..extension import Hooks
 from .dedup import DedupConfig
@@ -27,6 +27,10 @@ from .ranking import RankingConfig
 from .retrieval import MemoryBackend
 from .store import MemoryStore, StoreWarning, open_store
 from .triage import TriageConfig
+
+if TYPE_CHECKING:
+    from ..timeline import Entry
+    from ..tools import Tool
 
 __all__ = ["DedupConfig", "MemoryBackend", "MemoryConfig", "MemoryEntity", "MemoryStore", "RankingConfig", "ScoredMemory", "SearchResults",
            "StoreWarning", "TriageConfig", "extension_for", "open_store", "DEFAULT_DIR", "TASK_SEARCH_BYTES"]
@@ -89,15 +93,15 @@ class MemoryExtension(Hooks):
         self.run = run
         self.store = store
         self.config = config or MemoryConfig()
-        self._seen: list[Any] = []  # timeline entries already triaged (kept alive: compared by identity)
+        self._seen: list[Entry] = []  # timeline entries already triaged (kept alive: compared by identity)
         self._seen_ids: set[int] = set()
-        self._last: tuple[Any, int] = (None, 0)  # the entries list last read, and its length then
+        self._last: tuple[list[Entry] | None, int] = (None, 0)  # the entries list last read, and its length then
         self._last_triaged = 0  # the iteration triaged last
 
     def provides(self) -> dict[str, Any]:
         return {"memory": self.store}
 
-    def tools(self) -> list[Any]:
+    def tools(self) -> list[Tool]:
         import dataclasses
 
         from .tools import memory_tools
@@ -105,9 +109,9 @@ class MemoryExtension(Hooks):
         # Their effects are memory events: a replay runs them again against the recorded memory.
         return [dataclasses.replace(t, internal=True) for t in memory_tools(self)]
 
-    def _fresh(self, run: Any) -> list[Any]:
+    def _fresh(self, run: Any) -> list[Entry]:
         """The timeline entries not triaged yet."""
-        entries = run.timeline.entries
+        entries: list[Entry] = run.timeline.entries
         if entries is self._last[0]:  # appended to since: the new entries are the tail
             fresh = entries[self._last[1]:]
         else:  # replaced (an eviction, a new trial): what is new is what was not seen

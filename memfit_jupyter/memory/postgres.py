@@ -21,11 +21,13 @@ pgvector client) and a server with the ``vector`` extension (created if allowed)
 
 from __future__ import annotations
 
+import builtins
+import os
 import re
 import threading
 import zlib
-from collections.abc import Iterable
-from typing import Any
+from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING, Any, TypeGuard
 from urllib.parse import urlsplit, urlunsplit
 
 import numpy as np
@@ -40,6 +42,11 @@ from .ranking import RankingConfig
 from .retrieval import SeedRetrieval
 from .search import Candidates
 from .text import ANALYZER
+
+if TYPE_CHECKING:  # imported at first use
+    import concurrent.futures as cf
+
+    import psycopg
 
 URL_SCHEMES = ("postgresql://", "postgres://")
 #: 2: full text in postings scored by BM25 (1: a tsvector column ranked by ts_rank).
@@ -56,7 +63,7 @@ _COLUMNS = "key, id, content, tags, questions, created_at, c, o, r, e, p, a, t"
 _ROW = ", ".join(f"m.{c}" for c in _COLUMNS.split(", ")) + ", m.vector"
 
 
-def is_url(path: Any) -> bool:
+def is_url(path: object) -> TypeGuard[str]:
     """Whether ``path`` names a PostgreSQL store rather than a directory."""
     return isinstance(path, str) and path.startswith(URL_SCHEMES)
 
@@ -106,9 +113,9 @@ class PostgresStore(SeedRetrieval):
         self.ef_search = ef_search
         self._lock = threading.RLock()
         self._closed = True
-        self._lex_pool: Any = None
-        self._lex_conn: Any = None
-        self._vec_conn: Any = None
+        self._lex_pool: cf.ThreadPoolExecutor | None = None
+        self._lex_conn: psycopg.Connection[tuple[Any, ...]] | None = None
+        self._vec_conn: psycopg.Connection[tuple[Any, ...]] | None = None
         self._vec_ef = 0
         # One lock id per store (schema), the same in every process.
         self._lock_id = zlib.crc32(f"memfit:{schema}".encode()) - 2**31
@@ -143,7 +150,7 @@ class PostgresStore(SeedRetrieval):
             raise
 
     # --- plumbing -----------------------------------------------------------------------
-    def _x(self, sql: str, params: Any = None) -> Any:
+    def _x(self, sql: str, params: Sequence[Any] | None = None) -> psycopg.Cursor[tuple[Any, ...]]:
         return self._conn.execute(sql, params)
 
     def _t(self, name: str) -> str:
@@ -241,9 +248,9 @@ class PostgresStore(SeedRetrieval):
                 [(e.id, e.content, e.tags, e.potential_questions, e.created_at, e.c_score, e.o_score, e.r_score,
                   e.e_score, e.p_score, e.a_score, e.t_score, v, q) for e, v, q in zip(entities, vecs, qvecs, strict=True)],
                 returning=True)
-            keys = []
+            keys: list[int] = []
             while True:
-                keys.append(cur.fetchone()[0])
+                keys.append(_one(cur.fetchone()))
                 if not cur.nextset():
                     break
             pg_text.write(cur, self.schema, [(k, e.content, e.tags, e.potential_questions)
@@ -290,8 +297,8 @@ class PostgresStore(SeedRetrieval):
                 cand[i].update(key for key, c in hits.items() if c >= need)
         search = [i for i, p in enumerate(probes) if not tags_decide(p, postings, cfg)]
         if search:
-            if self.exact_below and self._x(f"SELECT count(*) < %s FROM {self._t('memories')}",
-                                            (self.exact_below,)).fetchone()[0]:
+            if self.exact_below and _one(self._x(f"SELECT count(*) < %s FROM {self._t('memories')}",
+                                                 (self.exact_below,)).fetchone()):
                 self._x("SET LOCAL enable_indexscan = off")  # a small store: the exact neighbours
             else:  # the graph: at a few thousand rows the planner would rather scan (70 ms a probe here)
                 self._x("SET LOCAL enable_seqscan = off")
@@ -326,10 +333,10 @@ class PostgresStore(SeedRetrieval):
     def __len__(self) -> int:
         with self._lock:
             self._check_open()
-            return self._x(f"SELECT count(*) FROM {self._t('memories')}").fetchone()[0]
+            return int(_one(self._x(f"SELECT count(*) FROM {self._t('memories')}").fetchone()))
 
     @staticmethod
-    def _entity(row: tuple) -> MemoryEntity:
+    def _entity(row: Sequence[Any]) -> MemoryEntity:
         return MemoryEntity(row[1], row[2], list(row[3]), list(row[4]), *row[5:13])
 
     def _entities(self, keys: list[int]) -> dict[int, MemoryEntity]:
@@ -345,6 +352,7 @@ class PostgresStore(SeedRetrieval):
             row = self._x(f"SELECT {_COLUMNS} FROM {self._t('memories')} WHERE id = %s", (str(id),)).fetchone()
             return None if row is None else self._entity(row)
 
+    # Below this method ``list`` in an annotation is the method: the type is ``builtins.list``.
     def list(self, tag: str | None = None, limit: int | None = None, offset: int = 0) -> list[MemoryEntity]:
         """Memories, newest first, optionally only those with ``tag``."""
         with self._lock:
@@ -364,7 +372,7 @@ class PostgresStore(SeedRetrieval):
             return dict(self._x(f"SELECT tag, count(*) AS n FROM {self._t('memory_tags')} "
                                 "GROUP BY tag ORDER BY n DESC, tag").fetchall())
 
-    def _tag_keys(self, tags: Iterable[str], match_all: bool = False, limit: int = 20) -> list[int]:
+    def _tag_keys(self, tags: Iterable[str], match_all: bool = False, limit: int = 20) -> builtins.list[int]:
         wanted = sorted(norm_tags(tags))
         if not wanted:
             return []
@@ -374,7 +382,7 @@ class PostgresStore(SeedRetrieval):
                        (wanted, *([len(wanted)] if match_all else []), int(limit)))
         return [r[0] for r in rows]
 
-    def search_by_tags(self, tags: Iterable[str], match_all: bool = False, limit: int = 20) -> list[MemoryEntity]:
+    def search_by_tags(self, tags: Iterable[str], match_all: bool = False, limit: int = 20) -> builtins.list[MemoryEntity]:
         """Memories carrying any (or all) of ``tags``, most matches, then newest, first."""
         with self._lock:
             self._check_open()
@@ -391,16 +399,17 @@ class PostgresStore(SeedRetrieval):
 
     def embed_query(self, query: str) -> np.ndarray:
         """The query's unit vector, by the store's embedder."""
-        return self.embedder.embed([query])[0]
+        vec: np.ndarray = self.embedder.embed([query])[0]
+        return vec
 
-    def _side_connection(self) -> Any:
+    def _side_connection(self) -> psycopg.Connection[tuple[Any, ...]]:
         from pgvector.psycopg import register_vector
 
         conn = self._psycopg.connect(self.url, autocommit=True)
         register_vector(conn)
         return conn
 
-    def _nearest(self, q: np.ndarray, limit: int, only: Iterable[str] | None) -> list[tuple]:
+    def _nearest(self, q: np.ndarray, limit: int, only: Iterable[str] | None) -> builtins.list[tuple[Any, ...]]:
         """The ``limit`` nearest memories' rows (``_ROW`` and the cosine), nearest first, by the
         HNSW index; with ``only``, among those carrying one of these tags, exactly (the graph
         cannot filter without losing results)."""
@@ -433,7 +442,7 @@ class PostgresStore(SeedRetrieval):
                     f"SELECT key FROM {self._t('memory_tags')} WHERE tag = ANY(%s))) "
                     "ORDER BY m.vector <#> %s LIMIT %s", (q, wanted, q, int(limit))).fetchall()
 
-    def _lexical(self, query: str, limit: int, conn: Any) -> list[tuple]:
+    def _lexical(self, query: str, limit: int, conn: psycopg.Connection[tuple[Any, ...]]) -> builtins.list[tuple[Any, ...]]:
         """The ``limit`` best memories' rows (``_ROW`` and the BM25 score) for the query's
         keywords, best first (``pg_text``)."""
         from .text import keywords
@@ -445,14 +454,14 @@ class PostgresStore(SeedRetrieval):
             return cur.execute(pg_text.search_sql(self.schema, _ROW), (terms, int(limit))).fetchall()
 
     def search_by_semantics(self, query: str | np.ndarray, limit: int = 15,
-                            tags: Iterable[str] | None = None) -> list[tuple[MemoryEntity, float]]:
+                            tags: Iterable[str] | None = None) -> builtins.list[tuple[MemoryEntity, float]]:
         """The nearest memories to ``query`` with their cosine similarity (``tags``: among those)."""
         q = self.embed_query(query) if isinstance(query, str) else np.asarray(query, dtype=np.float32)
         with self._lock:
             self._check_open()
             return [(self._entity(r), float(r[-1])) for r in self._nearest(q, limit, tags)]
 
-    def search_lexical(self, query: str, limit: int = 15) -> list[tuple[MemoryEntity, float]]:
+    def search_lexical(self, query: str, limit: int = 15) -> builtins.list[tuple[MemoryEntity, float]]:
         """Full-text search (BM25, as the SQLite store's FTS5 scores it) over content, tags and
         questions; higher is better."""
         with self._lock:
@@ -467,8 +476,10 @@ class PostgresStore(SeedRetrieval):
             self._check_open()
             # The full-text query runs on a connection of its own meanwhile, so that the server
             # can work on both at once when a core is free.
-            pending = self._lexical_pool().submit(self._lexical, query, lexical_limit, self._lex_conn) \
-                if lexical_limit > 0 else None
+            pending = None
+            if lexical_limit > 0:
+                pool, conn = self._lexical_side()
+                pending = pool.submit(self._lexical, query, lexical_limit, conn)
             try:
                 tag_keys = self._tag_keys(tags, limit=tag_limit) if tags else []
                 semantic = self._nearest(q, semantic_limit, only)
@@ -517,7 +528,7 @@ class PostgresStore(SeedRetrieval):
                 if rows:
                     vecs = emb.embed([r[1] for r in rows])
                     with_q = [i for i, r in enumerate(rows) if r[2]]
-                    qv = emb.embed(["\n".join(rows[i][2]) for i in with_q]) if with_q else []
+                    qv: Iterable[np.ndarray] = emb.embed(["\n".join(rows[i][2]) for i in with_q]) if with_q else []
                     qvecs: dict[int, np.ndarray] = dict(zip(with_q, qv, strict=True))
                     with self._conn.cursor() as cur:
                         cur.executemany(f"UPDATE {memories} SET vector = %s, qvector = %s WHERE key = %s",
@@ -530,13 +541,13 @@ class PostgresStore(SeedRetrieval):
             self.embedder = emb
             return len(rows)
 
-    def export(self, path: Any) -> int:
+    def export(self, path: str | os.PathLike[str]) -> int:
         """Write every memory to a JSON Lines file (no vectors), readable by either backend."""
         from .transfer import export_jsonl
 
         return export_jsonl(self, path)
 
-    def import_(self, path: Any) -> dict[str, int]:
+    def import_(self, path: str | os.PathLike[str]) -> dict[str, int]:
         """Add the memories of a JSON Lines export (from either backend); duplicates are skipped."""
         from .transfer import import_jsonl
 
@@ -548,14 +559,14 @@ class PostgresStore(SeedRetrieval):
             self._check_open()
             self._x(f"DROP SCHEMA IF EXISTS {self.schema} CASCADE")
 
-    def _lexical_pool(self) -> Any:
+    def _lexical_side(self) -> tuple[cf.ThreadPoolExecutor, psycopg.Connection[tuple[Any, ...]]]:
         """The thread and connection that run full-text queries beside the vector query."""
-        if self._lex_pool is None:
+        if self._lex_pool is None or self._lex_conn is None:
             import concurrent.futures as cf
 
             self._lex_conn = self._side_connection()
             self._lex_pool = cf.ThreadPoolExecutor(1, thread_name_prefix="memfit-pg-lexical")
-        return self._lex_pool
+        return self._lex_pool, self._lex_conn
 
     def close(self) -> None:
         """Close the connections. Safe to call twice."""
@@ -565,8 +576,10 @@ class PostgresStore(SeedRetrieval):
                 self._conn.close()
                 if self._lex_pool is not None:
                     self._lex_pool.shutdown(wait=True)
+                    self._lex_pool = None
+                if self._lex_conn is not None:
                     self._lex_conn.close()
-                    self._lex_pool = self._lex_conn = None
+                    self._lex_conn = None
                 if self._vec_conn is not None:
                     self._vec_conn.close()
                     self._vec_conn = None
@@ -585,6 +598,13 @@ class PostgresStore(SeedRetrieval):
 def _array(value: Any) -> np.ndarray:
     """A pgvector value as a float32 array (the client gives ``Vector`` objects)."""
     return np.asarray(value.to_numpy() if hasattr(value, "to_numpy") else value, dtype=np.float32)
+
+
+def _one(row: tuple[Any, ...] | None) -> Any:
+    """The first column of a row that the statement always returns (an aggregate, RETURNING)."""
+    if row is None:
+        raise StoreError("the memory store's database returned no row where it always returns one")
+    return row[0]
 
 
 def _first_line(exc: BaseException) -> str:

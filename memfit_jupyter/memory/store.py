@@ -24,6 +24,7 @@ asks of a store; export and import are ``transfer``'s.
 from __future__ import annotations
 
 import atexit
+import builtins
 import contextlib
 import os
 import sqlite3
@@ -42,7 +43,7 @@ from .embedders import Embedder, get_embedder
 from .entity import MemoryEntity
 from .index import SAVE_EVERY, SAVE_SHARE, GraphAdd, StoreWarning, VectorIndex
 from .items import MAX_CONTENT_BYTES, prepare_batch
-from .postgres import is_url
+from .postgres import PostgresStore, is_url
 from .ranking import RankingConfig
 from .retrieval import SeedRetrieval
 from .search import Candidates
@@ -74,7 +75,7 @@ class MemoryStore(SeedRetrieval):
     the HNSW graph's parameters, chosen by tests/benchmarks/bench_memory.py.
     """
 
-    def __new__(cls, path: str | os.PathLike, *args: Any, **kwargs: Any) -> Any:
+    def __new__(cls, path: str | os.PathLike[str], *args: Any, **kwargs: Any) -> Any:
         # A postgresql:// URL opens the PostgreSQL store (memory/postgres.py), with the same API.
         if cls is MemoryStore and is_url(path):
             from .postgres import PostgresStore
@@ -82,7 +83,7 @@ class MemoryStore(SeedRetrieval):
             return PostgresStore(path, *args, **kwargs)
         return super().__new__(cls)
 
-    def __init__(self, path: str | os.PathLike, embedder: str | Embedder | None = None, *,
+    def __init__(self, path: str | os.PathLike[str], embedder: str | Embedder | None = None, *,
                  dedup: DedupConfig | bool | None = None, ranking: str | RankingConfig = "hybrid",
                  exact_below: int = 10_000, connectivity: int = 32, expansion_add: int = 128,
                  expansion_search: int = 64):
@@ -96,7 +97,7 @@ class MemoryStore(SeedRetrieval):
         self.exact_below = exact_below
         self._lock = threading.RLock()
         self._closed = False
-        self._data_version = None
+        self._data_version: int | None = None
         try:
             self._db = Database(self.path / DB_NAME)
             with self._db.write():
@@ -244,6 +245,7 @@ class MemoryStore(SeedRetrieval):
             self._check_open()
             return self._db.get(id)
 
+    # Below this method ``list`` in an annotation is the method: the type is ``builtins.list``.
     def list(self, tag: str | None = None, limit: int | None = None, offset: int = 0) -> list[MemoryEntity]:
         """Memories, newest first, optionally only those with ``tag``."""
         with self._lock:
@@ -256,7 +258,7 @@ class MemoryStore(SeedRetrieval):
             self._check_open()
             return self._db.tags()
 
-    def search_by_tags(self, tags: Iterable[str], match_all: bool = False, limit: int = 20) -> list[MemoryEntity]:
+    def search_by_tags(self, tags: Iterable[str], match_all: bool = False, limit: int = 20) -> builtins.list[MemoryEntity]:
         """Seed ``SearchByTags``: memories carrying any (or all) of ``tags``, most matches, then newest, first."""
         with self._lock:
             self._check_open()
@@ -272,9 +274,10 @@ class MemoryStore(SeedRetrieval):
 
     def embed_query(self, query: str) -> np.ndarray:
         """The query's unit vector, by the store's embedder."""
-        return self.embedder.embed([query])[0]
+        vec: np.ndarray = self.embedder.embed([query])[0]
+        return vec
 
-    def _nearest(self, q: np.ndarray, limit: int, tags: Iterable[str] | None) -> list[tuple[int, float]]:
+    def _nearest(self, q: np.ndarray, limit: int, tags: Iterable[str] | None) -> builtins.list[tuple[int, float]]:
         if tags is None:
             return self._vectors.nearest(self._db, q, limit)
         wanted = sorted(norm_tags(tags))
@@ -287,7 +290,7 @@ class MemoryStore(SeedRetrieval):
         return [(rows[i][0], float(sims[i])) for i in order]
 
     def search_by_semantics(self, query: str | np.ndarray, limit: int = 15,
-                            tags: Iterable[str] | None = None) -> list[tuple[MemoryEntity, float]]:
+                            tags: Iterable[str] | None = None) -> builtins.list[tuple[MemoryEntity, float]]:
         """Seed ``SearchBySemantics``: the nearest memories to ``query`` with their cosine similarity.
         With ``tags``, only memories that carry one of them."""
         q = self.embed_query(query) if isinstance(query, str) else np.asarray(query, dtype=np.float32)
@@ -297,7 +300,7 @@ class MemoryStore(SeedRetrieval):
             found = self._db.entities([k for k, _ in pairs])
             return [(found[k], s) for k, s in pairs if k in found]
 
-    def search_lexical(self, query: str, limit: int = 15) -> list[tuple[MemoryEntity, float]]:
+    def search_lexical(self, query: str, limit: int = 15) -> builtins.list[tuple[MemoryEntity, float]]:
         """BM25 (SQLite FTS5) over content, tags and questions; higher scores are better."""
         with self._lock:
             self._check_open()
@@ -352,13 +355,13 @@ class MemoryStore(SeedRetrieval):
             self._vectors.rebuild(self._db)
             return n
 
-    def export(self, path: str | os.PathLike) -> int:
+    def export(self, path: str | os.PathLike[str]) -> int:
         """Write every memory to a JSON Lines file (no vectors: an import re-embeds). Returns the count."""
         from .transfer import export_jsonl
 
         return export_jsonl(self, path)
 
-    def import_(self, path: str | os.PathLike) -> dict[str, int]:
+    def import_(self, path: str | os.PathLike[str]) -> dict[str, int]:
         """Add the memories of a JSON Lines export (ids kept when free); duplicates are skipped."""
         from .transfer import import_jsonl
 
@@ -387,17 +390,17 @@ class MemoryStore(SeedRetrieval):
         return f"<MemoryStore {str(self.path)!r} {state} embedder={self.embedder.id}>"
 
 
-_OPEN: dict[str, MemoryStore] = {}
+_OPEN: dict[str, MemoryStore | PostgresStore] = {}
 _OPEN_LOCK = threading.Lock()
 
 
-def open_store(path: str | os.PathLike, **options: Any) -> MemoryStore:
+def open_store(path: str | os.PathLike[str], **options: Any) -> MemoryStore | PostgresStore:
     """The process's shared store at ``path`` (opened once; the agent and the magic share it)."""
     key = str(path) if is_url(path) else str(Path(path).expanduser().resolve())
     with _OPEN_LOCK:
         store = _OPEN.get(key)
         if store is None or store._closed:
-            store = MemoryStore(path, **options)
+            store = PostgresStore(path, **options) if is_url(path) else MemoryStore(path, **options)
             _OPEN[key] = store
         return store
 
