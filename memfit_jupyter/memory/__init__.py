@@ -29,6 +29,7 @@ from .store import MemoryStore, StoreWarning, open_store
 from .triage import TriageConfig
 
 if TYPE_CHECKING:
+    from ..records import ActionRecord, RunResult
     from ..timeline import Entry
     from ..tools import Tool
 
@@ -121,7 +122,7 @@ class MemoryExtension(Hooks):
         self._seen_ids.update(id(e) for e in fresh)
         return fresh
 
-    def after_action(self, run: Any, record: Any) -> None:
+    def after_action(self, run: Any, record: ActionRecord) -> None:
         """Seed 3.7.1: the timeline's diff since the last triage goes to triage, when the
         iteration has something to keep (``triage.triage_due``)."""
         from .triage import triage_due
@@ -131,7 +132,7 @@ class MemoryExtension(Hooks):
         done = bool(record.ok and record.data.get("final"))
         self._triage(run, record.iteration, done, "the agent called finish" if done else (record.error or None))
 
-    def _triage(self, run: Any, iteration: int, done: bool, reason: Any) -> None:
+    def _triage(self, run: Any, iteration: int, done: bool, reason: str | None) -> None:
         from .triage import contextual_input, handle_memory, render_entries
 
         config = self.config.triage
@@ -149,7 +150,7 @@ class MemoryExtension(Hooks):
         run.emit("memory", op="triage", query="", results=[], added=outcome["added"], bytes=0,
                  source=outcome["source"], duplicates=outcome["duplicates"], error=outcome["error"])
 
-    def on_finish(self, run: Any, result: Any) -> None:
+    def on_finish(self, run: Any, result: RunResult) -> None:
         """Seed 3.7.2: a completed task searches memory (4 KB) and shows what it found.  A run that
         failed triages the steps not triaged yet (a failure is something to keep); its reason is
         the engine's word on the ending, not a lesson, so it is not given."""

@@ -5,10 +5,13 @@ from __future__ import annotations
 
 import builtins
 from collections.abc import Iterable
-from typing import Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from .entity import MemoryEntity, SearchResults
 from .ranking import RankingConfig
+
+if TYPE_CHECKING:
+    from ..llm.client import LLMClient
 
 
 @runtime_checkable
@@ -17,7 +20,7 @@ class MemoryBackend(Protocol):
     store, or any object with these methods (a replay's recorded store)."""
 
     def search(self, query: str, k: int | None = ..., bytes_limit: int | None = ..., *,
-               llm: Any = ..., iteration: int = ...) -> SearchResults: ...
+               llm: LLMClient | None = ..., iteration: int = ...) -> SearchResults: ...
 
     def add(self, content: str, tags: Iterable[str] = ..., questions: Iterable[str] = ...) -> str | None: ...
 
@@ -35,7 +38,7 @@ class SeedRetrieval:
         raise NotImplementedError
 
     def search(self, query: str, k: int | None = 10, bytes_limit: int | None = None,
-               tags: Iterable[str] | None = None, *, llm: Any = None, disable_ai: bool | None = None,
+               tags: Iterable[str] | None = None, *, llm: LLMClient | None = None, disable_ai: bool | None = None,
                ranking: str | RankingConfig | None = None, iteration: int = 0) -> SearchResults:
         """Seed 000 §3.3: tag search, semantic (and lexical) search, dedup, ranking, byte limit.
 

@@ -13,12 +13,15 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from .entity import MemoryEntity, SearchResults
 from .ranking import RankingConfig, rank, select_by_bytes
+
+if TYPE_CHECKING:
+    from ..llm.client import LLMClient
 
 TAG_LIMIT = 20
 SEMANTIC_LIMIT = 15
@@ -48,7 +51,7 @@ class Candidates:
         return {i: tuple(s) for i, s in out.items()}
 
 
-def select_tags(llm: Any, query: str, known: list[str], iteration: int = 0) -> list[str]:
+def select_tags(llm: LLMClient, query: str, known: list[str], iteration: int = 0) -> list[str]:
     """Ask the model which of the store's tags fit the query; unknown tags are dropped."""
     if not known:
         return []
@@ -65,7 +68,7 @@ def select_tags(llm: Any, query: str, known: list[str], iteration: int = 0) -> l
 
 
 def search_memory(store: Any, query: str, *, k: int | None = 10, bytes_limit: int | None = None,
-                  tags: Iterable[str] | None = None, llm: Any = None, disable_ai: bool = True,
+                  tags: Iterable[str] | None = None, llm: LLMClient | None = None, disable_ai: bool = True,
                   ranking: str | RankingConfig | None = None, iteration: int = 0) -> SearchResults:
     """Run the pipeline on ``store``; see the module docstring."""
     if not isinstance(query, str) or not query.strip():

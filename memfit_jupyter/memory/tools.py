@@ -2,17 +2,20 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 from ..records import ToolResult
-from ..tools import Param, Tool
+from ..tools import Param, Tool, ToolContext
+
+if TYPE_CHECKING:
+    from . import MemoryExtension
 
 
-def memory_tools(ext: Any) -> list[Tool]:
+def memory_tools(ext: MemoryExtension) -> list[Tool]:
     """The two tools bound to one run's memory extension."""
     from . import TOOL_SEARCH_BYTES, result_dicts
 
-    def memory_search(ctx: Any, query: str, bytes_limit: int = TOOL_SEARCH_BYTES) -> ToolResult:
+    def memory_search(ctx: ToolContext, query: str, bytes_limit: int = TOOL_SEARCH_BYTES) -> ToolResult:
         if bytes_limit < 1:
             return ToolResult(ok=False, error="bytes_limit must be positive")
         run = ext.run
@@ -24,7 +27,7 @@ def memory_tools(ext: Any) -> list[Tool]:
         lines = [f"- [{m.id}] ({m.score:.2f}) {m.content}" for m in found]
         return ToolResult(output="\n".join(lines), data={"matches": len(found)})
 
-    def memory_insert(ctx: Any, content: str, tags: list[str] | None = None,
+    def memory_insert(ctx: ToolContext, content: str, tags: list[str] | None = None,
                       questions: list[str] | None = None) -> ToolResult:
         run = ext.run
         try:

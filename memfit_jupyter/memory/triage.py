@@ -22,10 +22,17 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .text import tag_keywords as keywords  # readable words for tags and questions
+
+if TYPE_CHECKING:
+    from ..llm.client import LLMClient
+    from ..records import ActionRecord
+    from ..timeline import Entry
+    from .retrieval import MemoryBackend
 
 
 @dataclass(frozen=True)
@@ -94,7 +101,7 @@ def _clip(text: str, limit: int) -> str:
     return text if len(text) <= limit else text[:limit] + f" [... {len(text) - limit} characters]"
 
 
-def render_entries(entries: Any, format: str = "english") -> str:
+def render_entries(entries: Iterable[Entry], format: str = "english") -> str:
     """The timeline entries a triage reads: as they stand in the seed's format; in English one
     line per step (``#3 read_file {"path": "x"}: thought``) and its observation after ``->``,
     clipped, the finish's echo of its answer left out.  Engine notes are left out in both."""
@@ -127,7 +134,7 @@ def render_entries(entries: Any, format: str = "english") -> str:
     return task_lines("\n".join(lines))
 
 
-def contextual_input(iteration: int, task_id: str, diff: str, status: str, done: bool, reason: Any,
+def contextual_input(iteration: int, task_id: str, diff: str, status: str, done: bool, reason: str | None,
                      format: str = "english", task: str = "") -> str:
     """Seed 000 §3.7.1's contextual input: in the seed's own labels, or in English (the task,
     the steps, whether it finished, and the reason when the steps do not already say it)."""
@@ -139,7 +146,7 @@ def contextual_input(iteration: int, task_id: str, diff: str, status: str, done:
             f"{'true' if done else 'false'}\n原因: {reason if reason is not None else '<nil>'}")
 
 
-def triage_due(record: Any, iteration: int, last_triaged: int, config: TriageConfig) -> bool:
+def triage_due(record: ActionRecord, iteration: int, last_triaged: int, config: TriageConfig) -> bool:
     """Whether this iteration has something to keep: a failed tool call, a finish, a fact written
     to memory, or ``config.every`` iterations since the last triage.  A reply that could not be
     used (the engine's trouble with the model) is never triaged."""
@@ -178,7 +185,7 @@ def heuristic_entities(text: str, max_chars: int = 600) -> list[dict[str, Any]]:
     return out
 
 
-def handle_memory(store: Any, text: str, llm: Any = None, *, iteration: int = 0,
+def handle_memory(store: MemoryBackend, text: str, llm: LLMClient | None = None, *, iteration: int = 0,
                   format: str = "seed") -> dict[str, Any]:
     """Seed ``HandleMemory``: extract, dedup, score and save.  Returns what happened:
     ``{"added": [ids], "duplicates": n, "source": "model" | "heuristic", "error": str | None}``.
