@@ -11,7 +11,10 @@ from .entity import MemoryEntity, SearchResults
 from .ranking import RankingConfig
 
 if TYPE_CHECKING:
+    import numpy as np
+
     from ..llm.client import LLMClient
+    from .search import Candidates
 
 
 @runtime_checkable
@@ -33,8 +36,22 @@ class SeedRetrieval:
     """Mixed into a store that has ``candidates()`` and ``list()`` (the SQLite and the
     PostgreSQL store): ``search`` and ``failures`` are written once for both."""
 
+    #: How results are ordered (each store sets it).
+    ranking: RankingConfig
+
     def list(self, tag: str | None = None, limit: int | None = None,
              offset: int = 0) -> list[MemoryEntity]:  # pragma: no cover - each store has its own
+        raise NotImplementedError
+
+    def tags(self) -> dict[str, int]:  # pragma: no cover - each store has its own
+        raise NotImplementedError
+
+    def embed_query(self, query: str) -> np.ndarray:  # pragma: no cover - each store has its own
+        raise NotImplementedError
+
+    def candidates(self, q: np.ndarray, query: str, *, tags: Iterable[str] = (), only: Iterable[str] | None = None,
+                   tag_limit: int = 20, semantic_limit: int = 15,
+                   lexical_limit: int = 15) -> Candidates:  # pragma: no cover - each store has its own
         raise NotImplementedError
 
     def search(self, query: str, k: int | None = 10, bytes_limit: int | None = None,
