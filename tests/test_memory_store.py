@@ -83,6 +83,22 @@ def test_scores_are_validated(tmp_path):
         assert s.get(mid).r_score == 1.0 and s.get(mid).e_score == 0.0
 
 
+def test_bad_items_raise_one_clear_value_error(tmp_path):
+    with MemoryStore(tmp_path / "m") as s:
+        with pytest.raises(ValueError, match="tags must be a list of strings, got 5"):
+            s.add("x", tags=5)
+        with pytest.raises(ValueError, match="questions must be a list of strings, got 3"):
+            s.add_many([{"content": "x", "questions": 3}])
+        with pytest.raises(ValueError, match="a memory is a dict or a MemoryEntity, got int"):
+            s.add_many([5])
+        bad = tmp_path / "tags.jsonl"  # what %memfit_memory import shows as one line
+        bad.write_text('{"content": "ok"}\n{"content": "tagged", "tags": 7}\n')
+        with pytest.raises(ValueError, match="tags must be a list of strings, got 7"):
+            s.import_(bad)
+        assert len(s) == 0  # nothing of the batch went in
+        assert s.get(s.add("y", tags=None, questions=())).tags == []
+
+
 def test_secrets_are_redacted_before_storing(tmp_path):
     key = "sk-" + "A1b2C3d4E5f6G7h8I9j0K1l2"
     with MemoryStore(tmp_path / "m") as s:

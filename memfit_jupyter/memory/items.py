@@ -8,6 +8,7 @@ way before it deduplicates and writes: ``prepare`` one item, ``redact_all`` a ba
 from __future__ import annotations
 
 import os
+from collections.abc import Iterable
 from typing import Any
 
 import numpy as np
@@ -25,6 +26,8 @@ def clean_list(values: Any, what: str) -> list[str]:
     """Tags (lower-cased; a string is split on commas) or questions: stripped, distinct, in order."""
     if isinstance(values, str):
         values = [v for v in values.split(",")] if what == "tags" else [values]
+    elif values and not isinstance(values, Iterable):
+        raise ValueError(f"{what} must be a list of strings, got {values!r}")
     out: list[str] = []
     for v in values or ():
         if not isinstance(v, str):
@@ -41,6 +44,8 @@ def prepare(item: dict[str, Any] | MemoryEntity, stamp: str) -> MemoryEntity:
     ``created_at`` when it has none.  Bad input raises ``ValueError`` with one clear line."""
     if isinstance(item, MemoryEntity):
         item = item.to_dict()
+    elif not isinstance(item, dict):
+        raise ValueError(f"a memory is a dict or a MemoryEntity, got {type(item).__name__}")
     content = item.get("content")
     if not isinstance(content, str) or not content.strip():
         raise ValueError("a memory needs non-empty text content")
