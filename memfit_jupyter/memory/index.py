@@ -127,6 +127,8 @@ class VectorIndex:
         self.embedder = embedder
         self.options = options
         self.exact_below = exact_below
+        # usearch's Index, opened in open(); Any because mypy reads its expansion_search as
+        # read-only (the setter is declared apart from the getter), and dedup sets it.
         self.index: Any = None
         self.hw_key = 0
         self.hw_del = 0

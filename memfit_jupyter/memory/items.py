@@ -87,7 +87,7 @@ def question_texts(entities: list[MemoryEntity]) -> tuple[list[int], list[str]]:
     return with_q, ["\n".join(entities[i].potential_questions) for i in with_q]
 
 
-def prepare_batch(items: Any, embedder: Embedder, vectors: np.ndarray | None
+def prepare_batch(items: Iterable[dict[str, Any] | MemoryEntity], embedder: Embedder, vectors: np.ndarray | None
                   ) -> tuple[list[MemoryEntity], np.ndarray, list[np.ndarray | None], list[Probe]]:
     """What every store does before deciding a batch: validate, redact and embed each item
     (content and questions), one clock read for all; ``vectors`` (unit rows) skips embedding
