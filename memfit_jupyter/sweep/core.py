@@ -21,10 +21,13 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TypedDict
+from typing import TYPE_CHECKING, Any, TypedDict
 
 from .runner import read_finished, run_dir
 from .spec import RunSpec, row_without_trace
+
+if TYPE_CHECKING:
+    from .engines import Engine
 
 log = logging.getLogger("memfit_jupyter")
 
@@ -105,7 +108,7 @@ def _record_attempt(spec: RunSpec, out: Path, error: str | None = None) -> int:
     return data["attempts"]
 
 
-def run_specs(specs: list[RunSpec], out: Path, engine: Any, *, max_parallel: int,
+def run_specs(specs: list[RunSpec], out: Path, engine: Engine, *, max_parallel: int,
               max_cost_usd: float | None, retries: int,
               on_progress: Callable[[SweepProgress], None] | None = None) -> list[dict[str, Any]]:
     """Run every spec not finished in ``out``; return one row per spec, in the specs' order."""
@@ -165,7 +168,7 @@ def run_specs(specs: list[RunSpec], out: Path, engine: Any, *, max_parallel: int
                 continue
             for handle, row, exc in engine.wait(list(in_flight), POLL_S):
                 spec, worst, attempts = in_flight.pop(handle)
-                if exc is None:
+                if row is not None:  # it finished (an engine gives a row or an exception, never both)
                     row["attempts"] = attempts
                     progress.done += 1
                     progress.cost_usd += row["cost_usd"] or 0.0

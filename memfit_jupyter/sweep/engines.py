@@ -12,13 +12,29 @@ import concurrent.futures as cf
 import multiprocessing
 import os
 from collections.abc import Iterable
-from typing import Any
+from typing import Any, Protocol
 
 from . import runner
 
 #: One run that ended, as ``wait`` gives it: the run's handle, its row (None when it failed)
 #: and the exception that ended it (None when it finished).
 Ended = tuple[Any, dict[str, Any] | None, BaseException | None]
+
+
+class Engine(Protocol):
+    """What the scheduler (``core.run_specs``) asks of an engine; a handle is the engine's own
+    (a ``concurrent.futures.Future``, a Ray ``ObjectRef``)."""
+
+    name: str
+    max_parallel: int
+
+    def default_parallel(self) -> int: ...
+
+    def submit(self, spec_json: dict[str, Any]) -> Any: ...
+
+    def wait(self, handles: list[Any], timeout: float) -> list[Ended]: ...
+
+    def close(self) -> None: ...
 
 
 class LostWorker(RuntimeError):
@@ -87,7 +103,7 @@ class LocalEngine:
 
 
 def make_engine(engine: str, out: str, max_parallel: int, *, address: str | None = None,
-                resources: dict[str, Any] | None = None, ray_init: dict[str, Any] | None = None) -> Any:
+                resources: dict[str, Any] | None = None, ray_init: dict[str, Any] | None = None) -> Engine:
     if engine == "local":
         if address is not None or resources:
             raise ValueError("address= and resources= are for engine='ray'")
