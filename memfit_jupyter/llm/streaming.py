@@ -9,10 +9,11 @@ the cost and the finish reason come out as from an unstreamed call.
 from __future__ import annotations
 
 from collections.abc import Callable
+from types import ModuleType
 from typing import Any
 
 
-def stream_completion(litellm: Any, kwargs: dict[str, Any], on_delta: Callable[[str], None]) -> Any:
+def stream_completion(litellm: ModuleType, kwargs: dict[str, Any], on_delta: Callable[[str], None]) -> Any:
     """``litellm.completion(**kwargs, stream=True)``, fed to ``on_delta``; the assembled response."""
     chunks = []
     stream = litellm.completion(**kwargs, stream=True, stream_options={"include_usage": True})
