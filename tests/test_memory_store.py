@@ -79,6 +79,10 @@ def test_scores_are_validated(tmp_path):
             s.add("x", scores={"z": 1})
         with pytest.raises(ValueError, match="non-empty"):
             s.add("   ")
+        for bad in ([0.9] * 7, "high", 0.5):
+            with pytest.raises(ValueError, match="scores must be a dict of c, o, r, e, p, a, t, got"):
+                s.add("x", scores=bad)
+        assert len(s) == 0
         mid = s.add("y", scores={"r_score": 2.0, "e": -1})
         assert s.get(mid).r_score == 1.0 and s.get(mid).e_score == 0.0
 

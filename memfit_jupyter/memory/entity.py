@@ -26,7 +26,10 @@ def clean_scores(scores: Any = None) -> dict[str, float]:
     if scores is None:
         return out
     if not isinstance(scores, dict):
-        scores = {k: getattr(scores, k) for k in DIMENSIONS if hasattr(scores, k)}
+        found = {k: getattr(scores, k) for k in DIMENSIONS if hasattr(scores, k)}
+        if not found:  # a list, a string, a number: nothing says which score is which
+            raise ValueError(f"scores must be a dict of {', '.join(DIMENSIONS)}, got {type(scores).__name__} {scores!r:.60}")
+        scores = found
     for key, value in scores.items():
         k = str(key).lower().removesuffix("_score")
         if k not in DIMENSIONS:
