@@ -41,6 +41,17 @@ def tags_decide(probe: Probe, postings: dict[str, list[int]], config: DedupConfi
             and probe.qvec is None and all(len(postings.get(t, ())) < TAG_SCAN for t in probe.tags))
 
 
+def tag_hits(probe: Probe, postings: dict[str, list[int]], config: DedupConfig) -> set[int]:
+    """The keys among ``postings`` (stored memories by tag) that share enough of ``probe``'s
+    tags to reach the Jaccard threshold: at least that share of the probe's own tags."""
+    need = max(1, int(np.ceil(config.tag_overlap_threshold * len(probe.tags) - 1e-9)))
+    hits: dict[int, int] = {}
+    for tag in probe.tags:
+        for key in postings.get(tag, ()):
+            hits[key] = hits.get(key, 0) + 1
+    return {key for key, c in hits.items() if c >= need}
+
+
 def stored_candidates(db: Database, vectors: VectorIndex, probes: list[Probe],
                       config: DedupConfig) -> list[list[Probe]]:
     """For each probe, the stored memories it could repeat (see the module docstring).
@@ -55,12 +66,7 @@ def stored_candidates(db: Database, vectors: VectorIndex, probes: list[Probe],
     for i, p in enumerate(probes):
         if not p.tags or not can_repeat(p, config):
             continue  # tags only match tags
-        need = max(1, int(np.ceil(config.tag_overlap_threshold * len(p.tags) - 1e-9)))
-        hits: dict[int, int] = {}
-        for tag in p.tags:
-            for key in postings.get(tag, ()):
-                hits[key] = hits.get(key, 0) + 1
-        cand[i].update(key for key, c in hits.items() if c >= need)
+        cand[i].update(tag_hits(p, postings, config))
     search = [i for i, p in enumerate(probes) if can_repeat(p, config) and not tags_decide(p, postings, config)]
     size = len(vectors)
     if search and size and size < vectors.exact_below:

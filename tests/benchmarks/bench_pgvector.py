@@ -105,6 +105,7 @@ def server(pgdata: str) -> Iterator[str]:
 def open_store(url: str, size: int, kind: str, m: int, efc: int, rebuild: bool):
     """The benchmark's store, loaded and indexed (reused when a previous run completed it)."""
     from memfit_jupyter import MemoryStore
+    from memfit_jupyter.memory import pg_schema
 
     schema = f"bench_{kind}_{size}_m{m}_efc{efc}"
     t0 = time.perf_counter()
@@ -127,11 +128,11 @@ def open_store(url: str, size: int, kind: str, m: int, efc: int, rebuild: bool):
     t1 = time.perf_counter()
     store._x("SET maintenance_work_mem = '1GB'")
     store._x("SET max_parallel_maintenance_workers = 1")  # the leader and one worker: two cores
-    store._create_hnsw(m, efc)
+    pg_schema.create_hnsw(store._conn, schema, m, efc)
     store._x(f"ANALYZE {schema}.memories")
     store._x("RESET maintenance_work_mem")
     store._x("RESET max_parallel_maintenance_workers")
-    store._set_meta({"bench_loaded": str(size)})
+    pg_schema.set_meta(store._conn, schema, {"bench_loaded": str(size)})
     print(f"{len(store)} memories in {schema}: loaded in {loaded:.1f} s, HNSW (m={m}, "
           f"ef_construction={efc}) built in {time.perf_counter() - t1:.1f} s")
     return store
