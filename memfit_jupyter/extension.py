@@ -13,12 +13,17 @@ A user's own object may implement any subset of the hooks
 
 from __future__ import annotations
 
+import dataclasses
+import importlib
+from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 if TYPE_CHECKING:
     from .records import ActionRecord, RunResult
     from .tools import Tool
 
+#: Feature packages that may contribute an extension to every run, in hook order.
+EXTENSION_MODULES = ("context", "memory", "reliability", "reflection")
 #: The hooks, in the order a run calls them.
 HOOKS = ("tools", "provides", "on_start", "before_iteration", "system_sections", "prompt_tail", "after_action",
          "on_finish")
@@ -115,3 +120,24 @@ def adapt(obj: Any) -> Extension:
 def name_of(ext: Any) -> str:
     """The name a trace records for an extension (its class, or the wrapped object's)."""
     return ext.name if isinstance(ext, _Partial) else type(ext).__name__
+
+
+def extensions_for(run: Any, given: Iterable[Any]) -> list[Extension]:
+    """The extensions of ``run``: the agent's own (``given``), then those the feature packages
+    make for it, in hook order.  What each provides goes into ``run.services`` as it comes,
+    so that the next ones may use it."""
+    found = [adapt(e) for e in given if not _is_config(e)]
+    for ext in found:
+        run.services.update(ext.provides())
+    for name in EXTENSION_MODULES:
+        made = importlib.import_module(f"{__package__}.{name}").extension_for(run)
+        if made is not None:
+            found.append(adapt(made))
+            run.services.update(made.provides())
+    return found
+
+
+def _is_config(obj: Any) -> bool:
+    """A feature's config given among the extensions (as before ``configs=``): not an extension."""
+    return dataclasses.is_dataclass(obj) and not any(callable(getattr(obj, h, None))
+                                                     for h in ("after_action", "before_iteration", "tools"))

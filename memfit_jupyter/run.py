@@ -9,12 +9,14 @@ copy of the truth.
 A run ends in exactly one place, ``Run._finish``, which every ending reaches
 through a ``RunEnded`` exception carrying its status and reason; a finished
 run goes on only through ``Run.reopen`` (an override, more trials).
+
+Around the loop: the extensions come from ``extension.extensions_for``, the action records
+are ``action_log``'s view of the events, and a person's hold on the run between its steps
+(the tool call waiting for approval, the clock that stops while paused) is ``steering``'s.
 """
 
 from __future__ import annotations
 
-import dataclasses
-import importlib
 import time
 import traceback
 import uuid
@@ -23,13 +25,15 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from . import events as ev
+from .action_log import ActionLog
 from .errors import Cancelled, Finished, LimitsExceeded, RunEnded, RunFailed
 from .events import Event
-from .extension import Extension, adapt, name_of
-from .records import ActionRecord, GracefulDegradationPlan, RunResult, ToolResult
+from .extension import Extension, extensions_for, name_of
+from .records import ActionRecord, GracefulDegradationPlan, RunResult
 from .reliability.guarantees import BudgetTracker, ExecutionGuarantees
 from .replay import LiveClock, LiveTools
 from .secrets import package_logger, redact_obj, refresh_env_secrets
+from .steering import Approvals, RunningClock
 from .timeline import Timeline
 from .tools import ToolContext, select_tools
 from .trace import TRACE_VERSION as TRACE_VERSION
@@ -39,20 +43,10 @@ if TYPE_CHECKING:
 
 log = package_logger()  # one logger for the package; secrets redacted
 
-#: Feature packages that may contribute an extension to every run, in hook order.
-EXTENSION_MODULES = ("context", "memory", "reliability", "reflection")
 #: The model may fail to give a usable reply this many times in a row before the run fails.
 MAX_CONSECUTIVE_BAD_REPLIES = 3
-#: The action type of the record of a reply that gave no usable action.
-INVALID_REPLY = "invalid_reply"
 
 Subscriber = Callable[[Any], None]
-
-
-def _is_config(obj: Any) -> bool:
-    """A feature's config given among the extensions (as before ``configs=``): not an extension."""
-    return dataclasses.is_dataclass(obj) and not any(callable(getattr(obj, h, None))
-                                                     for h in ("after_action", "before_iteration", "tools"))
 
 
 class Run:
@@ -68,8 +62,7 @@ class Run:
         self.started_at = started_at or datetime.now(UTC).isoformat(timespec="seconds")
         #: The events of the trace, in order: the run's record.
         self.events: list[Event] = []
-        self._records: list[ActionRecord] = []
-        self._action: ev.Action | None = None
+        self._log = ActionLog()
         self.timeline = Timeline(task)
         self.iteration = 0
         self.status = "pending"
@@ -82,12 +75,9 @@ class Run:
         self.tool_runner = tools if tools is not None else LiveTools()
         self._t0 = time.monotonic()
         self._bad_replies = 0
-        self._pending: tuple[int, Any] | None = None
-        self._decision: tuple[bool, str] | None = None
-        # The run's clock counts only while it runs (inside step()): time spent paused between
-        # steps, waiting for a person, is not held against max_duration_seconds.
-        self._active_s = 0.0
-        self._stepping_since: float | None = None
+        #: The tool call held for a person's approval, and the decision on it (``steering.py``).
+        self.approvals = Approvals(self.emit)
+        self._clock = RunningClock()  # paused time is not held against max_duration_seconds
         self.budget = BudgetTracker(agent.guarantees, clock=self._running_time, on_violation=self._on_violation)
         if backend is None:
             from .llm.backend import LiteLLMBackend
@@ -102,10 +92,7 @@ class Run:
                                         ask_user=agent.ask_user, run=self)
         #: What the extensions provide each other and the views, by name (``Extension.provides``).
         self.services: dict[str, Any] = {}
-        self.extensions: list[Extension] = [adapt(e) for e in agent.extensions if not _is_config(e)]
-        for ext in self.extensions:
-            self.services.update(ext.provides())
-        self.extensions += self._discover_extensions()
+        self.extensions: list[Extension] = extensions_for(self, agent.extensions)
         self.llm.breakers = self.services.get("breakers")  # model calls go through the breakers
         extra = list(agent.extra_tools)
         for ext in self.extensions:
@@ -113,15 +100,6 @@ class Run:
         self.tools = select_tools(agent.tool_names, extra)
         self.llm.tools = self.tools  # the action schema names the tools and their parameters
         refresh_env_secrets()  # keys loaded since the last run (a .env file) are redacted too
-
-    def _discover_extensions(self) -> list[Extension]:
-        found = []
-        for name in EXTENSION_MODULES:
-            ext = importlib.import_module(f"{__package__}.{name}").extension_for(self)
-            if ext is not None:
-                found.append(adapt(ext))
-                self.services.update(ext.provides())  # the next ones may use it
-        return found
 
     # --- services (what the extensions provide) ----------------------------------------
     @property
@@ -183,26 +161,12 @@ class Run:
         if isinstance(event, ev.ModelCall):  # what was spent: the budget counts the calls' events
             self.budget.record_call(event.cost_usd, event.prompt_tokens, event.completion_tokens,
                                     event.latency_s)
-        elif isinstance(event, ev.Action):
-            self._action = event
-        elif isinstance(event, ev.Observation):
-            act, self._action = self._action, None
-            i = event.iteration or 0
-            if act is None:
-                record = ActionRecord(iteration=i, thought="", action_type=INVALID_REPLY, tool="", params={},
-                                      ok=False, error=event.error, data=dict(event.data))
-            else:
-                record = ActionRecord(iteration=i, thought=act.thought, action_type=act.action_type,
-                                      tool=act.tool, params=act.params, output=event.output, ok=event.ok,
-                                      error=event.error, duration_s=event.duration_s, data=dict(event.data))
-                if act.reflection:
-                    record.data["requested_reflection"] = act.reflection
-            self._records.append(record)
+        self._log.apply(event)
 
     @property
     def records(self) -> list[ActionRecord]:
         """One ``ActionRecord`` per iteration, built from its action and observation events."""
-        return self._records
+        return self._log.records
 
     def _on_violation(self, message: str, context: dict[str, Any]) -> None:
         self.emit("guarantee", violated=True, message=message, **context)
@@ -218,18 +182,14 @@ class Run:
         return self._running_time()
 
     def _running_time(self) -> float:
-        since = self._stepping_since
-        running = self._active_s + (time.monotonic() - since if since is not None else 0.0)
+        running = self._clock.seconds()
         recorded = getattr(self.clock, "budget_time", None)  # a replay's clock (replay.RecordedClock)
         return float(recorded(running)) if recorded is not None else running
 
     @property
     def waiting_for_approval(self) -> dict[str, Any] | None:
         """The tool call waiting for the person's approval, if any."""
-        if self._pending is None:
-            return None
-        _, act = self._pending
-        return {"tool": act.tool, "params": act.params, "thought": act.thought, "action_type": act.action_type}
+        return self.approvals.waiting_call()
 
     def system_prompt(self) -> str:
         from .llm.prompts import action_system
@@ -253,25 +213,19 @@ class Run:
         if self.done:
             raise RuntimeError(f"this run has ended (status {self.status!r}); start a new one")
         before = len(self.records)
-        outer = self._stepping_since is None
-        if outer:
-            self._stepping_since = time.monotonic()
-        try:
-            if self.status == "pending":
-                self._begin()
-            self._iterate()
-        except RunEnded as end:
-            self._finish(end)
-        except KeyboardInterrupt:
-            self._finish(Cancelled("interrupted by the person"))
-        except Exception as exc:
-            self.emit(ev.Error(message=f"{type(exc).__name__}: {exc}",
-                               traceback="".join(traceback.format_exception(exc))[-4000:]))
-            self._finish(RunFailed(f"internal error: {type(exc).__name__}: {exc}"))
-        finally:
-            if outer and self._stepping_since is not None:
-                self._active_s += time.monotonic() - self._stepping_since
-                self._stepping_since = None
+        with self._clock.stepping():
+            try:
+                if self.status == "pending":
+                    self._begin()
+                self._iterate()
+            except RunEnded as end:
+                self._finish(end)
+            except KeyboardInterrupt:
+                self._finish(Cancelled("interrupted by the person"))
+            except Exception as exc:
+                self.emit(ev.Error(message=f"{type(exc).__name__}: {exc}",
+                                   traceback="".join(traceback.format_exception(exc))[-4000:]))
+                self._finish(RunFailed(f"internal error: {type(exc).__name__}: {exc}"))
         return self.records[-1] if len(self.records) > before else None
 
     def __iter__(self) -> Iterator[ActionRecord]:
@@ -279,14 +233,14 @@ class Run:
             record = self.step()
             if record is not None:
                 yield record
-            elif self._pending is not None and self._decision is None:
+            elif self.approvals.waiting:
                 return
 
     def run(self) -> RunResult:
         """Run to the end and return how it ended."""
         while not self.done:
             self.step()
-            if self._pending is not None and self._decision is None and not self.done:
+            if self.approvals.waiting and not self.done:
                 break  # waiting for a person's approval: resume with approve() then run()
         return self.result  # type: ignore[return-value]
 
@@ -334,9 +288,7 @@ class Run:
 
     def approve(self, ok: bool = True, reason: str = "") -> None:
         """Decide on the tool call waiting for approval; the next step() carries it out (or not)."""
-        if self._pending is None:
-            raise RuntimeError("no tool call is waiting for approval")
-        self._decision = (bool(ok), reason)
+        self.approvals.decide(ok, reason)
 
     def _begin(self) -> None:
         self.status = "running"
@@ -355,11 +307,9 @@ class Run:
             self.emit(ev.Note(text=f"scenario {self.agent.model} placed its files: {', '.join(placed)}"))
 
     def _iterate(self) -> None:
-        if self._pending is not None:
-            iteration, act = self._pending
-            if self._decision is None:
-                return
-            self._execute(iteration, act)
+        if self.approvals.pending is not None:
+            if not self.approvals.waiting:
+                self._execute(*self.approvals.pending)
             return
         if self.iteration >= self.agent.max_iterations:
             raise RunFailed(f"reached max_iterations ({self.agent.max_iterations}) without finishing")
@@ -378,15 +328,8 @@ class Run:
         act = reply.value
         self.emit(ev.Action(thought=act.thought, action_type=act.action_type, tool=act.tool,
                             params=act.params, reflection=act.reflection))
-        if self.agent.approve is not None and act.tool != "finish":
-            decision = self.agent.approve({"tool": act.tool, "params": act.params, "thought": act.thought,
-                                           "action_type": act.action_type, "iteration": i})
-            if decision is None:
-                self._pending = (i, act)
-                self.emit(ev.Approval(state="waiting", tool=act.tool))
-                return
-            self._decision = decision if isinstance(decision, tuple) else (bool(decision), "")
-        self._execute(i, act)
+        if not self.approvals.hold(i, act, self.agent.approve):
+            self._execute(i, act)
 
     def _after_overflow(self) -> list[dict[str, str]] | None:
         """The prompt was over the model's context window: flush the tiered context, prompt again."""
@@ -395,17 +338,9 @@ class Run:
         return self.next_prompt() if flush_for_overflow(self) else None
 
     def _execute(self, i: int, act: Any) -> None:
-        self._pending = None
-        decision, self._decision = self._decision, None
-        if decision is not None:
-            self.emit(ev.Approval(state="approved" if decision[0] else "rejected", tool=act.tool,
-                                  reason=decision[1]))
+        rejected = self.approvals.settle(act)
         started = time.perf_counter()
-        if decision is not None and not decision[0]:
-            result = ToolResult(ok=False, error="the person rejected this tool call"
-                                + (f": {decision[1]}" if decision[1] else ""))
-        else:
-            result = self.tool_runner(self, i, act, self.tools.get(act.tool))
+        result = rejected if rejected is not None else self.tool_runner(self, i, act, self.tools.get(act.tool))
         duration = time.perf_counter() - started
         self.emit(ev.Observation(tool=act.tool, ok=result.ok, output=result.output, error=result.error,
                                  duration_s=duration, data=result.data))

@@ -1,0 +1,106 @@
+"""A person's hold on a run between its steps: the approval gate and the paused clock.
+
+A run whose agent has an ``approve`` callback asks it about every tool call (but
+``finish``).  An answer (``True``/``False``, or ``(ok, reason)``) decides at once; ``None``
+means "ask the person": the call waits in the gate (an ``Approval`` event, state
+``waiting``), the run pauses, and ``Run.approve()`` decides it before the next step carries
+it out or records its rejection.
+
+Time spent paused, waiting for a person, is not held against ``max_duration_seconds``: the
+run's clock counts only inside ``step()``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from . import events as ev
+from .records import ToolResult
+
+
+class Approvals:
+    """The tool call waiting for a person's decision (``pending``) and that decision.
+
+    ``emit`` records the gate's ``Approval`` events in the run's trace.
+    """
+
+    def __init__(self, emit: Callable[[ev.Event], Any]):
+        self._emit = emit
+        #: The iteration and action of the tool call held for the person, if any.
+        self.pending: tuple[int, Any] | None = None
+        #: ``(ok, reason)`` for the call about to run, once decided.
+        self.decision: tuple[bool, str] | None = None
+
+    @property
+    def waiting(self) -> bool:
+        """A call is held and nobody has decided it yet: the run stops here until someone does."""
+        return self.pending is not None and self.decision is None
+
+    def waiting_call(self) -> dict[str, Any] | None:
+        """What the held call would do (tool, params, thought, action type), or None."""
+        if self.pending is None:
+            return None
+        _, act = self.pending
+        return {"tool": act.tool, "params": act.params, "thought": act.thought, "action_type": act.action_type}
+
+    def decide(self, ok: bool, reason: str = "") -> None:
+        """The person's decision on the held call."""
+        if self.pending is None:
+            raise RuntimeError("no tool call is waiting for approval")
+        self.decision = (bool(ok), reason)
+
+    def hold(self, i: int, act: Any, approve: Callable[[dict[str, Any]], Any] | None) -> bool:
+        """Ask ``approve`` (the agent's callback) about iteration ``i``'s call; True when it is
+        held for a person, False when it may go to ``settle`` now."""
+        if approve is None or act.tool == "finish":
+            return False
+        decision = approve({"tool": act.tool, "params": act.params, "thought": act.thought,
+                            "action_type": act.action_type, "iteration": i})
+        if decision is None:
+            self.pending = (i, act)
+            self._emit(ev.Approval(state="waiting", tool=act.tool))
+            return True
+        self.decision = decision if isinstance(decision, tuple) else (bool(decision), "")
+        return False
+
+    def settle(self, act: Any) -> ToolResult | None:
+        """Empty the gate as ``act`` is carried out: the decision goes into the trace, and a
+        rejection is the call's result (None: run the tool)."""
+        self.pending = None
+        decision, self.decision = self.decision, None
+        if decision is None:
+            return None
+        ok, reason = decision
+        self._emit(ev.Approval(state="approved" if ok else "rejected", tool=act.tool, reason=reason))
+        if ok:
+            return None
+        return ToolResult(ok=False, error="the person rejected this tool call" + (f": {reason}" if reason else ""))
+
+
+class RunningClock:
+    """Seconds a run has spent inside ``step()``: paused time does not count."""
+
+    def __init__(self) -> None:
+        self._active_s = 0.0
+        self._since: float | None = None
+
+    @contextlib.contextmanager
+    def stepping(self) -> Iterator[None]:
+        """Count the time of this block (once: a step inside a step is not counted twice)."""
+        outer = self._since is None
+        if outer:
+            self._since = time.monotonic()
+        try:
+            yield
+        finally:
+            if outer and self._since is not None:
+                self._active_s += time.monotonic() - self._since
+                self._since = None
+
+    def seconds(self) -> float:
+        """The time counted so far, the current step's included."""
+        since = self._since
+        return self._active_s + (time.monotonic() - since if since is not None else 0.0)
