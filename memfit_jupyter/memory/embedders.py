@@ -301,3 +301,20 @@ def get_embedder(spec: str | Embedder | None = None) -> Embedder:
     if name.startswith("litellm:") and len(name) > 8:
         return LiteLLMEmbedder(name[8:])
     raise StoreError(f"unknown embedder {spec!r}; use hashing, hashing-<dim>, minilm-onnx, wordllama, minilm or litellm:<model>")
+
+
+def recorded_embedder(where: str, opener: str, recorded: str, dims: str | None,
+                      wanted: str | Embedder | None) -> Embedder:
+    """The embedder a store built with ``recorded`` (``dims`` recorded beside it) opens with:
+    the recorded one, or ``wanted`` when it is the same; anything else is refused, naming
+    reindex.  ``where`` names the store (its path or URL), ``opener`` what ``MemoryStore`` takes."""
+    emb = get_embedder(recorded if wanted is None else wanted)
+    if wanted is not None and emb.id != recorded:
+        raise StoreError(
+            f"memory store {where!r} was built with embedder {recorded!r} ({dims} dims), not {emb.id!r}: "
+            f"open it without an embedder, or re-embed it with reindex "
+            f"(MemoryStore({opener}).reindex({emb.id!r}), %memfit_memory reindex --embedder {emb.id})")
+    if str(emb.dim) != dims:
+        raise StoreError(f"memory store {where!r} records {dims} dims but embedder {emb.id!r} gives {emb.dim}: "
+                         f"run reindex")
+    return emb

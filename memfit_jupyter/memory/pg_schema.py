@@ -19,7 +19,7 @@ import numpy as np
 
 from ..errors import StoreError
 from . import pg_text
-from .embedders import Embedder, get_embedder
+from .embedders import Embedder, get_embedder, recorded_embedder
 from .entity import MemoryEntity
 from .text import ANALYZER
 
@@ -95,19 +95,11 @@ def _choose_embedder(conn: Conn, schema: str, path: str, meta: dict[str, str],
     """The embedder the store records (set on first use); a different one is refused with
     the message the SQLite store gives, naming reindex."""
     recorded = meta.get("embedder")
-    emb = get_embedder(wanted if wanted is not None else recorded)
     if recorded is None:
+        emb = get_embedder(wanted)
         set_meta(conn, schema, {"embedder": emb.id, "dim": str(emb.dim), "schema": SCHEMA_VERSION})
         return emb
-    if emb.id != recorded:
-        raise StoreError(
-            f"memory store {path!r} was built with embedder {recorded!r} ({meta.get('dim')} dims), "
-            f"not {emb.id!r}: open it without an embedder, or re-embed it with reindex "
-            f"(MemoryStore(url).reindex({emb.id!r}), %memfit_memory reindex --embedder {emb.id})")
-    if str(emb.dim) != meta.get("dim"):
-        raise StoreError(f"memory store {path!r} records {meta.get('dim')} dims but embedder "
-                         f"{emb.id!r} gives {emb.dim}: run reindex")
-    return emb
+    return recorded_embedder(path, "url", recorded, meta.get("dim"), wanted)
 
 
 def set_meta(conn: Conn, schema: str, values: dict[str, str]) -> None:

@@ -39,7 +39,7 @@ from ..errors import StoreError
 from .candidates import TAG_SCAN, stored_candidates
 from .db import DB_NAME, SCHEMA_VERSION, Database
 from .dedup import DedupConfig, Probe, non_repeated, norm_tags
-from .embedders import Embedder, get_embedder
+from .embedders import Embedder, get_embedder, recorded_embedder
 from .entity import MemoryEntity
 from .index import SAVE_EVERY, SAVE_SHARE, GraphAdd, StoreWarning, VectorIndex
 from .items import MAX_CONTENT_BYTES, prepare_batch
@@ -126,20 +126,7 @@ class MemoryStore(SeedRetrieval):
             emb = get_embedder(wanted)
             self._db.set_meta({"embedder": emb.id, "dim": str(emb.dim), "schema": SCHEMA_VERSION})
             return emb
-        if wanted is None:
-            emb = get_embedder(recorded)
-        else:
-            emb = get_embedder(wanted)
-            if emb.id != recorded:
-                raise StoreError(
-                    f"memory store {str(self.path)!r} was built with embedder {recorded!r} "
-                    f"({meta.get('dim')} dims), not {emb.id!r}: open it without an embedder, or "
-                    f"re-embed it with reindex (MemoryStore(path).reindex({emb.id!r}), "
-                    f"%memfit_memory reindex --embedder {emb.id})")
-        if str(emb.dim) != meta.get("dim"):
-            raise StoreError(f"memory store {str(self.path)!r} records {meta.get('dim')} dims but embedder "
-                             f"{emb.id!r} gives {emb.dim}: run reindex")
-        return emb
+        return recorded_embedder(str(self.path), "path", recorded, meta.get("dim"), wanted)
 
     def _check_open(self) -> None:
         if self._closed:
