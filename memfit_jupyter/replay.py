@@ -183,21 +183,19 @@ class RecordedStore:
 
     def search(self, query: str, k: int | None = 10, bytes_limit: int | None = None, tags: Any = None,
                llm: Any = None, iteration: int = 0, **_: Any) -> SearchResults:
+        found = self.searches.popleft() if self.searches else None
         if llm is not None:
             from .memory.search import select_tags
 
-            refusal = self.clock.refusal_next() if self.clock is not None and not self.searches else None
+            refusal = self.clock.refusal_next() if found is None and self.clock is not None else None
             if refusal is not None and refusal.get("operation") == "a model call":
                 # A search the recording has no result for, and a limit reached next: its tag
                 # selection was refused and it never ended.  Asking again is refused the same
                 # way, and raises as it did.
                 select_tags(llm, query, ["(recorded)"], iteration)
-        found = self.searches.popleft() if self.searches else _Search([], 0)
-        if llm is not None:
-
-            for _call in range(found.tags_calls):  # the model's tag selection, replayed with its call
+            for _call in range(found.tags_calls if found is not None else 0):  # replayed with its call
                 select_tags(llm, query, ["(recorded)"], iteration)
-        return SearchResults(found.hits, query=query, bytes_limit=bytes_limit)
+        return SearchResults(found.hits if found is not None else [], query=query, bytes_limit=bytes_limit)
 
     def add(self, content: str, tags: Iterable[str] = (), questions: Iterable[str] = (),
             scores: Any = None) -> str | None:

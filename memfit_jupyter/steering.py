@@ -43,8 +43,7 @@ class Approvals:
         """What the held call would do (tool, params, thought, action type), or None."""
         if self.pending is None:
             return None
-        _, act = self.pending
-        return {"tool": act.tool, "params": act.params, "thought": act.thought, "action_type": act.action_type}
+        return _described(self.pending[1])
 
     def decide(self, ok: bool, reason: str = "") -> None:
         """The person's decision on the held call."""
@@ -57,8 +56,7 @@ class Approvals:
         held for a person, False when it may go to ``settle`` now."""
         if approve is None or act.tool == "finish":
             return False
-        decision = approve({"tool": act.tool, "params": act.params, "thought": act.thought,
-                            "action_type": act.action_type, "iteration": i})
+        decision = approve({**_described(act), "iteration": i})
         if decision is None:
             self.pending = (i, act)
             self._emit(ev.Approval(state="waiting", tool=act.tool))
@@ -78,6 +76,11 @@ class Approvals:
         if ok:
             return None
         return ToolResult(ok=False, error="the person rejected this tool call" + (f": {reason}" if reason else ""))
+
+
+def _described(act: Any) -> dict[str, Any]:
+    """What a tool call would do, as the person (and the ``approve`` callback) sees it."""
+    return {"tool": act.tool, "params": act.params, "thought": act.thought, "action_type": act.action_type}
 
 
 class RunningClock:

@@ -358,12 +358,8 @@ class LLMClient:
     def _capped(self, budget: BudgetTracker, purpose: str, prompt_tokens: int, model: str,
                 max_tokens: int | None, timeout: float) -> tuple[int | None, float]:
         """The budget's caps, refusing (LimitsExceeded) a call it cannot pay for at a useful size."""
-        need = self.useful_tokens(purpose, max_tokens)
-        try:
-            return budget.cap_model_call(prompt_tokens, self.backend.prices(model), max_tokens, timeout,
-                                         min_tokens=need)
-        except TypeError:  # a budget without per-call minimums: the fixed floor only
-            return budget.cap_model_call(prompt_tokens, self.backend.prices(model), max_tokens, timeout)
+        return budget.cap_model_call(prompt_tokens, self.backend.prices(model), max_tokens, timeout,
+                                     min_tokens=self.useful_tokens(purpose, max_tokens))
 
 
 class _DeltaPump:
