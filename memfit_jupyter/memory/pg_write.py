@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from . import pg_text
+from .candidates import TAG_SCAN, tag_hits, tags_decide  # TAG_SCAN: as in the SQLite store
 from .dedup import DedupConfig, Probe, non_repeated, norm_tags, probe_of
 from .entity import MemoryEntity
 from .pg_schema import array, lock, one
@@ -21,8 +22,6 @@ from .pg_schema import array, lock, one
 if TYPE_CHECKING:
     from .pg_schema import Conn
 
-#: Newest memories per tag that dedup looks at, as in the SQLite store.
-TAG_SCAN = 256
 #: The graph's beam when dedup looks for a new memory's near-duplicates: wider than a search's,
 #: since a missed neighbour would be a duplicate stored.
 DEDUP_EF_SEARCH = 100
@@ -71,8 +70,6 @@ def _stored_candidates(conn: Conn, schema: str, probes: list[Probe], cfg: DedupC
     (among the newest ``TAG_SCAN`` per tag) and its nearest neighbours by content at the
     content threshold (exact below ``exact_below`` memories, else by the graph with a beam
     of at least the candidates asked for).  Inside the write transaction."""
-    from .candidates import tag_hits, tags_decide
-
     x = conn.execute
     cand: list[set[int]] = [set() for _ in probes]
     tags = sorted({t for p in probes for t in p.tags})
