@@ -1,9 +1,12 @@
 """``python -m memfit_jupyter``: run a task in the terminal, list scenarios, or replay a trace.
 
-    python -m memfit_jupyter run "add up data.txt" --model memfit/demo
+    python -m memfit_jupyter run "add up data.txt" --model memfit/demo [--max-cost USD ...]
     python -m memfit_jupyter scenarios
     python -m memfit_jupyter replay trace.json [--trace replayed.json]
 
+``run`` takes the options of ``%%memfit_task`` that set the agent (``config.OPTIONS``: the
+model tiers, every limit, reflection, memory, the oracle ...) and works in the current
+folder: the scenario's files and the memory store (``.memfit/``) go there.
 A replay writes nothing unless ``--trace`` says where.  Bad input gets one line
 on stderr and exit code 2; a trace that cannot be written where asked is
 written to the temporary directory instead, and its path is printed.
@@ -16,7 +19,9 @@ import json
 import sys
 import tempfile
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
+
+from .config import OPTIONS, agent_kwargs, check_bounds
 
 
 def _print_event(event: Any) -> None:
@@ -66,16 +71,23 @@ def write_trace(trace: dict[str, Any], path: str) -> int:
         return 2
 
 
+class _Parser(argparse.ArgumentParser):
+    """Bad arguments are one line on stderr and exit code 2, as every other bad input."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"error: {message} (see {self.prog} --help)\n")
+
+
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m memfit_jupyter")
+    ap = _Parser(prog="python -m memfit_jupyter")
     sub = ap.add_subparsers(dest="command", required=True)
-    r = sub.add_parser("run", help="run a task and print its events")
+    r = sub.add_parser("run", help="run a task in the current folder and print its events",
+                       description="Run a task in the current folder (its files and .memfit/ go there).")
     r.add_argument("task")
-    r.add_argument("--model", default="memfit/demo")
-    r.add_argument("--max-iterations", type=int, default=20)
-    r.add_argument("--reflection", default="auto")
+    for opt in OPTIONS:
+        if opt.cli:
+            r.add_argument(opt.flag, **opt.argparse_kwargs(cli=True))
     r.add_argument("--trace", help="write the trace to this JSON file")
-    r.add_argument("--no-memory", action="store_true")
     sub.add_parser("scenarios", help="list the built-in scripted scenarios")
     p = sub.add_parser("replay", help="replay a saved trace offline (writes nothing unless --trace)")
     p.add_argument("input", metavar="TRACE", help="the saved trace (JSON) to replay")
@@ -94,9 +106,9 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "replay":
             run = Agent.replay(load_trace(args.input))
         else:
-            agent = Agent(model=args.model, max_iterations=args.max_iterations, reflection=args.reflection,
-                          memory=False if args.no_memory else None)
-            run = agent.start(args.task)
+            values = vars(args)
+            check_bounds(values)
+            run = Agent(**agent_kwargs(values)).start(args.task)
     except (MemfitError, ValueError, TypeError) as exc:
         print(f"error: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}", file=sys.stderr)
         return 2

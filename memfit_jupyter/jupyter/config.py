@@ -2,72 +2,57 @@
 
 ``MemfitSettings`` holds the traitlets; ``MemfitMagics`` (in ``magics``) inherits
 them, so IPython's ``%config`` finds them under that name and ``%config
-MemfitMagics`` prints each one with its help.  Defaults are the seeds'.
+MemfitMagics`` prints each one with its help.  One traitlet per ``%%memfit_task`` option that
+names one (``memfit_jupyter.config.OPTIONS``), made from the option's config field: its type,
+default and help are the field's.  The traitlets of the display are written here.
 """
 
 from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Any
 
-from traitlets import Bool, CaselessStrEnum, Float, Int, Unicode
+from traitlets import Bool, CaselessStrEnum, Float, Int, TraitType, Unicode
 from traitlets.config import Configurable
 
+from ..config import DEFAULT_MODEL, OPTIONS, REFLECTION_CHOICES, Option
+from ..llm.structured import CHOICES as STRUCTURED_CHOICES
+from ..records import SynthesisStrategy
+
 #: The offline scripted model used when no model is configured anywhere.
-FALLBACK_DEMO_MODEL = "memfit/demo"
+FALLBACK_DEMO_MODEL = DEFAULT_MODEL
 MODEL_ENV = "MEMFIT_MODEL"
-REFLECTION_CHOICES = ("auto", "none", "minimal", "standard", "deep", "critical")
-STRATEGY_CHOICES = ("weighted", "consensus", "diverse")
-STRUCTURED_CHOICES = ("auto", "tools", "schema", "text")
+STRATEGY_CHOICES = tuple(s.value for s in SynthesisStrategy)
+__all__ = ["FALLBACK_DEMO_MODEL", "MODEL_ENV", "MemfitSettings", "REFLECTION_CHOICES", "STRATEGY_CHOICES",
+           "STRUCTURED_CHOICES", "load_dotenv_file", "option_traits", "resolve_model"]
 
 
-class MemfitSettings(Configurable):
+def _trait(opt: Option) -> TraitType[Any, Any]:
+    text = opt.help.replace("`", "")
+    default = opt.default
+    if opt.setting == "model":  # unset, the model comes from the chain resolve_model() follows
+        default, text = None, f"{text} Unset: ${MODEL_ENV}, then {DEFAULT_MODEL}."
+    elif opt.default_text:
+        text += f" Unset: {opt.default_text.replace('`', '')}."
+    if opt.choices:
+        return CaselessStrEnum(opt.choices, default_value=default, help=text).tag(config=True)
+    kind = {int: Int, float: Float}.get(opt.type, Unicode)
+    return kind(default, allow_none=default is None, help=text).tag(config=True)
+
+
+def option_traits() -> dict[str, TraitType[Any, Any]]:
+    """The traitlet of each ``%%memfit_task`` option that has one, by its name."""
+    return {opt.trait: _trait(opt) for opt in OPTIONS if opt.trait}
+
+
+_OptionSettings: type[Configurable] = type("_OptionSettings", (Configurable,),
+                                           {"__module__": __name__, **option_traits()})
+
+
+class MemfitSettings(_OptionSettings):  # type: ignore[misc, valid-type]
     """Defaults for ``%%memfit_task``; each option of the magic overrides its setting."""
 
-    model = Unicode(
-        None, allow_none=True,
-        help="Primary model: any litellm model string, or memfit/<scenario> for an offline "
-             "scripted model. Unset: $MEMFIT_MODEL, then memfit/demo.",
-    ).tag(config=True)
-    fast_model = Unicode(
-        None, allow_none=True,
-        help="Fast tier, for cheap calls (sub-queries, samples). Unset: the primary model.",
-    ).tag(config=True)
-    fallback_model = Unicode(
-        None, allow_none=True,
-        help="Fallback tier, used while a tier's circuit breaker is open. Unset: none.",
-    ).tag(config=True)
-    api_base = Unicode(
-        None, allow_none=True,
-        help="Base URL of an OpenAI-compatible server (a local llama.cpp, vLLM or Ollama) for every "
-             "tier, e.g. http://127.0.0.1:8080/v1. Unset: each provider's own.",
-    ).tag(config=True)
-    fast_api_base = Unicode(None, allow_none=True, help="Base URL for the fast tier only.").tag(config=True)
-    fallback_api_base = Unicode(None, allow_none=True,
-                                help="Base URL for the fallback tier only.").tag(config=True)
-    structured = CaselessStrEnum(
-        STRUCTURED_CHOICES, default_value="auto",
-        help="How structured replies are asked for: tools (native tool calls), schema "
-             "(response_format JSON schema), text (JSON in the reply, repaired); auto: by what "
-             "litellm says the model supports.",
-    ).tag(config=True)
-    memory_path = Unicode(
-        None, allow_none=True,
-        help="Long-term memory store. Unset: the engine's default, .memfit/ in the kernel's "
-             "working directory.",
-    ).tag(config=True)
-    max_iterations = Int(20, help="Most iterations a run may take.").tag(config=True)
-    max_cost_usd = Float(1.0, help="Most a run may spend on model calls, in US dollars.").tag(config=True)
-    max_duration_seconds = Float(300.0, help="Most a run may take, wall clock, in seconds.").tag(config=True)
-    max_recursive_calls = Int(20, help="Most recursive (sub-query) calls a run may make.").tag(config=True)
-    reflection = CaselessStrEnum(
-        REFLECTION_CHOICES, default_value="auto",
-        help="Reflection level: auto follows the seed's decision tree; any other value forces it.",
-    ).tag(config=True)
-    strategy = CaselessStrEnum(
-        STRATEGY_CHOICES, default_value="weighted",
-        help="How recursive results are combined: weighted, consensus or diverse.",
-    ).tag(config=True)
     throttle_ms = Int(
         100, help="The live widget re-renders at most this often while a run goes (0: every event).",
     ).tag(config=True)

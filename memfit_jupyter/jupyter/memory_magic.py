@@ -17,13 +17,16 @@ else ``.memfit/`` in the working directory.
 from __future__ import annotations
 
 import shlex
+from argparse import Namespace
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from IPython.core.error import UsageError
 from IPython.core.magic_arguments import argument, magic_arguments
 
-SUBCOMMANDS = ("search", "add", "show", "delete", "list", "failures", "export", "import", "reindex")
+from ..memory.ranking import RANKINGS
 
 
 @magic_arguments()
@@ -31,7 +34,7 @@ SUBCOMMANDS = ("search", "add", "show", "delete", "list", "failures", "export", 
 @argument("-k", type=int, default=10, help="most results (default 10)")
 @argument("--bytes", type=int, default=None, help="byte limit of the selection (seed: 2048-10240)")
 @argument("--tags", default=None, help="only memories with one of these tags (comma-separated)")
-@argument("--ranking", default=None, choices=("hybrid", "semantic", "seed"), help="ranking formula")
+@argument("--ranking", default=None, choices=RANKINGS, help="ranking formula")
 def _search(line): ...
 
 
@@ -139,14 +142,14 @@ def memfit_memory(magics: Any, line: str) -> Any:
     sub, rest = words[0], line[len(line.split(None, 1)[0]):].strip()
     if sub not in SUBCOMMANDS:
         raise UsageError(f"unknown subcommand {sub!r} for %memfit_memory; valid: {', '.join(SUBCOMMANDS)}")
-    return globals()[f"handle_{sub}"](magics, rest)
+    command = COMMANDS[sub]
+    return command.handle(magics, _parse(command.options, rest, sub))
 
 
-def handle_search(magics: Any, rest: str) -> Any:
+def handle_search(magics: Any, args: Namespace) -> Any:
     from ..memory.frames import results_frame
     from .memory_widget import ranking_payload
 
-    args = _parse(_search, rest, "search")
     if args.k < 1:
         raise UsageError(f"-k must be at least 1, got {args.k}")
     if args.bytes is not None and args.bytes < 1:
@@ -158,8 +161,7 @@ def handle_search(magics: Any, rest: str) -> Any:
     return results_frame(results)
 
 
-def handle_add(magics: Any, rest: str) -> Any:
-    args = _parse(_add, rest, "add")
+def handle_add(magics: Any, args: Namespace) -> Any:
     tags = _tags(args.tags) if args.tags else []
     try:
         new_id = store_for(magics).add(" ".join(args.text), tags=tags, questions=args.question)
@@ -176,30 +178,27 @@ def _entity_or_error(store: Any, mid: str) -> Any:
     return entity
 
 
-def handle_show(magics: Any, rest: str) -> Any:
+def handle_show(magics: Any, args: Namespace) -> Any:
     from IPython.display import display
 
     from .memory_widget import MemoryRanking, ranking_payload
 
-    args = _parse(_id, rest, "show")
     entity = _entity_or_error(store_for(magics), args.id)
     display(MemoryRanking(ranking_payload([entity])))
     return entity
 
 
-def handle_delete(magics: Any, rest: str) -> Any:
-    args = _parse(_id, rest, "delete")
+def handle_delete(magics: Any, args: Namespace) -> Any:
     store = store_for(magics)
     _entity_or_error(store, args.id)
     store.delete(args.id)
     print(f"deleted {args.id}")
 
 
-def handle_list(magics: Any, rest: str) -> Any:
+def handle_list(magics: Any, args: Namespace) -> Any:
     from ..memory.frames import entities_frame
     from .memory_widget import ranking_payload
 
-    args = _parse(_list, rest, "list")
     if args.limit < 1:
         raise UsageError(f"--limit must be at least 1, got {args.limit}")
     entities = store_for(magics).list(tag=args.tag, limit=args.limit)
@@ -207,8 +206,7 @@ def handle_list(magics: Any, rest: str) -> Any:
     return entities_frame(entities)
 
 
-def handle_failures(magics: Any, rest: str) -> Any:
-    args = _parse(_failures, rest, "failures")
+def handle_failures(magics: Any, args: Namespace) -> Any:
     store = store_for(magics)
     try:
         from ..context.diary import failures
@@ -219,8 +217,7 @@ def handle_failures(magics: Any, rest: str) -> Any:
     return failures(store, args.kind)
 
 
-def handle_export(magics: Any, rest: str) -> Any:
-    args = _parse(_path, rest, "export")
+def handle_export(magics: Any, args: Namespace) -> Any:
     try:
         n = store_for(magics).export(Path(args.path).expanduser())
     except OSError as exc:
@@ -228,8 +225,7 @@ def handle_export(magics: Any, rest: str) -> Any:
     print(f"exported {n} memories to {args.path}")
 
 
-def handle_import(magics: Any, rest: str) -> Any:
-    args = _parse(_path, rest, "import")
+def handle_import(magics: Any, args: Namespace) -> Any:
     path = Path(args.path).expanduser()
     if not path.is_file():
         raise UsageError(f"no such file: {args.path}")
@@ -240,13 +236,32 @@ def handle_import(magics: Any, rest: str) -> Any:
     print(f"imported {outcome['added']} memories ({outcome['duplicates']} duplicates skipped)")
 
 
-def handle_reindex(magics: Any, rest: str) -> Any:
+def handle_reindex(magics: Any, args: Namespace) -> Any:
     from ..errors import StoreError
 
-    args = _parse(_reindex, rest, "reindex")
     store = store_for(magics)
     try:
         n = store.reindex(args.embedder)
     except StoreError as exc:
         raise UsageError(str(exc)) from None
     print(f"re-embedded {n} memories with {store.embedder.id}")
+
+
+@dataclass(frozen=True)
+class Subcommand:
+    """A ``%memfit_memory`` subcommand: its options (a ``magic_arguments`` stub) and its handler,
+    which gets the parsed options."""
+
+    options: Any
+    handle: Callable[[Any, Namespace], Any]
+
+
+#: The subcommands, in the order the usage lists them.
+COMMANDS: dict[str, Subcommand] = {
+    "search": Subcommand(_search, handle_search), "add": Subcommand(_add, handle_add),
+    "show": Subcommand(_id, handle_show), "delete": Subcommand(_id, handle_delete),
+    "list": Subcommand(_list, handle_list), "failures": Subcommand(_failures, handle_failures),
+    "export": Subcommand(_path, handle_export), "import": Subcommand(_path, handle_import),
+    "reindex": Subcommand(_reindex, handle_reindex),
+}
+SUBCOMMANDS = tuple(COMMANDS)

@@ -22,6 +22,7 @@ character inside strings), so a schema reply always closes before the cap.
 from __future__ import annotations
 
 import copy
+import enum
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -30,8 +31,18 @@ if TYPE_CHECKING:
 
     from ..tools import Tool
 
-MODES = ("tools", "schema", "text")
-CHOICES = ("auto", *MODES)
+
+class StructuredMode(enum.StrEnum):
+    """How structured replies are asked for (the module docstring); AUTO picks one per model."""
+
+    AUTO = "auto"
+    TOOLS = "tools"
+    SCHEMA = "schema"
+    TEXT = "text"
+
+
+MODES = tuple(m.value for m in StructuredMode if m is not StructuredMode.AUTO)
+CHOICES = tuple(m.value for m in StructuredMode)
 #: The function a model calls in tools mode, per purpose (e.g. ``next_action``).
 FUNCTION_PREFIX = "reply_"
 #: Bounds that keep a small model from writing until its token cap (kept loose for large ones).

@@ -1,0 +1,488 @@
+"""One home for an agent's settings: ``AgentConfig``, and the options made from it.
+
+``AgentConfig`` holds what a run is set to do: the model tiers, the limits, and one config
+per feature (``ExecutionGuarantees``, ``ReflectionConfig``, ``ReliabilityConfig``,
+``ContextConfig``, ``MemoryConfig``), each of which writes its defaults once and documents
+every field with a ``#:`` comment.  ``Agent(model, config=AgentConfig(...))`` takes it whole;
+``Agent``'s flat keyword arguments (``spin_threshold=4``, ``max_cost_usd=0.5``) are names for
+fields of it (``FLAT``).
+
+``OPTIONS`` lists the ``%%memfit_task`` options.  Each one that sets a field takes its type,
+default and help from that field, so the magic's options and help (``jupyter/magics.py``),
+the ``%config MemfitMagics`` traitlets (``jupyter/config.py``), the flags of
+``python -m memfit_jupyter run`` and the README's table of options are all made from the
+fields.  The README's table is written by::
+
+    python -m memfit_jupyter.config --write
+
+and a test fails when it drifts.  Reading the options imports none of the feature packages
+(``%load_ext`` stays fast): the defaults and ``#:`` comments are read from the config classes'
+source, and a test checks they equal the imported classes' own.
+"""
+
+from __future__ import annotations
+
+import ast
+import dataclasses
+import functools
+import re
+import sys
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from .llm.structured import StructuredMode
+from .records import ReflectionLevel, SynthesisStrategy
+
+if TYPE_CHECKING:
+    from .context.tiers import ContextConfig
+    from .memory import MemoryConfig
+    from .reflection.config import ReflectionConfig
+    from .reliability.config import ReliabilityConfig
+    from .reliability.guarantees import ExecutionGuarantees
+
+__all__ = ["AgentConfig", "DEFAULT_MODEL", "FLAT", "OPTIONS", "Option", "REFLECTION_CHOICES", "SETTINGS",
+           "agent_kwargs", "feature_classes", "options_table", "settings_of"]
+
+#: The offline scripted model used when no model is given.
+DEFAULT_MODEL = "memfit/demo"
+#: ``reflection=``: "auto" (the decision tree) or a level of ``ReflectionLevel`` by name.
+AUTO = "auto"
+REFLECTION_CHOICES = (AUTO, *(level.name.lower() for level in ReflectionLevel))
+
+#: Where each feature's config class lives (a module of this package, its class): the
+#: options read their fields' defaults and comments from there without importing it.
+FEATURES: dict[str, tuple[str, str]] = {
+    "guarantees": ("reliability.guarantees", "ExecutionGuarantees"),
+    "reflection": ("reflection.config", "ReflectionConfig"),
+    "reliability": ("reliability.config", "ReliabilityConfig"),
+    "context": ("context.tiers", "ContextConfig"),
+    "memory": ("memory", "MemoryConfig"),
+}
+
+
+def _feature(name: str) -> Callable[[], Any]:
+    """A default factory that makes the feature's config with its defaults, importing its
+    package only then."""
+    def make() -> Any:
+        module, cls = FEATURES[name]
+        return getattr(__import__(f"{__package__}.{module}", fromlist=[cls]), cls)()
+
+    make.__name__ = f"default_{name}"
+    return make
+
+
+
+@functools.cache
+def feature_classes() -> dict[type, str]:
+    """Each feature's config class, with the field of ``AgentConfig`` that holds it (this imports
+    the feature packages)."""
+    return {type(_feature(name)()): name for name in FEATURES}
+
+
+@dataclass
+class AgentConfig:
+    """Everything a run is set to do; ``Agent(model, config=AgentConfig(...))``.
+
+    >>> from memfit_jupyter.reflection.config import ReflectionConfig
+    >>> AgentConfig(max_iterations=8, reflection=ReflectionConfig(spin_threshold=4)).reflection.spin_threshold
+    4
+
+    ``config(ReflectionConfig)`` is the feature config of that class (``config.reflection``).
+    """
+
+    #: Any litellm model string, or `memfit/<scenario>` for an offline scripted model.
+    model: str = DEFAULT_MODEL
+    #: The fast tier, for cheap calls (sub-queries, samples).
+    fast_model: str | None = None
+    #: The tier that answers while a tier's circuit breaker is open.
+    fallback_model: str | None = None
+    #: Base URL of an OpenAI-compatible server (a local llama.cpp, vLLM or Ollama) for every
+    #: tier, e.g. http://127.0.0.1:8080/v1, or one per tier (`{"primary": ..., "fast": ...}`).
+    api_base: str | dict[str, str] | None = None
+    #: How structured replies are asked for: tools (native tool calls), schema (a JSON schema
+    #: in `response_format`), text (JSON in the reply, repaired); auto: by what the model supports.
+    structured: str = StructuredMode.AUTO.value
+    #: Most iterations a run may take.
+    max_iterations: int = 20
+    #: The tools the agent may use (names, or one comma-separated string).
+    tools: list[str] | None = None
+    #: Where the long-term memory store lives: a path or a postgresql:// URL (in Python also
+    #: False for none, or a MemoryStore).
+    store: Any = None
+    #: The failure diary: a shell command that checks the result (exit 0 = pass) after each
+    #: trial (in Python also a callable).
+    oracle: str | Callable[..., Any] | None = None
+    #: A plan file (features.json): long-horizon work, one feature at a time, resumable.
+    plan: str | None = None
+    #: The progress file of `--plan`.
+    progress: str | None = None
+    #: The context window in tokens of the tiered context: 70% warning, flush and recursive
+    #: summary at 100%.
+    context_window: int | None = None
+    #: The hard limits of a run (cost, time, recursive calls).
+    guarantees: ExecutionGuarantees = field(default_factory=_feature("guarantees"))
+    #: Reflection and spin detection.
+    reflection: ReflectionConfig = field(default_factory=_feature("reflection"))
+    #: Circuit breakers and recursive sampling.
+    reliability: ReliabilityConfig = field(default_factory=_feature("reliability"))
+    #: The tiered context and the failure diary.
+    context: ContextConfig = field(default_factory=_feature("context"))
+    #: How a run uses long-term memory (where the store lives is `store`).
+    memory: MemoryConfig = field(default_factory=_feature("memory"))
+
+    def __post_init__(self) -> None:
+        if isinstance(self.tools, str):
+            self.tools = [t.strip() for t in self.tools.split(",") if t.strip()]
+        elif self.tools is not None:
+            self.tools = list(self.tools)
+        if isinstance(self.max_iterations, bool) or not isinstance(self.max_iterations, int) \
+                or self.max_iterations < 1:
+            raise ValueError(f"max_iterations must be at least 1, got {self.max_iterations!r}")
+        choices = [m.value for m in StructuredMode]
+        if self.structured not in choices:
+            raise ValueError(f"structured must be one of {', '.join(choices)}, got {self.structured!r}")
+        self.structured = StructuredMode(self.structured).value
+
+    def __call__(self, cls: type[Any]) -> Any:
+        """The feature config of class ``cls``: ``config(ReflectionConfig)`` is ``config.reflection``."""
+        for name in FEATURES:
+            value = getattr(self, name)
+            if type(value) is cls:
+                return value
+        raise KeyError(f"{cls.__name__} is not a feature config; they are: "
+                       f"{', '.join(c for _, c in FEATURES.values())}")
+
+    def features(self) -> dict[type, Any]:
+        """Each feature config by its class."""
+        return {type(getattr(self, name)): getattr(self, name) for name in FEATURES}
+
+    def get(self, path: str) -> Any:
+        """The value at a dotted path: ``get("reflection.spin_threshold")``."""
+        value: Any = self
+        for part in path.split("."):
+            value = getattr(value, part)
+        return value
+
+    def replace(self, **flat: Any) -> AgentConfig:
+        """A copy with the flat settings ``flat`` (``FLAT``'s names) set; each feature config
+        changed is made anew, so its checks run again."""
+        unknown = sorted(set(flat) - set(FLAT))
+        if unknown:
+            raise TypeError(f"unknown setting(s) {', '.join(unknown)}; settings are: {', '.join(FLAT)}")
+        top: dict[str, Any] = {}
+        nested: dict[str, dict[str, Any]] = {}
+        for name, value in flat.items():
+            head, _, tail = FLAT[name].partition(".")
+            if tail:
+                nested.setdefault(head, {})[tail] = value
+            else:
+                top[head] = value
+        for head, changes in nested.items():
+            top[head] = dataclasses.replace(getattr(self, head), **changes)
+        return dataclasses.replace(self, **top)
+
+
+#: ``Agent``'s flat keyword arguments (and a trace's settings), each the path of its field.
+FLAT: dict[str, str] = {
+    "model": "model", "fast_model": "fast_model", "fallback_model": "fallback_model",
+    "max_iterations": "max_iterations",
+    "max_cost_usd": "guarantees.max_cost_usd", "max_duration_seconds": "guarantees.max_duration_seconds",
+    "max_recursive_calls": "guarantees.max_recursive_calls",
+    "reflection": "reflection.reflection", "spin_threshold": "reflection.spin_threshold",
+    "max_consecutive_spin_warnings": "reflection.max_consecutive_spin_warnings",
+    "detectors": "reflection.detectors",
+    "strategy": "reliability.strategy", "samples": "reliability.samples",
+    "tools": "tools", "max_trials": "context.max_trials", "context_window": "context_window",
+    "failure_threshold": "reliability.failure_threshold", "recovery_timeout": "reliability.recovery_timeout",
+    "memory": "store", "api_base": "api_base", "structured": "structured",
+    "oracle": "oracle", "plan": "plan", "progress": "progress",
+}
+#: The settings a trace records (``Agent.settings()``), in this order.
+SETTINGS = ("model", "fast_model", "fallback_model", "max_iterations", "max_cost_usd", "max_duration_seconds",
+            "max_recursive_calls", "reflection", "spin_threshold", "max_consecutive_spin_warnings", "detectors",
+            "strategy", "samples", "tools", "max_trials", "context_window", "failure_threshold",
+            "recovery_timeout", "memory", "api_base", "structured")
+
+
+def settings_of(config: AgentConfig) -> dict[str, Any]:
+    """The serialisable settings of ``config``, as a trace records them."""
+    out = {name: config.get(FLAT[name]) for name in SETTINGS}
+    level = out["reflection"]
+    out["reflection"] = level if isinstance(level, str) else ReflectionLevel.parse(level).name.lower()
+    out["detectors"] = dict(out["detectors"])
+    out["memory"] = out["memory"] is not False
+    return out
+
+
+# --- the fields as the source writes them ----------------------------------------------------
+
+@dataclass(frozen=True)
+class FieldDoc:
+    """A config field as its class's source writes it: its default (when a literal) and the
+    text of its ``#:`` comment."""
+
+    name: str
+    annotation: str
+    doc: str
+    default: Any = dataclasses.MISSING
+
+
+@functools.cache
+def field_docs(module: str, cls: str) -> dict[str, FieldDoc]:
+    """The fields of class ``cls`` in this package's ``module`` ("reflection.config"), read from
+    the source: the ``#:`` comment lines right above each field, and its default when it is a
+    literal.  Nothing is imported."""
+    base = Path(__file__).resolve().parent.joinpath(*module.split("."))
+    path = base / "__init__.py" if base.is_dir() else base.with_suffix(".py")
+    source = path.read_text(encoding="utf-8")
+    lines = source.splitlines()
+    node = next(n for n in ast.parse(source).body if isinstance(n, ast.ClassDef) and n.name == cls)
+    found: dict[str, FieldDoc] = {}
+    for item in node.body:
+        if not (isinstance(item, ast.AnnAssign) and isinstance(item.target, ast.Name)):
+            continue
+        doc: list[str] = []
+        row = item.lineno - 2
+        while row >= 0 and lines[row].strip().startswith("#:"):
+            doc.insert(0, lines[row].strip()[2:].strip())
+            row -= 1
+        default: Any = dataclasses.MISSING
+        if item.value is not None:
+            try:
+                default = ast.literal_eval(item.value)
+            except ValueError:
+                default = _named_default(item.value)
+        found[item.target.id] = FieldDoc(item.target.id, ast.unparse(item.annotation), " ".join(doc), default)
+    return found
+
+
+def _named_default(value: ast.expr) -> Any:
+    """Defaults written as a name of this module (``DEFAULT_MODEL``, ``StructuredMode.AUTO.value``)."""
+    try:
+        return eval(compile(ast.Expression(value), "<default>", "eval"), {}, vars(sys.modules[__name__]))
+    except Exception:
+        return dataclasses.MISSING
+
+
+def field_of(path: str) -> FieldDoc:
+    """The field at a dotted path of ``AgentConfig`` ("reflection.spin_threshold")."""
+    head, _, tail = path.partition(".")
+    if not tail:
+        return field_docs("config", "AgentConfig")[head]
+    return field_docs(*FEATURES[head])[tail]
+
+
+# --- the options ------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Option:
+    """One option of ``%%memfit_task``: its flag, the setting it fills (a name of ``FLAT``), and
+    where else it appears (a ``%config MemfitMagics`` traitlet, a flag of the CLI's ``run``).
+
+    An option with a setting takes its type, default and help from that setting's field; the
+    others (switches of the magic) say their own."""
+
+    flag: str
+    #: The flat setting it fills (``FLAT``); None: the option is the magic's own.
+    setting: str | None = None
+    metavar: str | None = None
+    #: Help of an option without a setting (with one: the field's comment).
+    text: str = ""
+    #: What the option's default is, when the field's default does not say it.
+    default_text: str | None = None
+    #: The same for the CLI's flag, when it differs.
+    cli_default_text: str | None = None
+    #: The allowed values (lowercase), when there is a fixed set.
+    choices: tuple[str, ...] | None = None
+    #: A switch: present or not (``store_true``).
+    switch: bool = False
+    #: The %config MemfitMagics traitlet (None: none).
+    trait: str | None = None
+    #: Also a flag of ``python -m memfit_jupyter run``.
+    cli: bool = True
+    #: The smallest value allowed (numbers), and whether it must be above it.
+    minimum: float | None = None
+    above: bool = False
+    #: Other argparse keyword arguments (``nargs``, ``const``).
+    extra: tuple[tuple[str, Any], ...] = ()
+
+    @property
+    def dest(self) -> str:
+        return self.flag.lstrip("-").replace("-", "_")
+
+    @property
+    def field(self) -> FieldDoc | None:
+        return field_of(FLAT[self.setting]) if self.setting else None
+
+    @property
+    def type(self) -> type:
+        """The value's type: int, float, str, or bool for a switch."""
+        if self.switch:
+            return bool
+        f = self.field
+        words = set(re.findall(r"\w+", f.annotation)) if f else set()
+        return int if "int" in words else float if "float" in words else str
+
+    @property
+    def default(self) -> Any:
+        f = self.field
+        return False if self.switch else (None if f is None or f.default is dataclasses.MISSING else f.default)
+
+    @property
+    def help(self) -> str:
+        """What the option does (plain text; ``code`` marks stay)."""
+        f = self.field
+        return (f.doc if f and f.doc else self.text).replace("``", "`")
+
+    def default_shown(self, cli: bool = False) -> str:
+        """The default as a person reads it (of the CLI's flag, with ``cli``)."""
+        if cli and self.cli_default_text is not None:
+            return self.cli_default_text
+        if self.default_text is not None:
+            return self.default_text
+        value = self.default
+        if self.switch or value is None:
+            return "off" if self.switch or self.setting in ("oracle", "plan") else "none"
+        return f"`{value}`" if isinstance(value, str) else str(value)
+
+    def argparse_kwargs(self, cli: bool = False) -> dict[str, Any]:
+        """Keyword arguments of ``ArgumentParser.add_argument`` (every default None: unset), for
+        the magic or (``cli``) the CLI."""
+        text = f"{self.help} (default {self.default_shown(cli).replace('`', '')})"
+        kwargs: dict[str, Any] = {"help": text.replace("%", "%%"), "dest": self.dest}
+        if self.switch:
+            kwargs["action"] = "store_true"
+            return kwargs
+        kwargs["metavar"] = self.metavar
+        if self.choices:
+            kwargs["choices"] = self.choices
+        elif self.type is not str:
+            kwargs["type"] = self.type
+        kwargs.update(self.extra)
+        return kwargs
+
+
+_LEVELS = "|".join(REFLECTION_CHOICES)
+#: ``%%memfit_task``'s options, in the order of its help and of the README's table.
+OPTIONS: tuple[Option, ...] = (
+    Option("--model", "model", "M", trait="model",
+           default_text=f"`MemfitMagics.model`, `$MEMFIT_MODEL`, then `{DEFAULT_MODEL}` (with a note)",
+           cli_default_text=f"`{DEFAULT_MODEL}`"),
+    Option("--fast-model", "fast_model", "M", trait="fast_model", default_text="the primary model"),
+    Option("--fallback-model", "fallback_model", "M", trait="fallback_model"),
+    Option("--api-base", "api_base", "URL", trait="api_base", default_text="each provider's own"),
+    Option("--fast-api-base", None, "URL", "Base URL for the fast tier only.", "`--api-base`",
+           trait="fast_api_base"),
+    Option("--fallback-api-base", None, "URL", "Base URL for the fallback tier only.", "`--api-base`",
+           trait="fallback_api_base"),
+    Option("--structured", "structured", "MODE", choices=tuple(m.value for m in StructuredMode), trait="structured"),
+    Option("--max-iterations", "max_iterations", "N", trait="max_iterations", minimum=1),
+    Option("--max-cost", "max_cost_usd", "USD", trait="max_cost_usd", minimum=0, above=True),
+    Option("--max-duration", "max_duration_seconds", "S", trait="max_duration_seconds", minimum=0, above=True),
+    Option("--max-calls", "max_recursive_calls", "N", trait="max_recursive_calls", minimum=0),
+    Option("--reflection", "reflection", "LEVEL", choices=REFLECTION_CHOICES, trait="reflection"),
+    Option("--spin-threshold", "spin_threshold", "N", trait="spin_threshold", minimum=1),
+    Option("--strategy", "strategy", "S", choices=tuple(s.value for s in SynthesisStrategy), trait="strategy"),
+    Option("--samples", "samples", "K", trait="samples", minimum=1),
+    Option("--tools", "tools", "NAME,NAME...", trait="tools", default_text="all"),
+    Option("--approve", text="Each tool call waits for Approve / Reject in the widget.", switch=True, cli=False),
+    Option("--memory", "memory", "PATH", trait="memory_path",
+           default_text="`.memfit/` in the working directory"),
+    Option("--no-memory", text="Run without long-term memory.", switch=True),
+    Option("--oracle", "oracle", "CMD", trait="oracle"),
+    Option("--max-trials", "max_trials", "N", trait="max_trials", minimum=1),
+    Option("--plan", "plan", "FILE", trait="plan"),
+    Option("--progress", "progress", "FILE", trait="progress", default_text="`progress.md`"),
+    Option("--context-window", "context_window", "N", trait="context_window", minimum=1,
+           default_text="the model's"),
+    Option("--step", text="Start paused: Step (or `run.step()` in a later cell) runs one iteration.",
+           switch=True, cli=False),
+    Option("--name", metavar="VAR", text="Bind the `Run` to this variable in your namespace.", cli=False),
+    Option("--quiet", text="Show only the final summary.", switch=True, cli=False),
+    Option("--otel", metavar="ENDPOINT|FILE", cli=False, default_text="off (`otel_endpoint`)",
+           text="Export the run live as OpenTelemetry spans: an OTLP/HTTP endpoint, a file (OTLP/JSON), "
+                "or bare: `MemfitMagics.otel_endpoint`, then `$OTEL_EXPORTER_OTLP_ENDPOINT`.",
+           extra=(("nargs", "?"), ("const", True))),
+)
+
+
+def check_bounds(values: Mapping[str, Any], options: Iterable[Option] = OPTIONS) -> None:
+    """ValueError with one line for the first option below its minimum (``values`` by dest)."""
+    for opt in options:
+        value = values.get(opt.dest)
+        if opt.minimum is None or value is None:
+            continue
+        if (opt.above and value <= opt.minimum) or (not opt.above and value < opt.minimum):
+            bound = f"greater than {opt.minimum:g}" if opt.above else f"at least {opt.minimum:g}"
+            raise ValueError(f"{opt.flag} must be {bound}, got {value:g}")
+
+
+def agent_kwargs(values: Mapping[str, Any]) -> dict[str, Any]:
+    """``Agent`` keyword arguments from option values by dest (None: unset): the magic's and the
+    CLI's one reading of their options.  ``--no-memory`` and ``--memory`` contradict each other;
+    the per-tier base URLs become one ``api_base`` mapping."""
+    if values.get("memory") and values.get("no_memory"):
+        raise ValueError("--memory and --no-memory contradict each other: give one")
+    kwargs = {opt.setting: values[opt.dest] for opt in OPTIONS
+              if opt.setting and values.get(opt.dest) is not None}
+    if values.get("no_memory"):
+        kwargs["memory"] = False
+    bases = {"primary": values.get("api_base"), "fast": values.get("fast_api_base"),
+             "fallback": values.get("fallback_api_base")}
+    if bases["fast"] or bases["fallback"]:
+        # One base given for the primary tier serves the others unless they have their own.
+        kwargs["api_base"] = {t: b or bases["primary"] for t, b in bases.items() if b or bases["primary"]}
+    for key in ("reflection", "strategy", "structured"):
+        if isinstance(kwargs.get(key), str):
+            kwargs[key] = kwargs[key].lower()
+    return kwargs
+
+
+def _written(opt: Option) -> str:
+    """The option as one writes it: ``--max-cost USD``, ``--otel [ENDPOINT|FILE]``."""
+    if opt.switch or not opt.metavar:
+        return opt.flag
+    return f"{opt.flag} [{opt.metavar}]" if opt.extra else f"{opt.flag} {opt.metavar}"
+
+
+def usage(width: int = 92) -> str:
+    """The usage of ``%%memfit_task``, every option in brackets, wrapped at ``width``."""
+    head = "%%memfit_task "
+    lines, line = [], head
+    for word in (f"[{_written(opt)}]" for opt in OPTIONS):
+        if len(line) + len(word) > width and line.strip():
+            lines.append(line.rstrip())
+            line = " " * len(head)
+        line += word + " "
+    lines.append(line.rstrip())
+    return "\n".join([*lines, "<the task, in plain language, on the following lines>"])
+
+
+def options_table() -> str:
+    """The README's usage of ``%%memfit_task`` and table of its options (Markdown)."""
+    bar = chr(92) + "|"  # a | inside a table cell
+    rows = ["```", usage(), "```", "", "| option | default | what it does |", "|---|---|---|"]
+    for opt in OPTIONS:
+        rows.append(f"| `{_written(opt).replace('|', bar)}` | {opt.default_shown()} | {opt.help.replace('|', bar)} |")
+    return "\n".join(rows)
+
+
+README = Path(__file__).resolve().parent.parent / "README.md"
+TABLE_START = "<!-- %%memfit_task options: python -m memfit_jupyter.config --write -->"
+TABLE_END = "<!-- end of the %%memfit_task options -->"
+
+
+def readme_with_table(text: str) -> str:
+    """``text`` (the README) with its options table replaced by ``options_table()``."""
+    start, end = text.index(TABLE_START) + len(TABLE_START), text.index(TABLE_END)
+    return f"{text[:start]}\n{options_table()}\n{text[end:]}"
+
+
+if __name__ == "__main__":  # pragma: no cover - the README's table, written or printed
+    if "--write" in sys.argv[1:]:
+        README.write_text(readme_with_table(README.read_text(encoding="utf-8")), encoding="utf-8")
+        print(f"wrote the options table into {README}")
+    else:
+        print(options_table())
