@@ -75,7 +75,7 @@ class RunDisplay:
     """The output of one run in one cell, and (unless quiet) its live widget."""
 
     def __init__(self, run: Any, *, quiet: bool = False, step: bool = False, throttle_ms: int = 100,
-                 max_cards: int = 100, **_ignored: Any):
+                 max_cards: int = 100):
         self.run = run
         self.quiet = quiet
         self.handle: Any = None
@@ -87,10 +87,6 @@ class RunDisplay:
             self.widget = RunWidget(run, step=step, throttle_ms=throttle_ms, max_cards=max_cards,
                                     on_settle=self.update_bundle)
         _LIVE.append(self)
-
-    def show_widget(self) -> None:
-        """Kept for callers of the former two-output display: the bundle is the live view now."""
-        self.show_bundle()
 
     def show_bundle(self) -> None:
         """Put the output in the current cell (once); later changes update it in place."""
@@ -137,7 +133,7 @@ def settle_all(*_args: Any) -> None:
 
 
 def show(run: Any, *, step: bool = False, quiet: bool = False, throttle_ms: int = 100,
-         max_cards: int = 100, **_ignored: Any) -> RunDisplay:
+         max_cards: int = 100) -> RunDisplay:
     """Show a ``Run`` from the Python API as ``%%memfit_task`` does: one output, live while it
     runs, kept as the saved record.  With ``step=True`` nothing runs yet; otherwise the run goes
     to its end here.  Warnings raised meanwhile go into the run (and its view), not to stderr.

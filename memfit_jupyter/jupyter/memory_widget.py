@@ -20,7 +20,6 @@ BARS = (("r", "R relevance", "#4c78a8"), ("c", "C connectivity", "#f58518"), ("t
         ("a", "A actionability", "#e45756"), ("p", "P preference", "#72b7b2"), ("o", "O origin", "#b279a2"),
         ("e", "E emotion", "#ff9da6"), ("keyword_bonus", "keyword bonus", "#9d755d"),
         ("semantic", "semantic", "#bab0ac"), ("final", "final", "#222222"))
-SORT_KEYS = ("final", *(k for k, _, _ in BARS if k != "final"), "rank")
 
 
 def ranking_payload(items: Any, query: str = "", bytes_limit: int | None = None) -> dict[str, Any]:

@@ -12,7 +12,9 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
-LEVEL_NAMES = ("none", "minimal", "standard", "deep", "critical")
+from ..records import ReflectionLevel
+
+LEVEL_NAMES = tuple(level.name.lower() for level in ReflectionLevel)
 
 
 @dataclass

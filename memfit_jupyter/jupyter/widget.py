@@ -73,7 +73,7 @@ class RunWidget:
 
     def __init__(self, run: Any, *, step: bool = False, throttle_ms: int = 100,
                  on_settle: Callable[[], None] | None = None, extra_trials: int = EXTRA_TRIALS,
-                 max_cards: int = 100, **_ignored: Any):
+                 max_cards: int = 100):
         self.run = run
         self.step_mode = step
         self.throttle_s = max(0, throttle_ms) / 1000.0

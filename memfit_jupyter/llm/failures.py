@@ -31,10 +31,6 @@ FATAL_KINDS = frozenset({"auth", "unknown_model"})
 #: Failures that are not the tier's fault: they neither open nor reset a breaker.
 NOT_TIER_HEALTH_KINDS = frozenset({"auth", "unknown_model", "context_window", "content_policy",
                                    "bad_request"})
-#: Kinds that are the engine's own trouble with the model, never a lesson about the task.
-ENGINE_KINDS = frozenset({"auth", "unknown_model", "rate_limit", "context_window", "content_policy",
-                          "bad_request", "server_error", "timeout", "other", "circuit_open", "budget",
-                          "format", "cancelled"})
 #: Longest Retry-After the client waits for (longer: the call counts as failed at once).
 MAX_RETRY_AFTER_S = 60.0
 

@@ -104,4 +104,3 @@ SCHEMAS: dict[str, type[BaseModel]] = {
     "lesson": Lesson,
 }
 
-PURPOSES = tuple(SCHEMAS)

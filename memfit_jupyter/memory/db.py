@@ -28,6 +28,7 @@ import numpy as np
 
 from .dedup import norm_tags
 from .entity import MemoryEntity
+from .search import TAG_LIMIT
 from .text import keywords, tokens
 
 log = logging.getLogger("memfit_jupyter.memory")
@@ -271,7 +272,7 @@ class Database:
                 out[i] = np.frombuffer(v, dtype=np.float32)
         return out
 
-    def tag_keys(self, tags: Iterable[str], match_all: bool = False, limit: int = 20) -> builtins.list[int]:
+    def tag_keys(self, tags: Iterable[str], match_all: bool = False, limit: int = TAG_LIMIT) -> builtins.list[int]:
         """Keys of memories with any (all) of ``tags``: most matching tags, then newest, first."""
         wanted = sorted(norm_tags(tags))
         if not wanted:

@@ -9,8 +9,6 @@ from typing import Any
 
 #: The seven C.O.R.E. P.A.C.T. dimensions, in the order the seed lists them.
 DIMENSIONS = ("c", "o", "r", "e", "p", "a", "t")
-DIMENSION_NAMES = {"c": "Connectivity", "o": "Origin", "r": "Relevance", "e": "Emotion",
-                   "p": "Preference", "a": "Actionability", "t": "Temporality"}
 #: What a memory scores when nobody scored it (the triage schema's defaults).
 DEFAULT_SCORES = {"c": 0.5, "o": 0.5, "r": 0.5, "e": 0.0, "p": 0.0, "a": 0.5, "t": 0.5}
 

@@ -17,7 +17,7 @@ from . import pg_text
 from .dedup import norm_tags
 from .entity import MemoryEntity
 from .pg_schema import COLUMNS, ROW, array, entity
-from .search import Candidates
+from .search import TAG_LIMIT, Candidates
 
 if TYPE_CHECKING:
     from .pg_schema import Conn
@@ -75,7 +75,7 @@ def lexical(conn: Conn, schema: str, query: str, limit: int) -> Rows:
         return cur.execute(pg_text.search_sql(schema, ROW), (terms, int(limit))).fetchall()
 
 
-def tag_keys(conn: Conn, schema: str, tags: Iterable[str], match_all: bool = False, limit: int = 20) -> list[int]:
+def tag_keys(conn: Conn, schema: str, tags: Iterable[str], match_all: bool = False, limit: int = TAG_LIMIT) -> list[int]:
     """The keys of memories carrying any (or all) of ``tags``, most matches, then newest, first."""
     wanted = sorted(norm_tags(tags))
     if not wanted:

@@ -42,7 +42,7 @@ from .entity import MemoryEntity
 from .items import prepare_batch
 from .ranking import RankingConfig
 from .retrieval import SeedRetrieval
-from .search import Candidates
+from .search import SEMANTIC_LIMIT, TAG_LIMIT, Candidates
 
 if TYPE_CHECKING:  # imported at first use
     import concurrent.futures as cf
@@ -201,7 +201,7 @@ class PostgresStore(SeedRetrieval):
             return dict(self._x(f"SELECT tag, count(*) AS n FROM {self.schema}.memory_tags "
                                 "GROUP BY tag ORDER BY n DESC, tag").fetchall())
 
-    def search_by_tags(self, tags: Iterable[str], match_all: bool = False, limit: int = 20) -> builtins.list[MemoryEntity]:
+    def search_by_tags(self, tags: Iterable[str], match_all: bool = False, limit: int = TAG_LIMIT) -> builtins.list[MemoryEntity]:
         """Memories carrying any (or all) of ``tags``, most matches, then newest, first."""
         with self._lock:
             self._check_open()
@@ -238,7 +238,7 @@ class PostgresStore(SeedRetrieval):
             self._vec_ef = ef
         return pg_search.nearest(self._vec_conn, self.schema, q, limit)
 
-    def search_by_semantics(self, query: str | np.ndarray, limit: int = 15,
+    def search_by_semantics(self, query: str | np.ndarray, limit: int = SEMANTIC_LIMIT,
                             tags: Iterable[str] | None = None) -> builtins.list[tuple[MemoryEntity, float]]:
         """The nearest memories to ``query`` with their cosine similarity (``tags``: among those)."""
         q = self.embed_query(query) if isinstance(query, str) else np.asarray(query, dtype=np.float32)
@@ -246,7 +246,7 @@ class PostgresStore(SeedRetrieval):
             self._check_open()
             return [(pg_schema.entity(r), float(r[-1])) for r in self._nearest(q, limit, tags)]
 
-    def search_lexical(self, query: str, limit: int = 15) -> builtins.list[tuple[MemoryEntity, float]]:
+    def search_lexical(self, query: str, limit: int = SEMANTIC_LIMIT) -> builtins.list[tuple[MemoryEntity, float]]:
         """Full-text search (BM25, as the SQLite store's FTS5 scores it) over content, tags and
         questions; higher is better."""
         with self._lock:
@@ -255,7 +255,7 @@ class PostgresStore(SeedRetrieval):
                     for r in pg_search.lexical(self._conn, self.schema, query, limit)]
 
     def candidates(self, q: np.ndarray, query: str, *, tags: Iterable[str] = (), only: Iterable[str] | None = None,
-                   tag_limit: int = 20, semantic_limit: int = 15, lexical_limit: int = 15) -> Candidates:
+                   tag_limit: int = TAG_LIMIT, semantic_limit: int = SEMANTIC_LIMIT, lexical_limit: int = SEMANTIC_LIMIT) -> Candidates:
         """Seed 000 §3.3 steps 2-4 (see ``MemoryStore.candidates``): tag, semantic and lexical
         finds, each memory read once with its stored vector."""
         with self._lock:

@@ -98,14 +98,6 @@ def token_set(text: str) -> frozenset[str]:
     return frozenset(tokens(text))
 
 
-def match_score(query_keywords: list[str], text: str) -> float:
-    """The share of the query's keywords that occur in ``text`` (0 when the query has none)."""
-    if not query_keywords:
-        return 0.0
-    have = token_set(text)
-    return sum(1 for k in query_keywords if k in have) / len(query_keywords)
-
-
 def keyword_bonus(entity: MemoryEntity, query: str, kws: list[str] | None = None) -> float:
     """Seed 000 §3.5: the keyword bonus, capped at 0.3 (``kws``: the query's keywords, if known)."""
     kws = keywords(query) if kws is None else kws

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from .entity import MemoryEntity, SearchResults
 from .ranking import RankingConfig
+from .search import SEMANTIC_LIMIT, TAG_LIMIT
 
 if TYPE_CHECKING:
     import numpy as np
@@ -50,8 +51,8 @@ class SeedRetrieval:
         raise NotImplementedError
 
     def candidates(self, q: np.ndarray, query: str, *, tags: Iterable[str] = (), only: Iterable[str] | None = None,
-                   tag_limit: int = 20, semantic_limit: int = 15,
-                   lexical_limit: int = 15) -> Candidates:  # pragma: no cover - each store has its own
+                   tag_limit: int = TAG_LIMIT, semantic_limit: int = SEMANTIC_LIMIT,
+                   lexical_limit: int = SEMANTIC_LIMIT) -> Candidates:  # pragma: no cover - each store has its own
         raise NotImplementedError
 
     def search(self, query: str, k: int | None = 10, bytes_limit: int | None = None,

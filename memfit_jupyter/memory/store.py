@@ -46,7 +46,7 @@ from .items import MAX_CONTENT_BYTES, prepare_batch
 from .postgres import PostgresStore, is_url
 from .ranking import RankingConfig
 from .retrieval import SeedRetrieval
-from .search import Candidates
+from .search import SEMANTIC_LIMIT, TAG_LIMIT, Candidates
 from .text import ANALYZER
 
 __all__ = ["MAX_CONTENT_BYTES", "SAVE_EVERY", "SAVE_SHARE", "TAG_SCAN", "MemoryStore", "StoreWarning",
@@ -245,7 +245,7 @@ class MemoryStore(SeedRetrieval):
             self._check_open()
             return self._db.tags()
 
-    def search_by_tags(self, tags: Iterable[str], match_all: bool = False, limit: int = 20) -> builtins.list[MemoryEntity]:
+    def search_by_tags(self, tags: Iterable[str], match_all: bool = False, limit: int = TAG_LIMIT) -> builtins.list[MemoryEntity]:
         """Seed ``SearchByTags``: memories carrying any (or all) of ``tags``, most matches, then newest, first."""
         with self._lock:
             self._check_open()
@@ -276,7 +276,7 @@ class MemoryStore(SeedRetrieval):
         order = np.argsort(-sims, kind="stable")[:limit]
         return [(rows[i][0], float(sims[i])) for i in order]
 
-    def search_by_semantics(self, query: str | np.ndarray, limit: int = 15,
+    def search_by_semantics(self, query: str | np.ndarray, limit: int = SEMANTIC_LIMIT,
                             tags: Iterable[str] | None = None) -> builtins.list[tuple[MemoryEntity, float]]:
         """Seed ``SearchBySemantics``: the nearest memories to ``query`` with their cosine similarity.
         With ``tags``, only memories that carry one of them."""
@@ -287,7 +287,7 @@ class MemoryStore(SeedRetrieval):
             found = self._db.entities([k for k, _ in pairs])
             return [(found[k], s) for k, s in pairs if k in found]
 
-    def search_lexical(self, query: str, limit: int = 15) -> builtins.list[tuple[MemoryEntity, float]]:
+    def search_lexical(self, query: str, limit: int = SEMANTIC_LIMIT) -> builtins.list[tuple[MemoryEntity, float]]:
         """BM25 (SQLite FTS5) over content, tags and questions; higher scores are better."""
         with self._lock:
             self._check_open()
@@ -296,7 +296,7 @@ class MemoryStore(SeedRetrieval):
             return [(found[k], float(s)) for k, s in rows if k in found]
 
     def candidates(self, q: np.ndarray, query: str, *, tags: Iterable[str] = (), only: Iterable[str] | None = None,
-                   tag_limit: int = 20, semantic_limit: int = 15, lexical_limit: int = 15) -> Candidates:
+                   tag_limit: int = TAG_LIMIT, semantic_limit: int = SEMANTIC_LIMIT, lexical_limit: int = SEMANTIC_LIMIT) -> Candidates:
         """Seed 000 §3.3 steps 2-4 in one snapshot: the memories with ``tags`` (up to
         ``tag_limit``), the ``semantic_limit`` nearest to the query vector ``q`` (among those
         carrying one of ``only``, when given), the ``lexical_limit`` best by BM25 for

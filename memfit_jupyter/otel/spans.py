@@ -51,8 +51,6 @@ CONTENT_FIELDS = {
     "memory": ("query", "results"), "degradation": ("partial_result",),
     "trial": ("oracle_output",), "context": ("summary",),
 }
-#: Findings whose event stays on the iteration's own span (not on a tool or chat span).
-_ITERATION_LEVEL = ("reflection", "spin")
 
 
 def _event_dict(event: Any) -> dict[str, Any]:

@@ -20,8 +20,6 @@ if TYPE_CHECKING:
     from ..run import Run
     from ..tools import Tool
 
-#: Shell commands get at most this long (the tool's own default), less when the run has less left.
-SHELL_TIMEOUT_S = ReliabilityConfig.shell_timeout_s
 
 
 class ReliabilityExtension(Hooks):
