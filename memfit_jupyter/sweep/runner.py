@@ -48,6 +48,10 @@ def execute(spec_json: dict[str, Any], out: str) -> dict[str, Any]:
     if work.exists():  # what an earlier, interrupted attempt left: start from nothing again
         shutil.rmtree(work)
     work.mkdir(parents=True)
+    for rel, text in spec.files.items():
+        target = work / rel
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(text)
     run = Agent(**agent_kwargs(spec.settings), workdir=work).start(spec.task)
     try:
         run.run()

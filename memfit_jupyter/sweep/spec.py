@@ -14,7 +14,7 @@ import hashlib
 import itertools
 import json
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -47,13 +47,16 @@ class RunSpec:
     key: str
     #: The task's name when ``tasks`` was a mapping (else the task itself, shortened).
     name: str
+    #: Files the run's working directory starts with (path -> text); ``evaluate``'s tasks bring them.
+    files: dict[str, str] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
-        return {"task": self.task, "settings": self.settings, "key": self.key, "name": self.name}
+        data = {"task": self.task, "settings": self.settings, "key": self.key, "name": self.name}
+        return {**data, "files": self.files} if self.files else data
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> RunSpec:
-        return cls(data["task"], dict(data["settings"]), data["key"], data["name"])
+        return cls(data["task"], dict(data["settings"]), data["key"], data["name"], dict(data.get("files") or {}))
 
     def worst_case_cost(self) -> float:
         """The most this run can spend: its own hard cost limit (``ExecutionGuarantees``)."""

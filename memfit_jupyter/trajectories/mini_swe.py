@@ -5,7 +5,13 @@ Both keep the whole conversation in ``messages``: the system prompt, the task
 observation (a ``user`` message in 1.x, ``tool`` messages in 2.x).  A reply
 that breaks the format gets a ``user`` message with the complaint instead of
 an observation: it is imported as an ``invalid_reply`` step, as memfit
-records an unusable reply.  ``info.exit_status`` says how the run ended.
+records an unusable reply.  1.x keeps the rejected reply before its complaint;
+2.x raises the format error while parsing the reply, so only the complaint is
+stored ("No tool calls found in the response...", ``extra.interrupt_type``
+``FormatError``), often several in a row: each is one ``invalid_reply`` step
+with the model call that produced it (its reply unknown, ``None``), so that a
+streak is seen as a live memfit run would see it.  ``info.exit_status`` says
+how the run ended.
 """
 
 from __future__ import annotations
@@ -20,6 +26,11 @@ FORMAT = "mini-swe-agent"
 _BLOCK = re.compile(r"```bash\s*\n(.*?)\n```", re.S)
 #: What mini-swe-agent says to a reply it could not use (both versions).
 _FORMAT_COMPLAINTS = ("EXACTLY ONE", "No tool calls found", "format", "FormatError")
+#: The complaints of a format error that mini-swe-agent stores without the reply (2.x: the
+#: tool-call parser's and the text parser's errors); narrower than ``_FORMAT_COMPLAINTS``
+#: because nothing before such a message says a reply was rejected.
+_REJECTIONS = ("No tool calls found in the response", "EXACTLY ONE action", "Expected exactly 1 action",
+               "Error parsing tool call arguments", "Missing 'command' argument", "Unknown tool '")
 
 
 def looks_like(data: Any) -> bool:
@@ -63,6 +74,32 @@ def _is_complaint(message: dict[str, Any]) -> bool:
     return "<returncode>" not in text and any(c in text[:300] for c in _FORMAT_COMPLAINTS)
 
 
+def _is_rejection(message: dict[str, Any]) -> bool:
+    """A ``user`` message that stands for a reply mini-swe-agent rejected and did not store."""
+    if message.get("role") != "user":
+        return False
+    if (message.get("extra") or {}).get("interrupt_type") == "FormatError":
+        return True
+    text = text_of(message.get("content"))
+    return "<returncode>" not in text and any(r in text[:600] for r in _REJECTIONS)
+
+
+def _rejected_step(b: TraceBuilder, message: dict[str, Any], model: str) -> None:
+    """One unusable reply known only by its complaint: a model call and an ``invalid_reply`` step."""
+    extra = message.get("extra") or {}
+    reply = extra.get("model_response")  # 2.x's text parser keeps the rejected text here
+    complaint = text_of(message.get("content"))
+    b.begin_step()
+    b.model_call(reply if isinstance(reply, str) else None, model=model)
+    b.step(thought=_thought(reply) if isinstance(reply, str) else "", action_type="invalid_reply", tool="",
+           params={}, output=complaint, ok=False, error=_first_line(complaint), begin=False)
+
+
+def _first_line(text: str) -> str:
+    line = next((x.strip() for x in text.splitlines() if x.strip()), "")
+    return line[:200] or "the reply was rejected"
+
+
 def convert(data: dict[str, Any], *, meta: dict[str, Any] | None = None) -> dict[str, Any]:
     if not looks_like(data):
         raise format_error("not a mini-swe-agent trajectory (no messages with a system prompt)")
@@ -80,6 +117,8 @@ def convert(data: dict[str, Any], *, meta: dict[str, Any] | None = None) -> dict
     while i < len(messages):
         msg = messages[i]
         if msg.get("role") != "assistant":
+            if _is_rejection(msg):  # a reply mini-swe-agent rejected without storing it (2.x)
+                _rejected_step(b, msg, model)
             i += 1
             continue
         text = text_of(msg.get("content"))
@@ -92,9 +131,17 @@ def convert(data: dict[str, Any], *, meta: dict[str, Any] | None = None) -> dict
         j = i + 1
         answers = []
         while j < len(messages) and messages[j].get("role") in ("tool", "user", "exit"):
-            answers.append(messages[j])
+            nxt = messages[j]
+            if calls and nxt.get("role") != "tool":
+                # a complaint answers these calls only when one of them has no result; otherwise it
+                # is the next reply's rejection, and the main loop takes it
+                answered = {m.get("tool_call_id") for m in answers}
+                if not (nxt.get("role") == "user" and _is_complaint(nxt)
+                        and any(c.get("id") not in answered for c in calls)):
+                    break
+            answers.append(nxt)
             j += 1
-            if answers[-1].get("role") in ("user", "exit") and not calls:
+            if answers[-1].get("role") in ("user", "exit"):
                 break
         if calls:
             by_id = {m.get("tool_call_id"): m for m in answers if m.get("role") == "tool"}
