@@ -41,19 +41,9 @@ def _print_event(event: Any) -> None:
 
 def load_trace(path: str) -> dict[str, Any]:
     """The trace in the file at ``path``, or ValueError with one line saying what is wrong."""
-    p = Path(path)
-    if not p.is_file():
-        raise ValueError(f"no such file: {path}" if not p.exists() else f"not a file: {path}")
-    try:
-        data = json.loads(p.read_text(encoding="utf-8"))
-    except UnicodeDecodeError:
-        raise ValueError(f"{path} is not a memfit trace: it is not text") from None
-    except json.JSONDecodeError as exc:
-        raise ValueError(f"{path} is not a memfit trace: not JSON ({exc.msg} at line {exc.lineno}, "
-                         f"column {exc.colno})") from None
-    if not isinstance(data, dict) or not isinstance(data.get("events"), list) or "task" not in data:
-        raise ValueError(f"{path} is not a memfit trace: a JSON object with 'task' and 'events' is expected")
-    return data
+    from .trace import Trace
+
+    return Trace.load(Path(path)).data
 
 
 def write_trace(trace: dict[str, Any], path: str) -> int:

@@ -174,15 +174,15 @@ class Agent:
         return run
 
     @classmethod
-    def replay(cls, trace: dict[str, Any], **overrides: Any) -> Run:
-        """A run that replays ``trace`` offline: the recording answers for the model, the tools,
+    def replay(cls, trace: Any, **overrides: Any) -> Run:
+        """A run that replays ``trace`` (a dict, a path, a saved output: ``Trace.load``) offline: the recording answers for the model, the tools,
         the memory and the clock (``replay.py``), so its events equal the recording's and it
         writes nothing.  Not started: call ``run()`` or ``step()``."""
         from .reliability.breakers import breakers_for
         from .replay import RECORDED_ORACLE, Recording
+        from .trace import Trace
 
-        if not isinstance(trace, dict) or not isinstance(trace.get("events"), list) or "task" not in trace:
-            raise ValueError("not a memfit trace: a dict with 'task' and 'events' is expected")
+        trace = Trace.load(trace).data  # refused with one line unless it is a trace this memfit reads
         recording = Recording(trace)
         settings = dict(trace.get("settings") or {})  # config.SETTINGS: flat names of AgentConfig fields
         # The memory the recording saw answers its searches; no store is opened or written.

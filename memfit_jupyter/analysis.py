@@ -29,52 +29,57 @@ from typing import Any
 
 from .action_log import INVALID_REPLY
 from .errors import SpinExit
-from .events import Event, Guidance
+from .events import Action, Event, Guidance, Observation, make
 from .records import ActionRecord, ReflectionLevel
 from .reflection.config import ReflectionConfig
 from .reflection.levels import decide_level
 from .reflection.spin import SpinMonitor
 from .run import MAX_CONSECUTIVE_BAD_REPLIES
 from .timeline import Timeline
+from .trace import Trace, is_trace
 
 #: Event types that analysis writes; those already in a trace are replaced.
 ANALYSIS_TYPES = ("reflection", "spin")
 _KEEP_CHARS = 2000
 
 
-def records_of(trace: dict[str, Any]) -> list[ActionRecord]:
-    """The trace's steps as ``ActionRecord``s: each action with the observation that followed it."""
-    records: list[ActionRecord] = []
-    pending: dict[str, Any] | None = None
-    for event in trace.get("events") or []:
-        kind = event.get("type")
-        if kind == "action":
+def records_of(trace: Any) -> list[ActionRecord]:
+    """The trace's steps as ``ActionRecord``s: each action with the observation that followed it
+    (``trace`` is anything ``Trace.load`` reads)."""
+    return [_record(action, obs) for action, obs in _steps(Trace.load(trace, unknown="warn"))]
+
+
+def _steps(trace: Trace) -> list[tuple[Action, Observation | None]]:
+    """Each action with the observation that followed it (None when another action came first)."""
+    steps: list[tuple[Action, Observation | None]] = []
+    pending: Action | None = None
+    for event in trace.events:
+        if isinstance(event, Action):
             if pending is not None:
-                records.append(_record(pending, None))
+                steps.append((pending, None))
             pending = event
-        elif kind == "observation" and pending is not None:
-            records.append(_record(pending, event))
+        elif isinstance(event, Observation) and pending is not None:
+            steps.append((pending, event))
             pending = None
         elif kind == "observation":
             # no action before it: a reply that gave no usable action, as the live ActionLog records it
             records.append(_record({"iteration": event.get("iteration"), "action_type": INVALID_REPLY,
                                     "tool": ""}, event))
     if pending is not None:
-        records.append(_record(pending, None))
-    return records
+        steps.append((pending, None))
+    return steps
 
 
-def _record(action: dict[str, Any], obs: dict[str, Any] | None) -> ActionRecord:
-    obs = obs or {}
-    data = dict(obs.get("data") or {})
-    if action.get("action_type") in ("finish", "submit") and "final" not in data and obs.get("ok", True):
+def _record(action: Action, obs: Observation | None) -> ActionRecord:
+    data = dict(obs.data) if obs is not None else {}
+    ok = obs.ok if obs is not None else True
+    if action.action_type in ("finish", "submit") and "final" not in data and ok:
         data["final"] = True
     return ActionRecord(
-        iteration=int(action.get("iteration") or 0), thought=str(action.get("thought") or ""),
-        action_type=str(action.get("action_type") or ""), tool=str(action.get("tool") or ""),
-        params=dict(action.get("params") or {}), output=str(obs.get("output") or ""),
-        ok=bool(obs.get("ok", True)), error=obs.get("error"), duration_s=float(obs.get("duration_s") or 0.0),
-        data=data)
+        iteration=int(action.iteration or 0), thought=action.thought, action_type=action.action_type,
+        tool=action.tool, params=dict(action.params), output=obs.output if obs is not None else "",
+        ok=ok, error=obs.error if obs is not None else None,
+        duration_s=obs.duration_s if obs is not None else 0.0, data=data)
 
 
 class _ModelJudge:
@@ -115,6 +120,8 @@ class _Replay:
         self.timeline = Timeline(self.task)
         self.out: dict[int, list[dict[str, Any]]] = {}
         self.iteration = 0
+        #: The time of the step being analysed: the events placed after it carry it.
+        self.ts = 0.0
         self.model_events: list[dict[str, Any]] = []
         if judge is None:
             self.llm = None
@@ -129,14 +136,16 @@ class _Replay:
     def emit(self, type: Any, iteration: int | None = None, **data: Any) -> None:
         if isinstance(type, Event):  # a typed event: what the model is told goes to the timeline
             event = type
-            it = self.iteration if event.iteration is None else event.iteration
             if isinstance(event, Guidance):
-                self.timeline.add(event.kind, it, event.text)
+                self.timeline.add(event.kind, self.iteration if event.iteration is None else event.iteration,
+                                  event.text)
                 return
-            type, data = event.TYPE, event.fields()
-        else:
-            it = self.iteration if iteration is None else iteration
-        self.out.setdefault(it, []).append({"type": type, "iteration": it, **data, "analysis": True})
+        else:  # through its class, so that what analysis writes fits the trace's schema
+            event = make(type, iteration, **data)
+        if event.iteration is None:
+            event.iteration = self.iteration
+        event.ts = self.ts
+        self.out.setdefault(event.iteration, []).append({**event.to_dict(), "analysis": True})
 
     def degradation_plan(self, reason: str, tried: list[str] | None = None,
                          recommendations: list[str] | None = None) -> dict[str, Any]:
@@ -159,20 +168,24 @@ def _config(settings: dict[str, Any]) -> ReflectionConfig:
 
 def analyze(trace: dict[str, Any], judge: Any = None, **settings: Any) -> dict[str, Any]:
     """A copy of ``trace`` with reflection and spin findings placed where they fired (see module doc)."""
-    if not isinstance(trace, dict) or not isinstance(trace.get("events"), list):
+    if not is_trace(trace):
         raise ValueError("analyze needs a memfit trace (a dict with events); "
                          "load other agents' runs with load_trajectory first")
+    read = Trace.load(trace, unknown="warn")
+    trace = read.data
     cfg = _config(settings)
     replay = _Replay(trace, judge)
     monitor = SpinMonitor(cfg)
-    records = records_of(trace)
+    steps = _steps(read)
+    records = [_record(action, obs) for action, obs in steps]
     forced = cfg.forced
     exit_at: dict[str, Any] | None = None
     bad_exit: dict[str, Any] | None = None
     bad_streak = 0
     findings: list[dict[str, Any]] = []
-    for record in records:
+    for record, (action, obs) in zip(records, steps, strict=True):
         replay.iteration = record.iteration
+        replay.ts = (obs or action).ts
         replay.records.append(record)
         # the loop's own limit, whatever the reflection settings: Run._bad_reply
         bad_streak = bad_streak + 1 if record.action_type == INVALID_REPLY else 0
@@ -193,7 +206,7 @@ def analyze(trace: dict[str, Any], judge: Any = None, **settings: Any) -> dict[s
                                       iteration_threshold=cfg.iteration_threshold)
         replay.emit("reflection", level=int(level), level_name=level.name, trigger=trigger,
                     action_type=record.action_type, tool=record.tool, success=record.ok, summary="",
-                    suggestions=[], memory_used=[], ok=True, error=None)
+                    suggestions=[], impact={}, memory_used=[], ok=True, error=None)
         verdict = monitor.detect(replay, record)
         try:
             monitor.apply(replay, verdict)
@@ -210,15 +223,16 @@ def analyze(trace: dict[str, Any], judge: Any = None, **settings: Any) -> dict[s
     out = copy.copy(trace)
     events = []
     placed = set()
-    for event in trace["events"]:
-        if event.get("type") in ANALYSIS_TYPES:
+    for event in trace["events"]:  # the serialised events (unknown types included), in order
+        kind = event.get("type")
+        if kind in ANALYSIS_TYPES:
             continue
-        if event.get("type") == "run_end":
+        if kind == "run_end":
             for it in sorted(set(replay.out) - placed):
                 events.extend(replay.out[it])
                 placed.add(it)
         events.append(event)
-        if event.get("type") == "observation":
+        if kind == "observation":
             it = int(event.get("iteration") or 0)
             if it in replay.out and it not in placed:
                 events.extend(replay.out[it])

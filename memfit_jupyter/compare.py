@@ -22,32 +22,30 @@ import sys
 import types
 from dataclasses import dataclass
 from html import escape
+from pathlib import Path
 from typing import Any
 
+from .events import Action
 from .jupyter.state import RunFacts, facts
+from .secrets import redact_obj
+from .trace import Trace
 
 COMPARE_MIME = "application/vnd.memfit.compare+json"
 
 
-def _trace(x: Any) -> dict[str, Any]:
-    if isinstance(x, dict):
-        if not isinstance(x.get("events"), list):
-            raise ValueError("not a memfit trace: a dict with a list of 'events' is expected")
-        return x
-    trace = getattr(x, "trace", None)
-    if callable(trace):
-        return trace()
-    raise TypeError(f"compare() takes runs or traces, got {type(x).__name__}")
+def _trace(x: Any) -> Trace:
+    if not isinstance(x, dict | str | Path) and not callable(getattr(x, "trace", None)):
+        raise TypeError(f"compare() takes runs or traces, got {type(x).__name__}")
+    return Trace.load(x, unknown="warn")
 
 
-def _actions(trace: dict[str, Any]) -> dict[int, str]:
+def _actions(trace: Trace) -> dict[int, str]:
     """``tool(params)`` of each iteration's action (the last one, if an iteration had several)."""
     out: dict[int, str] = {}
-    for e in trace["events"]:
-        if e.get("type") == "action":
-            params = ", ".join(f"{k}={v if isinstance(v, str) else json.dumps(v, default=str)}"
-                               for k, v in sorted((e.get("params") or {}).items()))
-            out[int(e.get("iteration") or 0)] = f"{e.get('tool') or '(no tool)'}({params})"
+    for e in trace.of_type(Action):
+        params = ", ".join(f"{k}={v if isinstance(v, str) else json.dumps(v, default=str)}"
+                           for k, v in sorted(e.params.items()))
+        out[int(e.iteration or 0)] = f"{e.tool or '(no tool)'}({params})"
     return out
 
 
@@ -118,7 +116,8 @@ class Comparison:
                 f'<table style="border-collapse:collapse">{head}{body}</table><div>{where}</div></div>')
 
     def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, Any]:
-        return {COMPARE_MIME: self.payload(), "text/html": self._html(), "text/plain": self._text()}
+        bundle = {COMPARE_MIME: self.payload(), "text/html": self._html(), "text/plain": self._text()}
+        return dict(redact_obj(bundle))
 
     def __repr__(self) -> str:
         return self._text()
@@ -139,7 +138,8 @@ def compare(a: Any, b: Any, *, labels: tuple[str, str] = ("A", "B")) -> Comparis
         if acts_a.get(i) != acts_b.get(i):
             diverged_at, pair = i, (acts_a.get(i, ""), acts_b.get(i, ""))
             break
-    return Comparison(labels=(str(labels[0]), str(labels[1])), traces=(ta, tb), facts=(facts(ta), facts(tb)),
+    return Comparison(labels=(str(labels[0]), str(labels[1])), traces=(ta.data, tb.data),
+                      facts=(facts(ta), facts(tb)),
                       diverged_at=diverged_at, diverged_actions=pair)
 
 

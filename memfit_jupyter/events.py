@@ -103,6 +103,9 @@ class Note(Event):
 
     text: str
     source: str = optional(default=UNSET)
+    #: The files a scripted scenario placed in the working folder (a replay names them again
+    #: without writing them).
+    files: list[str] = optional(default=UNSET)
     #: None: the model does not see it; "append": added to the timeline; "reset": the timeline
     #: starts again from the task and this note (a new trial or feature).
     timeline: str | None = hidden(default=None)
@@ -134,8 +137,11 @@ class ModelCall(Event):
     cost_usd: float
     latency_s: float
     max_tokens: int | None
-    timeout_s: float
-    reply: str | None
+    #: The call's deadline; None where the source does not say (a run imported by load_trajectory).
+    timeout_s: float | None
+    #: The reply's text; a run imported by load_trajectory keeps the source's reply message as it
+    #: was (a message dict with its tool calls, or a list of messages).
+    reply: str | dict[str, Any] | list[Any] | None
     error: str | None
     error_kind: str | None
     #: How the schema was sent: tools, schema or text (llm/structured.py).

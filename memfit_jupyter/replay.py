@@ -33,6 +33,7 @@ from .records import ToolResult
 #: Fields whose values come from the clock, taken from the recording (breakers use the wall clock;
 #: a call's timeout is the time left then, which a replay, running faster, does not have to match).
 CLOCK_FIELDS = ("latency_s", "duration_s", "elapsed_s", "timeout_s", "opened_at", "next_probe_at", "open_tiers")
+#: The note of a scenario's files in traces that did not name them in ``Note.files``.
 SCENARIO_NOTE = re.compile(r"^scenario (\S+) placed its files: (.*)$")
 #: The oracle of a replayed failure diary: its verdicts are in the recorded observations.
 RECORDED_ORACLE = "(recorded)"
@@ -124,7 +125,12 @@ class RecordedTools(LiveTools):
                 self.observations.setdefault(int(e.get("iteration") or 0), deque()).append(e)
         self.placed: list[str] = []
         for e in events:
-            m = SCENARIO_NOTE.match(str(e.get("text", ""))) if e.get("type") == "note" else None
+            if e.get("type") != "note":
+                continue
+            if isinstance(e.get("files"), list):  # the scenario's note names its files
+                self.placed = [str(f) for f in e["files"]]
+                break
+            m = SCENARIO_NOTE.match(str(e.get("text", "")))  # traces written before it did
             if m:
                 self.placed = m.group(2).split(", ")
                 break

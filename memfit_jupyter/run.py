@@ -143,7 +143,7 @@ class Run:
         for name, _ in event._FIELDS:
             value = getattr(event, name)
             if isinstance(value, str | dict | list):
-                setattr(event, name, redact_obj(value))  # type: ignore[no-untyped-call]
+                setattr(event, name, redact_obj(value))
         if event.TRACED:
             self.events.append(event)
         self._project(event)
@@ -304,7 +304,8 @@ class Run:
             return
         placed = self.tool_runner.place_files(self)
         if placed:
-            self.emit(ev.Note(text=f"scenario {self.agent.model} placed its files: {', '.join(placed)}"))
+            self.emit(ev.Note(text=f"scenario {self.agent.model} placed its files: {', '.join(placed)}",
+                              files=list(placed)))
 
     def _iterate(self) -> None:
         if self.approvals.pending is not None:

@@ -75,6 +75,24 @@ def live_classes() -> list[type[ev.Event]]:
     return [cls for shapes in ev.REGISTRY.values() for cls in shapes if not cls.TRACED]
 
 
+def settings_schema() -> dict[str, Any]:
+    """The schema of a trace's ``settings``: the limits a replay applies are typed (from
+    ``ExecutionGuarantees``' fields and ``max_iterations``); other settings are free."""
+    from .reliability.guarantees import ExecutionGuarantees
+
+    hints = typing.get_type_hints(ExecutionGuarantees)
+    props = {f.name: _json_type(hints[f.name]) for f in dataclasses.fields(ExecutionGuarantees)}
+    return {"type": "object", "properties": {**props, "max_iterations": {"type": "integer"}}}
+
+
+def header_schema() -> dict[str, Any]:
+    """The trace's schema without the events' definitions (``trace.Trace.load`` checks each event
+    against its own class's schema, so that an error names the event)."""
+    schema = {k: v for k, v in trace_schema().items() if k not in ("$defs", "$schema", "$id")}
+    schema["properties"] = {**schema["properties"], "events": {"type": "array"}}
+    return schema
+
+
 def trace_schema() -> dict[str, Any]:
     """The JSON Schema of a trace (``Run.trace()``)."""
     defs = {_def_name(cls): event_schema(cls) for cls in traced_classes()}
@@ -94,12 +112,15 @@ def trace_schema() -> dict[str, Any]:
             "status": {"type": "string"},
             "answer": {"anyOf": [{"type": "string"}, {"type": "null"}]},
             "reason": {"type": "string"},
-            "started_at": {"type": "string"},
-            "settings": {"type": "object"},
+            "started_at": {"anyOf": [{"type": "string"}, {"type": "null"}]},
+            "settings": settings_schema(),
             "workdir": {"type": "string"},
             "limits": {"type": "object", "additionalProperties": number},
             "totals": {"type": "object"},
             "events": {"type": "array", "items": {"$ref": "#/$defs/TraceEvent"}},
+            # where an imported run came from (load_trajectory) and what analyze found
+            "source": {"type": "object"},
+            "analysis": {"type": "object"},
         },
         "$defs": {"TraceEvent": {"anyOf": [{"$ref": f"#/$defs/{name}"} for name in defs]}, **defs},
     }

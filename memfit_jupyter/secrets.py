@@ -1,15 +1,25 @@
-"""Redaction: strings that look like API keys or tokens never reach memory, traces or logs."""
+"""Redaction: strings that look like API keys or tokens never reach memory, traces, outputs or logs.
+
+``redact(text)`` is the one function; ``redact_obj`` applies it to every string of a
+JSON-like value.  Everything that leaves a run goes through it: each event when it is
+emitted, the trace's other fields (``trace.trace_of``), every output bundle of a cell
+(``jupyter/display.py``), exported spans (``otel/conventions.py``), memory items
+(``memory/items.py``) and the package's log records (``RedactingFilter``).
+"""
 
 from __future__ import annotations
 
 import logging
 import os
 import re
+from typing import Any
 
 REDACTED = "[REDACTED]"
 
 _PATTERNS = [
-    r"sk-(?:proj-|ant-)?[A-Za-z0-9_\-]{16,}",  # OpenAI, Anthropic
+    # OpenAI, Anthropic, and the short test keys people paste (a digit in it: "sk-learn" stays)
+    r"\bsk-(?=[A-Za-z0-9_\-]*\d)[A-Za-z0-9_\-]{8,}",
+    r"\bgsk_[A-Za-z0-9]{20,}",  # Groq
     r"AKIA[0-9A-Z]{16}",  # AWS access key id
     r"gh[pousr]_[A-Za-z0-9]{30,}",  # GitHub
     r"github_pat_[A-Za-z0-9_]{30,}",
@@ -19,10 +29,13 @@ _PATTERNS = [
     r"eyJ[A-Za-z0-9_\-]{10,}\.[A-Za-z0-9_\-]{10,}\.[A-Za-z0-9_\-]{10,}",  # JWT
 ]
 _SECRET_RE = re.compile("|".join(f"(?:{p})" for p in _PATTERNS))
-# "Bearer <token>", "api_key = <value>", "password: <value>": keep the name, hide the value.
+# "Bearer <token>", "api_key = <value>", "password: <value>", "export GROQ_API_KEY=<value>": keep
+# the name, hide the value.  The name may end a longer one (no word boundary before it: "_" is a
+# word character, so GROQ_API_KEY has none before API).
 _KEYED_RE = re.compile(
-    r"(?i)(\bbearer\s+|\b(?:api[_-]?key|access[_-]?token|auth[_-]?token|token|secret|password)[\"']?\s*[:=]\s*[\"']?)"
-    r"([^\s\"',;]{8,})"
+    r"(?i)(\bbearer\s+|(?:api[_-]?key|access[_-]?token|auth[_-]?token|token|secret|password|passwd"
+    r"|(?-i:\b[A-Z][A-Z0-9_]*_KEY))[\"']?\s*[:=]\s*[\"']?)"
+    r"([^\s\"',;]{4,})"
 )
 _ENV_NAME = re.compile(r"(?i)(key|token|secret|password)")
 
@@ -57,12 +70,12 @@ def redact(text: str) -> str:
     return _KEYED_RE.sub(lambda m: m.group(1) + REDACTED, text)
 
 
-def redact_obj(value):
-    """Redact every string inside a JSON-like value."""
+def redact_obj(value: Any) -> Any:
+    """Redact every string inside a JSON-like value (keys included)."""
     if isinstance(value, str):
         return redact(value)
     if isinstance(value, dict):
-        return {k: redact_obj(v) for k, v in value.items()}
+        return {redact(k) if isinstance(k, str) else k: redact_obj(v) for k, v in value.items()}
     if isinstance(value, list | tuple):
         return [redact_obj(v) for v in value]
     return value

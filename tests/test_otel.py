@@ -14,6 +14,7 @@ from otel_servers import OtlpSink, closed_port
 from memfit_jupyter import Agent, otel
 from memfit_jupyter.llm.scenarios import load_scenario
 from memfit_jupyter.otel.otlp_json import attributes
+from memfit_jupyter.trace import TraceWarning
 
 # The GenAI semantic conventions' Required (and, where memfit always has them, Conditionally
 # Required) attributes per operation, written out here from gen-ai-spans.md and
@@ -271,7 +272,8 @@ def test_unknown_events_become_span_events_and_deltas_are_skipped(spin_trace, tm
         {"type": "tool_progress", "iteration": base["iteration"], "ts": base["ts"], "percent": 40,
          "stage": {"name": "reading", "files": ["a", "b"]}},
     ]
-    spans = exported(trace, tmp_path)
+    with pytest.warns(TraceWarning, match="reply_delta ×1, tool_progress ×1"):  # said, not dropped
+        spans = exported(trace, tmp_path)
     events = [e for s in spans for e in s.get("events", [])]
     (progress,) = [e for e in events if e["name"] == "memfit.tool_progress"]
     assert progress["attrs"] == {"memfit.percent": 40, "memfit.stage.name": "reading",

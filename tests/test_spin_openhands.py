@@ -15,15 +15,17 @@ from memfit_jupyter import analyze
 def trace(*steps, notes_at=()):
     """A trace from (tool, action_type, params, output, ok, thought, data) steps; a user note
     is put before each step number in ``notes_at``."""
-    events = [{"type": "run_start", "iteration": 0, "ts": 0.0, "task": "t"}]
+    events = [{"type": "run_start", "iteration": 0, "ts": 0.0, "task": "t", "tiers": {}, "settings": {},
+               "tools": [], "extensions": []}]
     for i, (tool, kind, params, output, ok, thought, data) in enumerate(steps, 1):
         if i in notes_at:
             events.append({"type": "note", "iteration": i, "ts": 0.0, "text": "user: come on"})
         events.append({"type": "action", "iteration": i, "ts": 0.0, "thought": thought, "action_type": kind,
-                       "tool": tool, "params": params})
+                       "tool": tool, "params": params, "reflection": None})
         events.append({"type": "observation", "iteration": i, "ts": 0.0, "tool": tool, "ok": ok, "output": output,
-                       "error": None if ok else "error", "data": data})
-    events.append({"type": "run_end", "iteration": len(steps), "ts": 0.0, "status": "done"})
+                       "error": None if ok else "error", "duration_s": 0.0, "data": data})
+    events.append({"type": "run_end", "iteration": len(steps), "ts": 0.0, "status": "done", "answer": None,
+                   "reason": ""})
     return {"version": 1, "task": "t", "events": events}
 
 

@@ -39,6 +39,7 @@ export interface NoteEvent {
   ts: number;
   text: string;
   source?: string;
+  files?: string[];
 }
 
 /** One attempt of one structured call: the reply is kept so a run can be replayed. */
@@ -56,8 +57,8 @@ export interface ModelCallEvent {
   cost_usd: number;
   latency_s: number;
   max_tokens: number | null;
-  timeout_s: number;
-  reply: string | null;
+  timeout_s: number | null;
+  reply: string | Record<string, unknown> | unknown[] | null;
   error: string | null;
   error_kind: string | null;
   structured?: string;
@@ -391,12 +392,14 @@ export interface Trace {
   status?: string;
   answer?: string | null;
   reason?: string;
-  started_at?: string;
+  started_at?: string | null;
   settings?: Record<string, unknown>;
   workdir?: string;
   limits?: Record<string, number>;
   totals?: Record<string, unknown>;
   events: TraceEvent[];
+  source?: Record<string, unknown>;
+  analysis?: Record<string, unknown>;
 }
 
 /** Live only, never in a trace: Text the loop puts into the timeline for the model (not part of trace version 1). ``kind`` names the timeline entry: reflection, logic_spin_warning, memory_pressure, note. */

@@ -18,6 +18,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
+from ..secrets import redact_obj
 from . import RUN_MIME
 from .html import render_html, render_text
 
@@ -64,11 +65,16 @@ def captured_logs(run: Any) -> Iterator[None]:
 
 def bundle(run: Any, *, quiet: bool = False, widget_id: str | None = None) -> tuple[dict, dict]:
     """The (data, metadata) of a run's output."""
-    trace = run.trace()
+    return trace_bundle(run.trace(), quiet=quiet, widget_id=widget_id)
+
+
+def trace_bundle(trace: dict, *, quiet: bool = False, widget_id: str | None = None) -> tuple[dict, dict]:
+    """The (data, metadata) that show a trace: the run MIME type, text and HTML.  Every string
+    of every part goes through the redaction (an output is saved with the notebook)."""
     data = {RUN_MIME: trace, "text/plain": render_text(trace, quiet=quiet),
             "text/html": render_html(trace, quiet=quiet)}
     metadata = {RUN_MIME: {"version": trace.get("version"), "live_widget": widget_id, "quiet": quiet}}
-    return data, metadata
+    return redact_obj(data), metadata
 
 
 class RunDisplay:

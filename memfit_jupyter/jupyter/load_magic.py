@@ -23,13 +23,10 @@ from IPython.core.magic_arguments import argument, magic_arguments, parse_argstr
 
 
 def bundle(trace: dict, *, quiet: bool = False) -> tuple[dict, dict]:
-    """The (data, metadata) that show a trace: the run MIME type, text and HTML."""
-    from . import RUN_MIME
-    from .html import render_html, render_text
+    """The (data, metadata) that show a trace: the run MIME type, text and HTML (redacted)."""
+    from .display import trace_bundle
 
-    data = {RUN_MIME: trace, "text/plain": render_text(trace, quiet=quiet),
-            "text/html": render_html(trace, quiet=quiet)}
-    return data, {RUN_MIME: {"version": trace.get("version"), "live_widget": None, "quiet": quiet}}
+    return trace_bundle(trace, quiet=quiet)
 
 
 def summary_line(trace: dict) -> str:

@@ -12,7 +12,9 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
+from .. import events as ev
 from ..records import ReflectionLevel
+from ..trace import Trace
 
 LEVEL_NAMES = tuple(level.name.lower() for level in ReflectionLevel)
 
@@ -75,8 +77,13 @@ def level_label(level: Any) -> str:
     return f"L{n} {LEVEL_NAMES[n]}" if 0 <= n < len(LEVEL_NAMES) else f"L{n}"
 
 
-def facts(trace: dict[str, Any]) -> RunFacts:
-    """The facts of one trace (``Run.trace()`` or a saved payload)."""
+def facts(trace: Trace | dict[str, Any]) -> RunFacts:
+    """The facts of one trace (``Run.trace()``, a saved payload, or a ``Trace``).
+
+    A summary shows what it can: events that do not fit their classes are not counted
+    (``Trace.load(strict=False)``), and never stop it."""
+    read = Trace.load(trace, strict=False)
+    trace = read.data
     t = trace.get("totals") or {}
     tokens = t.get("tokens") or {}
     f = RunFacts(run_id=str(trace.get("run_id") or ""), task=str(trace.get("task") or ""),
@@ -85,32 +92,31 @@ def facts(trace: dict[str, Any]) -> RunFacts:
                  iterations=int(t.get("iterations") or 0), cost_usd=float(t.get("cost_usd") or 0.0),
                  calls=int(t.get("calls") or 0), tokens=int(tokens.get("total") or 0),
                  duration_s=float(t.get("duration_s") or 0.0))
-    for e in trace.get("events") or []:
-        kind = e.get("type")
-        if kind == "action":
-            f.actions.append((int(e.get("iteration") or 0), str(e.get("tool") or ""), None))
-        elif kind == "observation" and f.actions and f.actions[-1][0] == e.get("iteration"):
+    for e in read.events:
+        if isinstance(e, ev.Action):
+            f.actions.append((int(e.iteration or 0), e.tool, None))
+        elif isinstance(e, ev.Observation) and f.actions and f.actions[-1][0] == e.iteration:
             i, tool, _ = f.actions[-1]
-            f.actions[-1] = (i, tool, bool(e.get("ok")))
-        elif kind == "reflection":
-            f.reflections[level_label(e.get("level"))] += 1
-        elif kind == "spin" and e.get("is_spinning"):
-            f.spins.append(str(e.get("reason") or "spinning"))
-        elif kind == "breaker" and not e.get("rejected") and e.get("to_state"):
-            f.breakers.append(f"{e.get('tier')} {e.get('from_state') or '?'} → {e['to_state']}")
-        elif kind == "guarantee" and e.get("violated"):
-            f.limits.append(str(e.get("message") or e.get("limit") or "limit"))
-        elif kind == "synthesis":
-            f.syntheses.append(str(e.get("strategy") or "?"))
-            f.low_confidence += bool(e.get("low_confidence"))
-        elif kind == "trial":
-            f.trials.append(bool(e.get("passed")))
-        elif kind == "degradation":
-            f.degradation = str(e.get("reason") or "")
-        elif kind == "error":
-            f.errors.append(str(e.get("message") or ""))
-        elif kind == "log":
-            f.warnings.append(f"{e.get('level', 'LOG')}: {e.get('message', '')}")
-        elif kind == "note":
-            f.notes.append(str(e.get("text") or ""))
+            f.actions[-1] = (i, tool, e.ok)
+        elif isinstance(e, ev.Reflection):
+            f.reflections[level_label(e.level)] += 1
+        elif isinstance(e, ev.Spin) and e.is_spinning:
+            f.spins.append(e.reason or "spinning")
+        elif isinstance(e, ev.BreakerTransition) and e.to_state:
+            f.breakers.append(f"{e.tier} {e.from_state or '?'} → {e.to_state}")
+        elif isinstance(e, ev.GuaranteeViolated) and e.violated:
+            f.limits.append(e.message or e.limit or "limit")
+        elif isinstance(e, ev.Synthesis | ev.SynthesisChoice):
+            f.syntheses.append(e.strategy or "?")
+            f.low_confidence += bool(e.low_confidence)
+        elif isinstance(e, ev.Trial):
+            f.trials.append(e.passed)
+        elif isinstance(e, ev.Degradation):
+            f.degradation = e.reason
+        elif isinstance(e, ev.Error):
+            f.errors.append(e.message)
+        elif isinstance(e, ev.Log):
+            f.warnings.append(f"{e.level or 'LOG'}: {e.message}")
+        elif isinstance(e, ev.Note):
+            f.notes.append(e.text)
     return f

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -15,6 +14,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 
 from ..errors import MemfitError
 from ..secrets import refresh_env_secrets
+from ..trace import Trace
 from . import conventions, otlp_json, sdk
 from .spans import SpanBuilder
 
@@ -36,20 +36,11 @@ class ExportResult:
 
 
 def load_trace(trace: Any) -> dict[str, Any]:
-    """A trace dict from a dict, a ``Run`` (its ``trace()``) or a path to a saved trace."""
-    if hasattr(trace, "trace") and callable(trace.trace):
-        trace = trace.trace()
-    elif isinstance(trace, str | Path):
-        path = Path(trace)
-        if not path.is_file():
-            raise FileNotFoundError(f"no trace file at {path}")
-        try:
-            trace = json.loads(path.read_text(encoding="utf-8"))
-        except json.JSONDecodeError as exc:
-            raise ValueError(f"{path} is not a memfit trace: not JSON ({exc.msg} at line {exc.lineno})") from None
-    if not isinstance(trace, dict) or not isinstance(trace.get("events"), list):
-        raise ValueError("not a memfit trace: a dict with 'version' and an 'events' list is expected")
-    return trace
+    """A trace dict from a dict, a ``Run`` (its ``trace()``), a saved output or a path to a saved
+    trace, read by ``Trace.load`` (one line of ``TraceError`` when it is not a good one)."""
+    if isinstance(trace, str | Path) and not Path(trace).is_file():
+        raise FileNotFoundError(f"no trace file at {trace}")
+    return Trace.load(trace, unknown="warn").data
 
 
 def _wall0_ns(trace: dict[str, Any]) -> int:

@@ -82,6 +82,8 @@ class History:
 
     window: int = 10
     steps: list[Step] = field(default_factory=list)
+    #: The edits among the steps, in order (so that a detector reads the last few without a walk).
+    edits: list[Edit] = field(default_factory=list)
     _last_check: dict[str, Step] = field(default_factory=dict)
 
     @classmethod
@@ -117,6 +119,8 @@ class History:
                     step.progress = True  # the check's status changed: something moved
         if check:
             self._last_check[step.key] = step
+        if edit is not None:
+            self.edits.append(edit)
         self.steps.append(step)
         return step
 
@@ -301,7 +305,7 @@ def code_modify(h: History | Iterable[ActionRecord], *, count: int = 3, window: 
     edits = [(s, s.edit) for s in steps[-window:] if s.edit is not None][-count:]
     if len(edits) < count or any(e.lines > small_lines for _, e in edits):
         return None
-    earlier = [s.edit for s in steps if s.edit is not None][-window:]
+    earlier = h.edits[-window:]  # not a walk of every step: this runs after each edit
     for (before, before_edit), (after, after_edit) in zip(edits, edits[1:], strict=False):
         if not same_region(before_edit, after_edit, tolerance):
             return None

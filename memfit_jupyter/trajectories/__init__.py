@@ -17,6 +17,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from ..trace import MAX_DEPTH, Trace, TraceError, is_trace, too_deep
 from . import mini_swe, openhands, otlp, swe_agent
 from .common import (
     FORMAT_NAMES,
@@ -39,14 +40,9 @@ _IMPORTERS = {
 FORMATS = (*_IMPORTERS, "memfit")
 
 
-def _is_memfit(data: Any) -> bool:
-    return isinstance(data, dict) and "version" in data and isinstance(data.get("events"), list) and all(
-        isinstance(e, dict) and "type" in e for e in data["events"][:50])
-
-
 def detect_format(data: Any) -> str:
     """The format name of already parsed JSON; raises ``TrajectoryFormatError`` when none fits."""
-    if _is_memfit(data):
+    if is_trace(data):
         return "memfit"
     for name, module in _IMPORTERS.items():
         if module.looks_like(data):
@@ -64,12 +60,14 @@ def read_json(path: str | Path) -> Any:
     text = p.read_text(encoding="utf-8", errors="replace")
     try:
         return json.loads(text)
+    except RecursionError:
+        raise format_error(f"{p.name} nests deeper than JSON can be read here") from None
     except ValueError as first:
         lines = [line for line in text.splitlines() if line.strip()]
         if len(lines) > 1:
             try:
                 return [json.loads(line) for line in lines]
-            except ValueError:
+            except (ValueError, RecursionError):
                 pass
         raise format_error(f"{p.name} is not JSON ({first.msg} at line {first.lineno})") from None
 
@@ -88,11 +86,16 @@ def load_trajectory(path_or_dict: str | Path | dict | list, format: str = "auto"
         data = path_or_dict
     if format != "auto" and format not in FORMATS:
         raise TrajectoryFormatError(f"unknown format {format!r}; formats are: {', '.join(FORMATS)}")
+    if isinstance(data, dict | list) and too_deep(data):
+        raise format_error(f"the input nests more than {MAX_DEPTH} levels deep")
     name = detect_format(data) if format == "auto" else format
     if name == "memfit":
-        if not _is_memfit(data):
+        if not is_trace(data):
             raise format_error("not a memfit trace (no version and events)")
-        return data
+        try:
+            return Trace.load(data, unknown="warn").data
+        except TraceError as exc:
+            raise TrajectoryFormatError(str(exc)) from None
     try:
         trace = _IMPORTERS[name].convert(data, meta=meta)
     except TrajectoryFormatError:

@@ -1,12 +1,17 @@
-"""``analyze`` on a long imported trajectory, as a ratio to importing it.
+"""``analyze`` on a long imported trajectory, as a ratio to importing it, and how its cost a
+step grows with the length of the run.
 
-    python tests/benchmarks/bench_analyze.py [--steps 1000]
+    python tests/benchmarks/bench_analyze.py [--steps 1000] [--scaling 1000,5000,20000]
 
 Builds a mini-swe-agent 2.x trajectory of ``--steps`` steps offline (reads,
 greps, edits, reruns, some failing, some repeating), then times, interleaved
 and best of several rounds: ``load_trajectory`` on it (the baseline, measured
 in this run), ``analyze`` of the imported trace with every detector and no
 judge, and ``analyze`` with the reflection levels only (detectors off).
+
+Then the scaling: ``analyze``'s cost a step at each length of ``--scaling``, as a
+ratio to the cost a step at the first length (1.0 everywhere: linear; a ratio that
+grows with the length: a part of the analysis walks the whole run at each step).
 """
 
 from __future__ import annotations
@@ -48,6 +53,8 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--steps", type=int, default=1000)
     ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--scaling", default="1000,5000,20000",
+                    help="run lengths whose cost a step is compared (empty: skip)")
     args = ap.parse_args()
     data = trajectory(args.steps)
     trace = load_trajectory(data)
@@ -64,6 +71,23 @@ def main() -> None:
     for name, times in results.items():
         t = min(times)
         print(f"{name:12s} {t * 1000:8.1f} ms  {t / base:5.2f}x import  {t / args.steps * 1e6:7.1f} us/step")
+    lengths = [int(n) for n in args.scaling.split(",") if n.strip()]
+    if lengths:
+        scaling(lengths, max(1, min(args.rounds, 3)))
+
+
+def scaling(lengths: list[int], rounds: int) -> None:
+    """``analyze``'s cost a step at each length, as a ratio to the first length's."""
+    traces = {n: load_trajectory(trajectory(n)) for n in lengths}
+    per_step = {n: [] for n in lengths}
+    for _ in range(rounds):  # interleaved: load on the machine hits every length alike
+        for n in lengths:
+            per_step[n].append(best(lambda n=n: analyze(traces[n]), 1) / n)
+    first = min(per_step[lengths[0]])
+    print(f"scaling: analyze's cost a step, as a ratio to {lengths[0]:,} steps")
+    for n in lengths:
+        t = min(per_step[n])
+        print(f"{n:>8,} steps {t * 1e6:7.1f} us/step  {t / first:5.2f}x")
 
 
 if __name__ == "__main__":
