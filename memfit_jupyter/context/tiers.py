@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from .. import events as ev
+from ..reliability.limits import check_number
 from ..timeline import SUMMARY_TAG, Entry
 
 if TYPE_CHECKING:
@@ -64,6 +65,9 @@ class ContextConfig:
     max_trials: int = 3
 
     def __post_init__(self) -> None:
+        check_number("keep_last", self.keep_last, at_least=0, integer=True)
+        check_number("summary_input_chars", self.summary_input_chars, at_least=1, integer=True)
+        check_number("max_trials", self.max_trials, at_least=1, integer=True)
         if not 0 < self.warning_ratio <= self.flush_ratio:
             raise ValueError("context config: need 0 < warning_ratio <= flush_ratio")
         if not 0 < self.evict_fraction <= 1:

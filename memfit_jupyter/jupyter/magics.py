@@ -131,11 +131,14 @@ class MemfitMagics(MemfitSettings, Magics):
                 raise UsageError(str(exc)) from None
         from ..reliability.guarantees import ExecutionGuarantees
 
-        g = ExecutionGuarantees(
-            max_cost_usd=args.max_cost if args.max_cost is not None else self.max_cost_usd,
-            max_duration_seconds=args.max_duration if args.max_duration is not None else self.max_duration_seconds,
-            max_recursive_calls=args.max_calls if args.max_calls is not None else self.max_recursive_calls,
-        )
+        try:  # nan, inf: the limit's own check says which field and value
+            g = ExecutionGuarantees(
+                max_cost_usd=args.max_cost if args.max_cost is not None else self.max_cost_usd,
+                max_duration_seconds=args.max_duration if args.max_duration is not None else self.max_duration_seconds,
+                max_recursive_calls=args.max_calls if args.max_calls is not None else self.max_recursive_calls,
+            )
+        except ValueError as exc:
+            raise UsageError(str(exc)) from None
         if args.no_memory:
             memory: Any = False
         else:

@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from ..errors import LimitsExceeded, MemfitError
 from ..records import BudgetMetrics
 from .deadline import call_with_deadline
+from .limits import check_number
 
 if TYPE_CHECKING:
     from ..run import Run
@@ -67,6 +68,13 @@ class ExecutionGuarantees:
     max_duration_seconds: float = 300.0
     #: Most recursive (sub-query) calls a run may make.
     max_recursive_calls: int = 20
+
+    def __post_init__(self) -> None:
+        # Here, not in each caller: a string, nan or inf would fail deep inside a run (or, nan,
+        # compare false against every elapsed time and give a run with no limit at all).
+        check_number("max_cost_usd", self.max_cost_usd, above=0)
+        check_number("max_duration_seconds", self.max_duration_seconds, above=0)
+        check_number("max_recursive_calls", self.max_recursive_calls, at_least=0, integer=True)
 
 
 class BudgetTracker:
@@ -186,15 +194,11 @@ def override(run: Run, *, confirm: bool = False, **limits: Any) -> ExecutionGuar
     budget = run.budget
     spent = {"max_cost_usd": budget.spent.cost_usd, "max_duration_seconds": budget.elapsed(),
              "max_recursive_calls": budget.recursive_calls}
+    previous = budget.guarantees
+    raised: ExecutionGuarantees = dataclasses.replace(previous, **changes)  # checks each value
     for key, value in changes.items():
-        if isinstance(value, bool) or not isinstance(value, int | float) or value != value:
-            raise ValueError(f"{key} must be a number, got {value!r}")
-        if key == "max_recursive_calls" and not isinstance(value, int):
-            raise ValueError(f"max_recursive_calls must be an integer, got {value!r}")
         if value <= spent[key]:
             raise ValueError(f"{key}={value:g} is not above what the run has already used ({spent[key]:g})")
-    previous = budget.guarantees
-    raised: ExecutionGuarantees = dataclasses.replace(previous, **changes)
     budget.guarantees = raised
     new = dataclasses.asdict(raised)
     message = "limits raised by the person: " + ", ".join(f"{k} {getattr(previous, k):g} -> {v:g}"
