@@ -164,12 +164,38 @@ class BudgetTracker:
         value: T = self.runner(fn, max(0.0, min(timeout, self.remaining_time())))
         return value
 
+    def charge(self, what: str, fn: Callable[[], T]) -> T:
+        """Start-up work of the run (importing litellm: seconds on a first call), charged to its
+        clock: refused with too little time left, cut off at the end of the time budget (``fn``
+        goes on on its worker and its result is kept for later runs), and checked again after.
+        So even the first run of a process ends within its time limit."""
+        from .deadline import DeadlineExceeded
+
+        left = self.check_time(what)
+        try:
+            value: T = self.runner(fn, left)
+        except DeadlineExceeded:
+            self._violate("max_duration_seconds",
+                          f"time limit of {self.guarantees.max_duration_seconds:g} s reached during {what}",
+                          operation=what)
+        self.check_time(f"the first step after {what}")
+        return value
+
     def record_call(self, cost_usd: float, prompt_tokens: int, completion_tokens: int, latency_s: float) -> None:
         self.spent.add(BudgetMetrics(cost_usd, prompt_tokens, completion_tokens, 1, latency_s))
 
 
 class OverrideRefused(MemfitError, PermissionError):
     """An override without explicit confirmation, or of a run that cannot go on."""
+
+
+def load_model_library(run: Run) -> None:
+    """Import litellm for ``run`` if its calls go through litellm and it is not imported yet,
+    charged to the run's time budget (``BudgetTracker.charge``)."""
+    from ..llm.backend import LiteLLMBackend, import_litellm, litellm_loaded
+
+    if isinstance(run.backend, LiteLLMBackend) and not litellm_loaded():
+        run.budget.charge("loading litellm (the model library: once per process)", import_litellm)
 
 
 _LIMITS = ("max_cost_usd", "max_duration_seconds", "max_recursive_calls")
