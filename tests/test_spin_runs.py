@@ -210,3 +210,15 @@ def test_a_reflection_config_among_the_extensions_sets_the_numbers(tmp_path):
     assert run.run().status == "done"
     assert {i for i, _ in fired(run)} == {4}
     assert events(run, "spin")[0]["consecutive_count"] == 4
+
+
+@pytest.mark.parametrize("task", ["Keep counting until you are stopped.", "Count until stopped [slow]"])
+def test_long_run_runs_to_max_iterations_under_the_default_reflection(tmp_path, task):
+    """The load generator of long widget runs and interrupt tests counts for real: no detector
+    may end it before max_iterations, fast or slow."""
+    run = Agent(model="memfit/long-run", workdir=tmp_path, max_iterations=14, memory=False).start(task)
+    result = run.run()
+    assert (result.status, result.iterations) == ("failed", 14), result.reason
+    assert not [e for e in run.events if e.type == "spin"]
+    counted = sum(1 for r in run.records if r.tool == "python")
+    assert counted >= 5 and (tmp_path / "count.txt").read_text() == "|" * counted + "\n"

@@ -200,6 +200,10 @@ def _window(run: Run) -> int | None:
             raise RunFailed(f"context_window must be a positive number of tokens, got {window}")
         return int(window)
     model = run.agent.model
+    if not model.startswith("memfit/"):  # litellm's figure: imported under the run's time budget
+        from ..reliability.guarantees import load_model_library
+
+        load_model_library(run)
     try:
         window = run.backend.context_window(model)
     except Exception:

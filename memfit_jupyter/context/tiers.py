@@ -29,6 +29,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from .. import events as ev
+from ..llm.tokens import estimate_tokens
+from ..reliability.limits import check_number
 from ..timeline import SUMMARY_TAG, Entry
 
 if TYPE_CHECKING:
@@ -64,6 +66,9 @@ class ContextConfig:
     max_trials: int = 3
 
     def __post_init__(self) -> None:
+        check_number("keep_last", self.keep_last, at_least=0, integer=True)
+        check_number("summary_input_chars", self.summary_input_chars, at_least=1, integer=True)
+        check_number("max_trials", self.max_trials, at_least=1, integer=True)
         if not 0 < self.warning_ratio <= self.flush_ratio:
             raise ValueError("context config: need 0 < warning_ratio <= flush_ratio")
         if not 0 < self.evict_fraction <= 1:
@@ -83,13 +88,17 @@ class MemoryBlock:
 
 
 def litellm_counter(model: str) -> Callable[[str], int]:
-    """litellm's token counter for ``model`` (imports litellm on first use)."""
-    from ..llm.backend import import_litellm
-
-    litellm = import_litellm()
+    """litellm's token counter for ``model`` once litellm is imported; until then the cheap
+    estimate (``llm.tokens``): counting never imports litellm (seconds, outside any time check)."""
+    from ..llm import backend
 
     def count(text: str) -> int:
-        return int(litellm.token_counter(model=model, text=text)) if text else 0
+        if not text:
+            return 0
+        litellm = backend._litellm
+        if litellm is None:
+            return estimate_tokens(text)
+        return int(litellm.token_counter(model=model, text=text))
 
     return count
 
@@ -120,7 +129,7 @@ class TieredContext:
 
     # --- measuring ------------------------------------------------------------------
     def count(self, text: str) -> int:
-        return self._counter(text) if self._counter else max(1, (len(text) + 3) // 4)
+        return self._counter(text) if self._counter else estimate_tokens(text)
 
     def _tokens_of(self, entry: Entry) -> int:
         cached = self._entry_tokens.get(id(entry))

@@ -41,12 +41,11 @@ class ReliabilityExtension(Hooks):
         return {"breakers": self.breakers}
 
     def on_start(self, run: Run) -> None:
-        # litellm takes seconds to import on the first call; import it now, before any call's
-        # timeout is capped to the time left, so that the import cannot push a run past its limit.
-        from ..llm.backend import LiteLLMBackend, import_litellm
+        # litellm takes seconds to import on a first call: import it now, under the run's time
+        # budget, so that the import is not a model call's (a timeout the breakers would count).
+        from .guarantees import load_model_library
 
-        if isinstance(run.backend, LiteLLMBackend):
-            import_litellm()
+        load_model_library(run)
 
     def tools(self) -> list[Tool]:
         from ..tools import BUILTIN_TOOLS

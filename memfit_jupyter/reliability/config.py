@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from .limits import check_number
+
 
 @dataclass(frozen=True)
 class ReliabilityConfig:
@@ -26,7 +28,7 @@ class ReliabilityConfig:
     shell_timeout_s: float = 30.0
 
     def __post_init__(self) -> None:
-        if self.failure_threshold < 1:
-            raise ValueError("failure_threshold must be at least 1")
-        if self.recovery_timeout <= 0:
-            raise ValueError("recovery_timeout must be a positive number of seconds")
+        check_number("failure_threshold", self.failure_threshold, at_least=1, integer=True)
+        check_number("recovery_timeout", self.recovery_timeout, above=0)
+        check_number("samples", self.samples, at_least=1, integer=True)
+        check_number("shell_timeout_s", self.shell_timeout_s, above=0)

@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from ..errors import LimitsExceeded, MemfitError
 from ..records import BudgetMetrics
 from .deadline import call_with_deadline
+from .limits import check_number
 
 if TYPE_CHECKING:
     from ..run import Run
@@ -67,6 +68,13 @@ class ExecutionGuarantees:
     max_duration_seconds: float = 300.0
     #: Most recursive (sub-query) calls a run may make.
     max_recursive_calls: int = 20
+
+    def __post_init__(self) -> None:
+        # Here, not in each caller: a string, nan or inf would fail deep inside a run (or, nan,
+        # compare false against every elapsed time and give a run with no limit at all).
+        check_number("max_cost_usd", self.max_cost_usd, above=0)
+        check_number("max_duration_seconds", self.max_duration_seconds, above=0)
+        check_number("max_recursive_calls", self.max_recursive_calls, at_least=0, integer=True)
 
 
 class BudgetTracker:
@@ -156,12 +164,38 @@ class BudgetTracker:
         value: T = self.runner(fn, max(0.0, min(timeout, self.remaining_time())))
         return value
 
+    def charge(self, what: str, fn: Callable[[], T]) -> T:
+        """Start-up work of the run (importing litellm: seconds on a first call), charged to its
+        clock: refused with too little time left, cut off at the end of the time budget (``fn``
+        goes on on its worker and its result is kept for later runs), and checked again after.
+        So even the first run of a process ends within its time limit."""
+        from .deadline import DeadlineExceeded
+
+        left = self.check_time(what)
+        try:
+            value: T = self.runner(fn, left)
+        except DeadlineExceeded:
+            self._violate("max_duration_seconds",
+                          f"time limit of {self.guarantees.max_duration_seconds:g} s reached during {what}",
+                          operation=what)
+        self.check_time(f"the first step after {what}")
+        return value
+
     def record_call(self, cost_usd: float, prompt_tokens: int, completion_tokens: int, latency_s: float) -> None:
         self.spent.add(BudgetMetrics(cost_usd, prompt_tokens, completion_tokens, 1, latency_s))
 
 
 class OverrideRefused(MemfitError, PermissionError):
     """An override without explicit confirmation, or of a run that cannot go on."""
+
+
+def load_model_library(run: Run) -> None:
+    """Import litellm for ``run`` if its calls go through litellm and it is not imported yet,
+    charged to the run's time budget (``BudgetTracker.charge``)."""
+    from ..llm.backend import LiteLLMBackend, import_litellm, litellm_loaded
+
+    if isinstance(run.backend, LiteLLMBackend) and not litellm_loaded():
+        run.budget.charge("loading litellm (the model library: once per process)", import_litellm)
 
 
 _LIMITS = ("max_cost_usd", "max_duration_seconds", "max_recursive_calls")
@@ -186,15 +220,11 @@ def override(run: Run, *, confirm: bool = False, **limits: Any) -> ExecutionGuar
     budget = run.budget
     spent = {"max_cost_usd": budget.spent.cost_usd, "max_duration_seconds": budget.elapsed(),
              "max_recursive_calls": budget.recursive_calls}
+    previous = budget.guarantees
+    raised: ExecutionGuarantees = dataclasses.replace(previous, **changes)  # checks each value
     for key, value in changes.items():
-        if isinstance(value, bool) or not isinstance(value, int | float) or value != value:
-            raise ValueError(f"{key} must be a number, got {value!r}")
-        if key == "max_recursive_calls" and not isinstance(value, int):
-            raise ValueError(f"max_recursive_calls must be an integer, got {value!r}")
         if value <= spent[key]:
             raise ValueError(f"{key}={value:g} is not above what the run has already used ({spent[key]:g})")
-    previous = budget.guarantees
-    raised: ExecutionGuarantees = dataclasses.replace(previous, **changes)
     budget.guarantees = raised
     new = dataclasses.asdict(raised)
     message = "limits raised by the person: " + ", ".join(f"{k} {getattr(previous, k):g} -> {v:g}"
