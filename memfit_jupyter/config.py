@@ -237,8 +237,16 @@ def field_docs(module: str, cls: str) -> dict[str, FieldDoc]:
     base = Path(__file__).resolve().parent.joinpath(*module.split("."))
     path = base / "__init__.py" if base.is_dir() else base.with_suffix(".py")
     source = path.read_text(encoding="utf-8")
+    # Only the class is parsed (from its line to the next one at the margin): a few milliseconds.
+    found_class = re.search(rf"^class {cls}\b", source, re.M)
+    if found_class is None:
+        raise LookupError(f"no class {cls} in {path}")
+    rest = source[found_class.start():]
+    after = re.search(r"\n(?=\S)", rest)
+    source = rest[:after.start()] if after else rest
     lines = source.splitlines()
-    node = next(n for n in ast.parse(source).body if isinstance(n, ast.ClassDef) and n.name == cls)
+    node = ast.parse(source).body[0]
+    assert isinstance(node, ast.ClassDef)
     found: dict[str, FieldDoc] = {}
     for item in node.body:
         if not (isinstance(item, ast.AnnAssign) and isinstance(item.target, ast.Name)):
