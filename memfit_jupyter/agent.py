@@ -1,6 +1,8 @@
 """The agent: its settings, and the runs it starts.
 
-``Agent`` holds the settings; ``agent.start(task)`` makes a ``Run`` (``run.py``);
+``Agent`` holds the settings (an ``AgentConfig``, ``config.py``: its flat keyword arguments
+and attributes are names of the config's fields) and what the runs are given to work with;
+``agent.start(task)`` makes a ``Run`` (``run.py``);
 ``run.step()`` runs exactly one iteration; ``run.run()`` runs to the end.
 Feature modules (reflection, memory, context, reliability) plug in as
 *extensions*: objects with any of the hooks ``on_start``, ``before_iteration``,
