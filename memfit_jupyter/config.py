@@ -261,17 +261,22 @@ def field_docs(module: str, cls: str) -> dict[str, FieldDoc]:
             try:
                 default = ast.literal_eval(item.value)
             except ValueError:
-                default = _named_default(item.value)
+                # names are this module's: another module's name would mean something else here
+                default = _named_default(item.value) if module == "config" else dataclasses.MISSING
         found[item.target.id] = FieldDoc(item.target.id, ast.unparse(item.annotation), " ".join(doc), default)
     return found
 
 
 def _named_default(value: ast.expr) -> Any:
-    """Defaults written as a name of this module (``DEFAULT_MODEL``, ``StructuredMode.AUTO.value``)."""
-    try:
-        return eval(compile(ast.Expression(value), "<default>", "eval"), {}, vars(sys.modules[__name__]))
-    except Exception:
-        return dataclasses.MISSING
+    """A default written as a name of this module or an attribute of one (``DEFAULT_MODEL``,
+    ``StructuredMode.AUTO.value``); anything else is not read (MISSING)."""
+    if isinstance(value, ast.Attribute):
+        owner = _named_default(value.value)
+        return dataclasses.MISSING if owner is dataclasses.MISSING else getattr(owner, value.attr,
+                                                                               dataclasses.MISSING)
+    if isinstance(value, ast.Name):
+        return vars(sys.modules[__name__]).get(value.id, dataclasses.MISSING)
+    return dataclasses.MISSING
 
 
 def field_of(path: str) -> FieldDoc:
@@ -352,7 +357,7 @@ class Option:
             return self.default_text
         value = self.default
         if self.switch or value is None:
-            return "off" if self.switch or self.setting in ("oracle", "plan") else "none"
+            return "off" if self.switch else "none"
         return f"`{value}`" if isinstance(value, str) else str(value)
 
     def argparse_kwargs(self, cli: bool = False) -> dict[str, Any]:
@@ -399,9 +404,9 @@ OPTIONS: tuple[Option, ...] = (
     Option("--memory", "memory", "PATH", trait="memory_path",
            default_text="`.memfit/` in the working directory"),
     Option("--no-memory", text="Run without long-term memory.", switch=True),
-    Option("--oracle", "oracle", "CMD", trait="oracle"),
+    Option("--oracle", "oracle", "CMD", trait="oracle", default_text="off"),
     Option("--max-trials", "max_trials", "N", trait="max_trials", minimum=1),
-    Option("--plan", "plan", "FILE", trait="plan"),
+    Option("--plan", "plan", "FILE", trait="plan", default_text="off"),
     Option("--progress", "progress", "FILE", trait="progress", default_text="`progress.md`"),
     Option("--context-window", "context_window", "N", trait="context_window", minimum=1,
            default_text="the model's"),
