@@ -30,7 +30,7 @@ import sys
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from .llm.structured import StructuredMode
 from .records import ReflectionLevel, SynthesisStrategy
@@ -44,6 +44,8 @@ if TYPE_CHECKING:
 
 __all__ = ["AgentConfig", "DEFAULT_MODEL", "FLAT", "OPTIONS", "Option", "REFLECTION_CHOICES", "SETTINGS",
            "agent_kwargs", "feature_classes", "options_table", "settings_of"]
+
+C = TypeVar("C")
 
 #: The offline scripted model used when no model is given.
 DEFAULT_MODEL = "memfit/demo"
@@ -71,7 +73,6 @@ def _feature(name: str) -> Callable[[], Any]:
 
     make.__name__ = f"default_{name}"
     return make
-
 
 
 @functools.cache
@@ -145,7 +146,7 @@ class AgentConfig:
             raise ValueError(f"structured must be one of {', '.join(choices)}, got {self.structured!r}")
         self.structured = StructuredMode(self.structured).value
 
-    def __call__(self, cls: type[Any]) -> Any:
+    def __call__(self, cls: type[C]) -> C:
         """The feature config of class ``cls``: ``config(ReflectionConfig)`` is ``config.reflection``."""
         for name in FEATURES:
             value = getattr(self, name)
