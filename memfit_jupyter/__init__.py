@@ -20,6 +20,7 @@ __version__ = "0.1.0"
 
 _EXPORTS = {
     "Agent": ".agent",
+    "AgentConfig": ".config",
     "Run": ".agent",
     "ExecutionGuarantees": ".reliability.guarantees",
     "ReflectionLevel": ".records",
@@ -58,6 +59,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from .analysis import analyze
     from .catalogue import catalogue
     from .compare import Comparison, compare
+    from .config import AgentConfig
     from .errors import (
         MemfitError,
         PathOutsideWorkdirError,

@@ -1,6 +1,8 @@
 """The agent: its settings, and the runs it starts.
 
-``Agent`` holds the settings; ``agent.start(task)`` makes a ``Run`` (``run.py``);
+``Agent`` holds the settings (an ``AgentConfig``, ``config.py``: its flat keyword arguments
+and attributes are names of the config's fields) and what the runs are given to work with;
+``agent.start(task)`` makes a ``Run`` (``run.py``);
 ``run.step()`` runs exactly one iteration; ``run.run()`` runs to the end.
 Feature modules (reflection, memory, context, reliability) plug in as
 *extensions*: objects with any of the hooks ``on_start``, ``before_iteration``,
@@ -10,11 +12,12 @@ Feature modules (reflection, memory, context, reliability) plug in as
 from __future__ import annotations
 
 import dataclasses
+import inspect
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
-from .config import DEFAULT_MODEL, FLAT, AgentConfig, feature_classes, settings_of
+from .config import DEFAULT_MODEL, FLAT, AgentConfig, feature_classes, field_of, settings_of
 from .context.tiers import ContextConfig
 from .errors import UnknownModelError
 from .reliability.guarantees import ExecutionGuarantees
@@ -203,6 +206,24 @@ class Agent:
             run.prompt_workdir = trace["workdir"]
         return run
 
+
+
+def _with_flat_signature(init: Callable[..., None]) -> None:
+    """``Agent.__init__``'s signature names each flat setting (``inspect``, ``help(Agent)``, the
+    sweep's check of its grid keys read it), keyword-only, None: the config's."""
+    sig = inspect.signature(init)
+    own = [p for p in sig.parameters.values() if p.kind is not inspect.Parameter.VAR_KEYWORD]
+    flat = [inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=None,
+                              annotation=_optional(field_of(FLAT[name]).annotation))
+            for name in FLAT if name not in sig.parameters]
+    init.__signature__ = sig.replace(parameters=[*own, *flat])  # type: ignore[attr-defined]
+
+
+def _optional(annotation: str) -> str:
+    return annotation if annotation.endswith("| None") or annotation == "Any" else f"{annotation} | None"
+
+
+_with_flat_signature(Agent.__init__)
 
 def _check_model_cheaply(model: str) -> None:
     """Reject what is clearly not a model string without importing litellm."""

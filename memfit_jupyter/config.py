@@ -30,7 +30,7 @@ import sys
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from .llm.structured import StructuredMode
 from .records import ReflectionLevel, SynthesisStrategy
@@ -44,6 +44,8 @@ if TYPE_CHECKING:
 
 __all__ = ["AgentConfig", "DEFAULT_MODEL", "FLAT", "OPTIONS", "Option", "REFLECTION_CHOICES", "SETTINGS",
            "agent_kwargs", "feature_classes", "options_table", "settings_of"]
+
+C = TypeVar("C")
 
 #: The offline scripted model used when no model is given.
 DEFAULT_MODEL = "memfit/demo"
@@ -71,7 +73,6 @@ def _feature(name: str) -> Callable[[], Any]:
 
     make.__name__ = f"default_{name}"
     return make
-
 
 
 @functools.cache
@@ -145,7 +146,7 @@ class AgentConfig:
             raise ValueError(f"structured must be one of {', '.join(choices)}, got {self.structured!r}")
         self.structured = StructuredMode(self.structured).value
 
-    def __call__(self, cls: type[Any]) -> Any:
+    def __call__(self, cls: type[C]) -> C:
         """The feature config of class ``cls``: ``config(ReflectionConfig)`` is ``config.reflection``."""
         for name in FEATURES:
             value = getattr(self, name)
@@ -237,8 +238,16 @@ def field_docs(module: str, cls: str) -> dict[str, FieldDoc]:
     base = Path(__file__).resolve().parent.joinpath(*module.split("."))
     path = base / "__init__.py" if base.is_dir() else base.with_suffix(".py")
     source = path.read_text(encoding="utf-8")
+    # Only the class is parsed (from its line to the next one at the margin): a few milliseconds.
+    found_class = re.search(rf"^class {cls}\b", source, re.M)
+    if found_class is None:
+        raise LookupError(f"no class {cls} in {path}")
+    rest = source[found_class.start():]
+    after = re.search(r"\n(?=\S)", rest)
+    source = rest[:after.start()] if after else rest
     lines = source.splitlines()
-    node = next(n for n in ast.parse(source).body if isinstance(n, ast.ClassDef) and n.name == cls)
+    node = ast.parse(source).body[0]
+    assert isinstance(node, ast.ClassDef)
     found: dict[str, FieldDoc] = {}
     for item in node.body:
         if not (isinstance(item, ast.AnnAssign) and isinstance(item.target, ast.Name)):
@@ -253,17 +262,22 @@ def field_docs(module: str, cls: str) -> dict[str, FieldDoc]:
             try:
                 default = ast.literal_eval(item.value)
             except ValueError:
-                default = _named_default(item.value)
+                # names are this module's: another module's name would mean something else here
+                default = _named_default(item.value) if module == "config" else dataclasses.MISSING
         found[item.target.id] = FieldDoc(item.target.id, ast.unparse(item.annotation), " ".join(doc), default)
     return found
 
 
 def _named_default(value: ast.expr) -> Any:
-    """Defaults written as a name of this module (``DEFAULT_MODEL``, ``StructuredMode.AUTO.value``)."""
-    try:
-        return eval(compile(ast.Expression(value), "<default>", "eval"), {}, vars(sys.modules[__name__]))
-    except Exception:
-        return dataclasses.MISSING
+    """A default written as a name of this module or an attribute of one (``DEFAULT_MODEL``,
+    ``StructuredMode.AUTO.value``); anything else is not read (MISSING)."""
+    if isinstance(value, ast.Attribute):
+        owner = _named_default(value.value)
+        return dataclasses.MISSING if owner is dataclasses.MISSING else getattr(owner, value.attr,
+                                                                               dataclasses.MISSING)
+    if isinstance(value, ast.Name):
+        return vars(sys.modules[__name__]).get(value.id, dataclasses.MISSING)
+    return dataclasses.MISSING
 
 
 def field_of(path: str) -> FieldDoc:
@@ -344,7 +358,7 @@ class Option:
             return self.default_text
         value = self.default
         if self.switch or value is None:
-            return "off" if self.switch or self.setting in ("oracle", "plan") else "none"
+            return "off" if self.switch else "none"
         return f"`{value}`" if isinstance(value, str) else str(value)
 
     def argparse_kwargs(self, cli: bool = False) -> dict[str, Any]:
@@ -391,9 +405,9 @@ OPTIONS: tuple[Option, ...] = (
     Option("--memory", "memory", "PATH", trait="memory_path",
            default_text="`.memfit/` in the working directory"),
     Option("--no-memory", text="Run without long-term memory.", switch=True),
-    Option("--oracle", "oracle", "CMD", trait="oracle"),
+    Option("--oracle", "oracle", "CMD", trait="oracle", default_text="off"),
     Option("--max-trials", "max_trials", "N", trait="max_trials", minimum=1),
-    Option("--plan", "plan", "FILE", trait="plan"),
+    Option("--plan", "plan", "FILE", trait="plan", default_text="off"),
     Option("--progress", "progress", "FILE", trait="progress", default_text="`progress.md`"),
     Option("--context-window", "context_window", "N", trait="context_window", minimum=1,
            default_text="the model's"),

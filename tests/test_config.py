@@ -229,3 +229,11 @@ def test_the_memory_magic_dispatches_through_its_table_of_subcommands():
         assert command.handle is getattr(memory_magic, f"handle_{name}")
         assert command.options.parser is not None
     assert "globals()" not in Path(memory_magic.__file__).read_text()
+
+
+def test_agent_s_signature_names_every_flat_setting():
+    import inspect
+
+    params = inspect.signature(Agent.__init__).parameters
+    assert set(FLAT) <= set(params)
+    assert params["spin_threshold"].kind is inspect.Parameter.KEYWORD_ONLY and params["spin_threshold"].default is None

@@ -25,6 +25,7 @@ CELLS = {
     "bad_tool": "%%memfit_task --tools python,teleport\nx",
     "no_model": "%%memfit_task --quiet --name run2 --reflection deep\nWhat is the total of the numbers in data.txt?",
     "status": "%memfit",
+    "task_help": "print(get_ipython().object_inspect_text('%%memfit_task'))",
     "bad_sub": "%memfit frobnicate",
     "config": "%config MemfitMagics.model = 'memfit/unknown-tool'\n%config MemfitMagics.max_iterations = 7",
     "configured": "%%memfit_task --name run3\nWhat is the total of the numbers in data.txt?",
@@ -144,6 +145,14 @@ def test_status_lists_tiers_defaults_and_scenarios(nb):
     text = text_of(outputs(nb, "status"))
     for expected in ("model tiers", "primary", "max_cost_usd: 1.0", "max_iterations: 20", "demo:", "spin-demo:"):
         assert expected in text
+
+
+def test_the_cell_magic_s_help_shows_its_usage_with_two_percent_signs_and_every_option(nb):
+    text = " ".join(text_of(outputs(nb, "task_help")).split())
+    assert "%%memfit_task [--model M]" in text and "%%%" not in text
+    for flag in ("--api-base URL", "--fast-api-base URL", "--structured MODE", "--max-cost USD", "--otel"):
+        assert flag in text
+    assert "Most iterations a run may take. (default 20)" in text
 
 
 def test_config_sets_model_and_defaults(nb):
