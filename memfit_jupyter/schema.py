@@ -37,7 +37,13 @@ def _json_type(hint: Any) -> dict[str, Any]:
     origin = typing.get_origin(hint)
     args = typing.get_args(hint)
     if origin in (typing.Union, types.UnionType):
-        return {"anyOf": [_json_type(a) for a in args]}
+        members = [_json_type(a) for a in args]
+        if all(m.keys() <= {"type", "items", "additionalProperties"} and not m.get("items")
+               and not m.get("additionalProperties") for m in members):
+            # plain types (str | None, str | dict[str, Any]): one list of types, which a validator
+            # checks at once, where anyOf tries each branch in turn
+            return {"type": [m["type"] for m in members]}
+        return {"anyOf": members}
     if origin is list:
         return {"type": "array", "items": _json_type(args[0]) if args else {}}
     if origin is dict:
@@ -135,6 +141,8 @@ def _ts(schema: dict[str, Any]) -> str:
     if "$ref" in schema:
         return str(schema["$ref"]).rsplit("/", 1)[1]
     kind = schema.get("type")
+    if isinstance(kind, list):
+        return " | ".join(_ts({"type": k}) for k in kind)
     if kind == "array":
         inner = _ts(schema.get("items", {}))
         return f"({inner})[]" if "|" in inner else f"{inner}[]"
