@@ -25,18 +25,19 @@ from .config import OPTIONS, agent_kwargs, check_bounds
 
 
 def _print_event(event: Any) -> None:
-    d = event.to_dict()
-    kind = d["type"]
-    if kind == "action":
-        print(f"[{d['iteration']:>3}] {d['tool']}({json.dumps(d['params'])[:100]})  # {d['thought'][:80]}")
-    elif kind == "observation":
-        text = (d.get("output") or "") if d.get("ok") else f"ERROR {d.get('error')}"
+    from . import events as ev
+
+    if isinstance(event, ev.Action):
+        print(f"[{event.iteration:>3}] {event.tool}({json.dumps(event.params)[:100]})  # {event.thought[:80]}")
+    elif isinstance(event, ev.Observation):
+        text = (event.output or "") if event.ok else f"ERROR {event.error}"
         print(f"      -> {text.strip().splitlines()[0][:120] if text.strip() else '(no output)'}")
-    elif kind in ("reflection", "spin", "guarantee", "breaker", "synthesis", "degradation", "context", "trial"):
-        summary = d.get("reason") or d.get("message") or d.get("summary") or d.get("level_name") or ""
-        print(f"      [{kind}] {str(summary)[:120]}")
-    elif kind == "run_end":
-        print(f"status: {d['status']}  answer: {d.get('answer')}  ({d.get('reason')})")
+    elif event.TYPE in ("reflection", "spin", "guarantee", "breaker", "synthesis", "degradation", "context", "trial"):
+        summary = event.get("reason") or event.get("message") or event.get("summary") or event.get("level_name") or ""
+        if summary:  # a context measurement with nothing to say is not a line
+            print(f"      [{event.TYPE}] {str(summary)[:120]}")
+    elif isinstance(event, ev.RunEnd):
+        print(f"status: {event.status}  answer: {event.answer}  ({event.reason})")
 
 
 def load_trace(path: str) -> dict[str, Any]:

@@ -23,6 +23,8 @@ from . import events as ev
 
 SCHEMA_ID = "https://memfit.invalid/schema/trace-v1.json"
 TS_PATH = Path(__file__).resolve().parent.parent / "labextension" / "src" / "trace-types.ts"
+#: The widget protocol's types, from ``jupyter/protocol.py`` (``protocol_typescript()``).
+PROTOCOL_TS_PATH = TS_PATH.with_name("protocol-types.ts")
 _SCALARS: dict[Any, dict[str, Any]] = {str: {"type": "string"}, int: {"type": "integer"},
                                        float: {"type": "number"}, bool: {"type": "boolean"},
                                        type(None): {"type": "null"}}
@@ -37,7 +39,13 @@ def _json_type(hint: Any) -> dict[str, Any]:
     origin = typing.get_origin(hint)
     args = typing.get_args(hint)
     if origin in (typing.Union, types.UnionType):
-        return {"anyOf": [_json_type(a) for a in args]}
+        members = [_json_type(a) for a in args]
+        if all(m.keys() <= {"type", "items", "additionalProperties"} and not m.get("items")
+               and not m.get("additionalProperties") for m in members):
+            # plain types (str | None, str | dict[str, Any]): one list of types, which a validator
+            # checks at once, where anyOf tries each branch in turn
+            return {"type": [m["type"] for m in members]}
+        return {"anyOf": members}
     if origin is list:
         return {"type": "array", "items": _json_type(args[0]) if args else {}}
     if origin is dict:
@@ -135,6 +143,8 @@ def _ts(schema: dict[str, Any]) -> str:
     if "$ref" in schema:
         return str(schema["$ref"]).rsplit("/", 1)[1]
     kind = schema.get("type")
+    if isinstance(kind, list):
+        return " | ".join(_ts({"type": k}) for k in kind)
     if kind == "array":
         inner = _ts(schema.get("items", {}))
         return f"({inner})[]" if "|" in inner else f"{inner}[]"
@@ -179,11 +189,57 @@ def typescript(schema: dict[str, Any] | None = None) -> str:
     return "\n".join(lines)
 
 
+# --- the widget protocol --------------------------------------------------------------------
+def _protocol_ts(hint: Any, names: dict[Any, str]) -> str:
+    """The TypeScript of an annotation of ``jupyter/protocol.py`` (named types by their names)."""
+    for value, name in names.items():
+        if hint is value:
+            return name
+    origin = typing.get_origin(hint)
+    args = typing.get_args(hint)
+    if origin is typing.Literal:
+        return " | ".join(json.dumps(a).replace('"', "'") for a in args)
+    if origin in (typing.Union, types.UnionType):
+        return " | ".join(_protocol_ts(a, names) for a in args)
+    if origin is list:
+        inner = _protocol_ts(args[0], names)
+        return f"({inner})[]" if "|" in inner else f"{inner}[]"
+    if origin is dict:
+        return f"Record<string, {_protocol_ts(args[1], names)}>"
+    return _ts(_json_type(hint))
+
+
+def protocol_typescript() -> str:
+    """TypeScript declarations of the widget's messages, its controls and the memory and compare
+    payloads (what ``labextension/src/protocol-types.ts`` holds), from ``jupyter/protocol.py``."""
+    from .jupyter import protocol as p
+
+    names: dict[Any, str] = {p.ActionName: "ActionName", **{cls: cls.__name__ for cls in p.TYPES}}
+    lines = ["// Generated from memfit_jupyter/jupyter/protocol.py by `python -m memfit_jupyter.schema --write`.",
+             "// Do not edit: a test fails when this file and the Python protocol differ.", "",
+             "/** The actions the front end may ask for (`{action: name, ...}`). */",
+             f"export type ActionName = {_protocol_ts(p.ActionName, {})};",
+             f"export const ACTION_NAMES: ActionName[] = {json.dumps(list(p.ACTIONS))};".replace('"', "'"), "",
+             "/** The figures of `run.estimate()` that the view shows. */",
+             f"export const ESTIMATE_KEYS: (keyof Estimate)[] = {json.dumps(list(p.ESTIMATE_KEYS))};"
+             .replace('"', "'"), ""]
+    for cls in p.TYPES:
+        lines.append(f"/** {' '.join((cls.__doc__ or '').split())} */")
+        lines.append(f"export interface {cls.__name__} {{")
+        hints = typing.get_type_hints(cls)
+        for field, hint in hints.items():
+            mark = "" if field in cls.__required_keys__ else "?"
+            lines.append(f"  {field}{mark}: {_protocol_ts(hint, names)};")
+        lines += ["}", ""]
+    return "\n".join(lines)
+
+
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
     if "--write" in args:
         TS_PATH.write_text(typescript())
-        print(f"wrote {TS_PATH}")
+        PROTOCOL_TS_PATH.write_text(protocol_typescript())
+        print(f"wrote {TS_PATH} and {PROTOCOL_TS_PATH}")
     elif "--ts" in args:
         print(typescript(), end="")
     else:

@@ -47,6 +47,7 @@ def refresh_env_secrets() -> list[str]:
     """Read again which environment values are secrets (names with key, token, secret,
     password).  Runs call it when they start, after a .env file may have been loaded."""
     global _env_cache
+    package_logger()  # loggers made since the last run redact too
     _env_cache = sorted(
         (v for k, v in os.environ.items() if _ENV_NAME.search(k) and len(v) >= 12),
         key=len,
@@ -92,8 +93,14 @@ class RedactingFilter(logging.Filter):
 
 
 def package_logger() -> logging.Logger:
-    """The ``memfit_jupyter`` logger, with secrets redacted from whatever any module logs on it."""
+    """The ``memfit_jupyter`` logger, with secrets redacted from whatever any module logs on it.
+
+    A logger's filters do not see what its children log (``memfit_jupyter.memory``): each
+    child that exists gets the filter too (runs call this again when they start)."""
     log = logging.getLogger("memfit_jupyter")
-    if not any(isinstance(f, RedactingFilter) for f in log.filters):
-        log.addFilter(RedactingFilter())
+    children = [logger for name, logger in list(logging.Logger.manager.loggerDict.items())
+                if name.startswith("memfit_jupyter.") and isinstance(logger, logging.Logger)]
+    for logger in (log, *children):
+        if not any(isinstance(f, RedactingFilter) for f in logger.filters):
+            logger.addFilter(RedactingFilter())
     return log

@@ -128,16 +128,19 @@ def is_trace(obj: Any) -> bool:
 
 
 def too_deep(obj: Any, limit: int = MAX_DEPTH) -> bool:
-    """Whether ``obj`` nests deeper than ``limit`` (walked without recursion)."""
-    stack: list[tuple[Any, int]] = [(obj, 0)]
-    while stack:
-        value, depth = stack.pop()
+    """Whether ``obj`` nests deeper than ``limit`` (walked level by level, without recursion)."""
+    if not isinstance(obj, dict | list):
+        return False
+    level, depth = [obj], 0
+    while level:
         if depth > limit:
             return True
-        if isinstance(value, dict):
-            stack.extend((v, depth + 1) for v in value.values() if isinstance(v, dict | list))
-        elif isinstance(value, list):
-            stack.extend((v, depth + 1) for v in value if isinstance(v, dict | list))
+        below = []
+        for value in level:
+            for item in value.values() if isinstance(value, dict) else value:
+                if isinstance(item, dict | list):
+                    below.append(item)
+        level, depth = below, depth + 1
     return False
 
 

@@ -3,6 +3,7 @@ not, bound to a name; bad paths and files are one line of error."""
 
 from __future__ import annotations
 
+import json
 import shutil
 from pathlib import Path
 
@@ -20,6 +21,8 @@ CELLS = {
     "saved": "import json; json.dump(seen, open('seen.json', 'w'))\n%memfit_load seen.json --quiet",
     "missing": "%memfit_load nope.json",
     "bad": "%memfit_load bad.json",
+    "deep": "%memfit_load deep.json",
+    "v99": "%memfit_load v99.json",
     "judge": "%memfit_load mini_swe_v1.traj.json --judge memfit/spin-demo",
 }
 
@@ -30,6 +33,8 @@ def nb(tmp_path_factory):
     for name in ("mini_swe_v1.traj.json", "openhands_events.json"):
         shutil.copy(SAMPLES / name, workdir / name)
     (workdir / "bad.json").write_text('{"hello": "world"}')
+    (workdir / "deep.json").write_text("[" * 100_000 + "]" * 100_000)
+    (workdir / "v99.json").write_text(json.dumps({"version": 99, "task": "t", "events": []}))
     return execute(CELLS, workdir)
 
 
@@ -69,6 +74,8 @@ def test_a_saved_trace_loads_back(nb):
     ("missing", "no trajectory file at nope.json"),
     ("bad", "unknown trajectory format"),
     ("judge", "--judge needs --analyze"),
+    ("deep", "deep.json nests deeper than JSON can be read here"),
+    ("v99", "has trace version 99; this memfit reads version 1"),
 ])
 def test_bad_input_is_one_line(nb, cell, needle):
     outs = outputs(nb, cell)

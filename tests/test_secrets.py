@@ -1,0 +1,124 @@
+"""One redaction (``secrets.redact``) on every road a string travels: the trace (its header as
+well as its events), a cell's saved outputs, exported spans, the memory store and the logs.
+The closing check plants keys in a real kernel's run and greps every file it wrote and the
+saved notebook's outputs for them."""
+
+from __future__ import annotations
+
+import json
+import logging
+from pathlib import Path
+
+import nbformat
+import pytest
+from kernel_cells import execute
+
+from memfit_jupyter import Agent, otel
+from memfit_jupyter.jupyter.display import bundle
+from memfit_jupyter.secrets import REDACTED, redact
+
+SHORT_KEY = "sk-test-PLANTED123"
+GROQ_LINE = "export GROQ_API_KEY=gsk_PLANTEDgroq0123456789abcdef"
+NAMED_LINE = "NAME_API_KEY=plantedvalue9"
+#: What must never be found again (the secret part of each planted key).
+MARKERS = ("PLANTED123", "PLANTEDgroq", "plantedvalue9")
+TASK = f"what is the total of the numbers in data.txt? key={SHORT_KEY} {NAMED_LINE}"
+
+
+def hits(text: str) -> int:
+    return sum(text.count(m) for m in MARKERS)
+
+
+@pytest.fixture(autouse=True)
+def _unset(monkeypatch):
+    """The planted keys are not in the environment: redaction must see them by their shape."""
+    for name in ("GROQ_API_KEY", "NAME_API_KEY"):
+        monkeypatch.delenv(name, raising=False)
+
+
+@pytest.mark.parametrize("text, kept", [
+    (f"key={SHORT_KEY}", "key="),
+    (GROQ_LINE, "export GROQ_API_KEY="),
+    (NAMED_LINE, "NAME_API_KEY="),
+    ("MY_SERVICE_TOKEN: 'abcd1234'", "MY_SERVICE_TOKEN: '"),
+])
+def test_keys_are_redacted_by_their_shape_when_the_variable_is_not_set(text, kept):
+    out = redact(text)
+    assert out == kept + REDACTED + ("'" if text.endswith("'") else ""), out
+
+
+@pytest.mark.parametrize("text", ["pip install scikit-learn", "max_tokens=1024", "the secret is out",
+                                  "sk-learn is a nickname"])
+def test_ordinary_text_is_left_alone(text):
+    assert redact(text) == text
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory):
+    workdir = tmp_path_factory.mktemp("secret-run")
+    (workdir / "data.txt").write_text(f"3\n39\n# {GROQ_LINE}\n")
+    r = Agent(model="memfit/demo", workdir=workdir, memory=None).start(TASK)
+    r.run()
+    r.memory.close()
+    return r
+
+
+def test_the_trace_keeps_no_key_in_any_field(run):
+    trace = run.trace()
+    assert run.task == TASK  # the run itself still has what it was given
+    assert REDACTED in trace["task"] and REDACTED in trace["events"][0]["task"]
+    assert hits(json.dumps(trace)) == 0
+
+
+def test_a_cell_s_output_bundle_keeps_no_key(run):
+    data, metadata = bundle(run)
+    assert set(data) == {"application/vnd.memfit.run+json", "text/plain", "text/html"}
+    assert hits(json.dumps([data, metadata])) == 0
+
+
+def test_an_otel_file_export_keeps_no_key(run, tmp_path):
+    path = tmp_path / "spans.jsonl"
+    otel.export(run, path=path, content=True)
+    assert path.stat().st_size > 0 and hits(path.read_text()) == 0
+
+
+def test_the_memory_store_keeps_no_key(run):
+    store = Path(run.agent.workdir) / ".memfit"
+    files = [p for p in store.rglob("*") if p.is_file()]
+    assert files and run.memory is not None
+    assert sum(hits(p.read_bytes().decode("latin-1")) for p in files) == 0
+
+
+def test_log_lines_keep_no_key_whichever_module_logs_them(run, caplog):
+    with caplog.at_level(logging.WARNING):
+        for name in ("memfit_jupyter", "memfit_jupyter.memory", "memfit_jupyter.reflection"):
+            logging.getLogger(name).warning("provider said: %s and %s", SHORT_KEY, GROQ_LINE)
+    assert len(caplog.records) == 3 and hits(caplog.text) == 0
+
+
+def test_a_saved_notebook_and_every_file_a_run_wrote_keep_no_key(tmp_path):
+    """The closing figure: a kernel runs a task with keys planted in the task and in a file it
+    reads, saves its trace and spans; then every file in the folder and the saved notebook's
+    outputs are grepped for the keys."""
+    (tmp_path / "data.txt").write_text(f"3\n39\n# {GROQ_LINE}\n")
+    cells = {
+        "load": "%load_ext memfit_jupyter",
+        "run": f"%%memfit_task --model memfit/demo --name run1\n{TASK}",
+        "save": "import json\njson.dump(run1.trace(), open('trace.json', 'w'))\n"
+                "from memfit_jupyter import otel\notel.export(run1, path='spans.jsonl', content=True)\n"
+                "print(run1.trace()['task'])",
+    }
+    nb = execute(cells, tmp_path)
+    saved = tmp_path / "saved.ipynb"
+    nbformat.write(nb, saved)
+    outputs = [c.outputs for c in nb.cells]
+    assert not [o for outs in outputs for o in outs if o.output_type == "error"]
+    assert "[REDACTED]" in json.dumps(outputs)  # the keys were there, and were hidden
+    in_outputs = hits(json.dumps(outputs))
+    in_sources = hits(json.dumps([c.source for c in nb.cells]))
+    assert in_sources > 0 and hits(saved.read_text()) == in_sources  # only what the person typed
+    written = [p for p in tmp_path.rglob("*") if p.is_file() and p.name not in ("data.txt", "saved.ipynb")]
+    assert {"trace.json", "spans.jsonl"} <= {p.name for p in written}
+    assert any(".memfit" in p.parts for p in written)
+    in_files = {str(p.relative_to(tmp_path)): hits(p.read_bytes().decode("latin-1")) for p in written}
+    assert in_outputs == 0 and sum(in_files.values()) == 0, in_files
