@@ -29,6 +29,7 @@ import os
 import threading
 import warnings
 from collections.abc import Iterator
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TypedDict
 
@@ -175,19 +176,51 @@ class VectorIndex:
                 if len(self.index) != count:
                     problem = f"out of step with the database ({len(self.index)} vectors, {count} memories)"
                 elif added > SAVE_EVERY:
-                    self.save()
+                    self.save(db)
         if problem is not None:
-            if problem != "new":
+            kept = self._keep_if_larger(db, problem) if problem not in ("new", "missing") else None
+            if kept is None and problem != "new":
                 warnings.warn(f"memory index {str(self.path)!r} is {problem}: rebuilding it from SQLite",
                               StoreWarning, stacklevel=3)
                 log.warning("rebuilding memory index %s: %s", self.path, problem)
             self.rebuild(db)
 
+    def _keep_if_larger(self, db: Database, problem: str) -> Path | None:
+        """Before a rebuild: when the saved index holds more vectors than the database has rows,
+        rows were lost (the ``-wal`` file deleted after a crash, an older database copied in), and
+        the index is the only trace of them.  Move it aside, say so loudly, and return where it is
+        kept; None when the rebuild loses nothing."""
+        try:
+            saved = int(json.loads(self.meta_path.read_text()).get("count") or 0)
+        except (OSError, ValueError, TypeError, AttributeError):
+            return None
+        rows = db.count()
+        if saved <= rows:
+            return None
+        stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
+        kept = self.path.with_name(f"{INDEX_NAME}.kept-{stamp}")
+        with _flock(self.directory / "index.lock", exclusive=True):
+            os.replace(self.path, kept)
+            os.replace(self.meta_path, kept.with_name(f"index.json.kept-{stamp}"))
+        message = (f"memory store {str(self.directory)!r} LOST MEMORIES: its index holds {saved} vectors but "
+                   f"the database has only {rows} memories ({problem}; was the memory.sqlite3-wal file "
+                   f"deleted after a crash, or an older database copied in?). The old index is kept as "
+                   f"{str(kept)!r}; a new one is built from the {rows} memories left.")
+        warnings.warn(message, StoreWarning, stacklevel=4)
+        log.error("%s", message)
+        return kept
+
     def _load_saved(self, db: Database) -> str | None:
         """Load the saved index; return why it cannot be used, or None."""
-        if not self.path.exists() or not self.meta_path.exists():
+        with db.read():
+            # The order matters when several processes open a new store at once: each saves its
+            # index before it adds anything, so files still missing after a snapshot in which the
+            # store was empty mean a store still being created ("new"), not a lost index.
+            empty = db.empty()
+            saved = self.path.exists() and self.meta_path.exists()
+        if not saved:
             self.index = self._new()
-            return "new" if db.empty() else "missing"
+            return "new" if empty else "missing"
         try:
             with _flock(self.directory / "index.lock", exclusive=False):
                 meta = json.loads(self.meta_path.read_text())
@@ -221,7 +254,7 @@ class VectorIndex:
             self.index.add(keys, vecs, threads=0)
             self.hw_key = int(keys.max())
         self.dirty = len(keys) or 1
-        self.save()
+        self.save(db)
 
     # --- keeping in step ----------------------------------------------------------------
     def state(self) -> tuple[int, int, int]:
@@ -269,10 +302,14 @@ class VectorIndex:
         """Enough unsaved changes to write the index out (see ``SAVE_EVERY``)."""
         return self.dirty >= max(SAVE_EVERY, len(self.index) // SAVE_SHARE)
 
-    def save(self) -> None:
-        """Write the index out (atomically, with its description) if it has unsaved changes."""
+    def save(self, db: Database | None = None) -> None:
+        """Write the index out (atomically, with its description) if it has unsaved changes.
+        With ``db``, its WAL is checkpointed first: a saved index then never describes rows that
+        are only in the ``-wal`` file (which a person may delete after a crash)."""
         if not self.dirty:
             return
+        if db is not None:
+            db.checkpoint()
         with _flock(self.directory / "index.lock", exclusive=True):
             tmp = self.path.with_name(f".{INDEX_NAME}.{os.getpid()}.tmp")
             self.index.save(str(tmp))
