@@ -20,6 +20,7 @@ from .reflection.config import ReflectionConfig
 from .reliability.config import ReliabilityConfig
 from .reliability.guarantees import ExecutionGuarantees
 from .run import TRACE_VERSION, Run
+from .tool_policy import ToolPolicy
 from .tools import EXTENSION_TOOL_NAMES, Tool, select_tools
 
 __all__ = ["DEFAULT_MODEL", "TRACE_VERSION", "Agent", "Run"]
@@ -31,7 +32,7 @@ C = TypeVar("C")
 def _config_classes() -> tuple[type, ...]:
     from .memory import MemoryConfig  # the memory package loads on first use
 
-    return (ReflectionConfig, ReliabilityConfig, ContextConfig, MemoryConfig)
+    return (ReflectionConfig, ReliabilityConfig, ContextConfig, ToolPolicy, MemoryConfig)
 
 Approver = Callable[[dict[str, Any]], "bool | tuple[bool, str] | None"]
 
@@ -68,6 +69,8 @@ class Agent:
         failure_threshold: int | None = None,
         recovery_timeout: float | None = None,
         approve: Approver | None = None,
+        approve_tools: str | None = None,
+        sandbox: str | None = None,
         ask_user: Callable[[str], str] | None = None,
         workdir: str | Path = ".",
         namespace: dict[str, Any] | None = None,
@@ -101,6 +104,9 @@ class Agent:
         lc = self._configure(ReliabilityConfig, given, failure_threshold=failure_threshold,
                              recovery_timeout=recovery_timeout, strategy=strategy, samples=samples)
         cc = self._configure(ContextConfig, given, max_trials=max_trials)
+        if approve is not None and approve_tools is None:
+            approve_tools = "always"  # a callback alone is asked about every call, as it always was
+        self._configure(ToolPolicy, given, approve_tools=approve_tools, sandbox=sandbox)
         self._configure(_config_classes()[-1], given)
         self.reflection = rc.reflection if rc.reflection == "auto" else ReflectionLevel.parse(rc.reflection)
         self.spin_threshold = rc.spin_threshold

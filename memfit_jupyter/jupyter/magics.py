@@ -14,6 +14,7 @@ from IPython.core.error import UsageError
 from IPython.core.magic import Magics, cell_magic, line_magic, magics_class
 from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
 
+from ..sandbox import SANDBOX_CHOICES
 from .config import (
     REFLECTION_CHOICES,
     STRATEGY_CHOICES,
@@ -61,7 +62,13 @@ class MemfitMagics(MemfitSettings, Magics):
     @argument("--strategy", choices=STRATEGY_CHOICES, help="synthesis strategy (default weighted)")
     @argument("--samples", type=int, metavar="K", help="samples per recursive call (default 1)")
     @argument("--tools", metavar="NAME,NAME...", help="tools the agent may use (default: all)")
-    @argument("--approve", action="store_true", help="every tool call waits for your approval")
+    @argument("--approve", action="store_true", help="every tool call waits for your approval "
+              "(the same as --approve-tools always)")
+    @argument("--approve-tools", metavar="KIND|NAME,...", help="tool calls that wait for your approval: "
+              "auto, unconfined, writes, always, never, or tool names (default auto: shell and python "
+              "when the model is a real one)")
+    @argument("--sandbox", choices=SANDBOX_CHOICES, help="run shell and python in a bubblewrap "
+              "sandbox: the working folder read-write, the system read-only, no network (default none)")
     @argument("--memory", metavar="PATH", help="memory store (default .memfit/ in the working directory)")
     @argument("--no-memory", action="store_true", help="run without long-term memory")
     @argument("--oracle", metavar="CMD", help="shell command that checks the result (exit 0 = pass)")
@@ -93,9 +100,9 @@ class MemfitMagics(MemfitSettings, Magics):
 
         try:
             agent = Agent(**kwargs)
+            run = agent.start(task)  # SandboxUnavailableError when --sandbox bwrap cannot be had
         except (ValueError, TypeError) as exc:  # UnknownModelError, UnknownToolError, bad values
             raise UsageError(str(exc).splitlines()[0] if str(exc) else type(exc).__name__) from None
-        run = agent.start(task)
         for note in notes:
             run.emit("note", iteration=0, text=note, source="magic")
         if args.name:
@@ -171,8 +178,16 @@ class MemfitMagics(MemfitSettings, Magics):
             kwargs["oracle"] = oracle[1:-1]
         if args.tools:
             kwargs["tools"] = [t.strip() for t in args.tools.split(",") if t.strip()]
-        if args.approve:
+        if args.approve and args.approve_tools not in (None, "always"):
+            raise UsageError("--approve means --approve-tools always: give one of them")
+        from ..tool_policy import ToolPolicy
+
+        # The tool policy says which calls wait; the widget (or run.approve()) decides them.
+        kwargs["approve_tools"] = "always" if args.approve else (args.approve_tools or ToolPolicy.approve_tools)
+        if not args.quiet or args.name:
             kwargs["approve"] = _wait_for_person
+        if args.sandbox:
+            kwargs["sandbox"] = args.sandbox
         # --otel VALUE, else the configured endpoint, else (bare --otel) the OTEL_* environment
         otel = args.otel if args.otel not in (None, True) else (self.otel_endpoint or args.otel)
         if otel:
@@ -233,7 +248,7 @@ def ask_person(question: str) -> str:
 
 
 def _wait_for_person(call: dict[str, Any]) -> None:
-    """``--approve``: leave every tool call pending until the widget's Approve or Reject."""
+    """A call the tool policy holds waits for the widget's Approve or Reject (or ``run.approve()``)."""
     return None
 
 
