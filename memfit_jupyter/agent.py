@@ -82,9 +82,9 @@ class Agent:
         structured: str = "auto",
     ):
         """Flat keyword arguments left as None take the default of their feature's config
-        (``ReflectionConfig``, ``ReliabilityConfig``, ``ContextConfig``, ``MemoryConfig``: the
-        seed's numbers, written there once); a config given whole in ``configs`` (or, as before,
-        among ``extensions``) wins over them."""
+        (``ReflectionConfig``, ``ReliabilityConfig``, ``ContextConfig``, ``ToolPolicy``,
+        ``MemoryConfig``: the seed's numbers, written there once); a config given whole in
+        ``configs`` (or, as before, among ``extensions``) wins over them."""
         self.model = model or DEFAULT_MODEL
         self.fast_model = fast_model
         self.fallback_model = fallback_model

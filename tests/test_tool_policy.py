@@ -165,6 +165,15 @@ def test_the_magic_holds_a_real_models_shell_call_for_the_widget(server, kernel,
     assert not outside.exists()
     kernel.act("approve")
     assert kernel.value("gated.status") == "'done'" and outside.read_text() == "approved\n"
+    # --quiet without --name: no widget and no Run to approve with, so nobody can be asked
+    outside.unlink()
+    server.script("quiet", [reply("shell", command=f"echo quiet > {outside}"), reply("finish", answer="done")])
+    kernel.execute(f"%%memfit_task --model openai/quiet --api-base {server.api_base} --structured text "
+                   "--no-memory --quiet\nwrite a file", timeout=180)
+    quiet = kernel.json("[e.to_dict() for e in get_ipython().find_magic('memfit_task', 'cell').__self__"
+                        ".last_run.events if e.type == 'approval']")
+    assert [(a["state"], "no way to ask" in a["reason"]) for a in quiet] == [("rejected", True)]
+    assert not outside.exists()
 
 
 def test_the_magic_says_in_one_line_what_is_wrong_with_its_policy_options(kernel):
