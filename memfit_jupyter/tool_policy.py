@@ -110,7 +110,8 @@ class ToolPolicy:
                 "give the Agent an approve callback", "set approve_tools='never'"]
         if unconfined:
             ways.append("confine it with sandbox='bwrap'")
-        return (f"{tool.name} was not run: the tool policy (approve_tools={self.approve_tools!r}) asks a "
+        setting = f"approve_tools={self.approve_tools!r}" + (", a real model" if self.parts() == ("auto",) else "")
+        return (f"{tool.name} was not run: the tool policy ({setting}) asks a "
                 f"person to approve it{why}, and this run has no way to ask. To allow it, "
                 f"{', '.join(ways[:-1])} or {ways[-1]}.")
 

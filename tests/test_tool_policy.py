@@ -84,6 +84,7 @@ def test_a_real_models_unconfined_call_with_nobody_to_ask_is_refused_and_says_ho
     (shell,) = [o for o in of(run, "observation") if o["tool"] == "shell"]
     assert approval["state"] == "rejected" and approval["reason"] == shell["error"]
     assert not shell["ok"] and "no way to ask" in shell["error"] and "\n" not in shell["error"]
+    assert "approve_tools='auto', a real model" in shell["error"] and "unconfined" in shell["error"]
     assert "approve_tools='never'" in shell["error"] and "sandbox='bwrap'" in shell["error"]
     reflection = [r for r in of(run, "reflection") if r["tool"] == "shell"]
     assert reflection and reflection[0]["level_name"] == "CRITICAL"
@@ -177,9 +178,18 @@ def test_the_magic_holds_a_real_models_shell_call_for_the_widget(server, kernel,
 
 
 def test_the_magic_says_in_one_line_what_is_wrong_with_its_policy_options(kernel):
-    for line, words in [("--approve --approve-tools writes", "--approve means --approve-tools always"),
-                        ("--approve-tools shel", "neither a kind")]:
-        reply_, msgs = kernel.execute(f"%%memfit_task --model memfit/demo {line}\nadd up data.txt")
+    def refused(line, words):
+        reply_, _ = kernel.execute(f"%%memfit_task --model memfit/demo {line}\nadd up data.txt")
         assert reply_["content"]["status"] == "error" and reply_["content"]["ename"] == "UsageError"
         assert words in reply_["content"]["evalue"] and "\n" not in reply_["content"]["evalue"]
+
+    refused("--approve --approve-tools writes", "--approve means --approve-tools always")
+    refused("--approve-tools shel", "neither a kind")
+    # a kernel whose PATH has no bwrap: --sandbox bwrap is refused before the run starts
+    kernel.execute("import os as _os\nfrom memfit_jupyter.sandbox import bwrap_problem as _bp\n"
+                   "_path = _os.environ['PATH']; _os.environ['PATH'] = '/nonexistent'; _bp.cache_clear()")
+    try:
+        refused("--sandbox bwrap", "sandbox='bwrap' was asked for and is not available")
+    finally:
+        kernel.execute("_os.environ['PATH'] = _path; _bp.cache_clear()")
 
