@@ -25,14 +25,8 @@ from .tools import BUILTIN_TOOLS, EXTENSION_TOOL_NAMES, Tool
 if TYPE_CHECKING:
     from .sandbox import Bubblewrap
 
-#: The kinds ``approve_tools`` may name, and what each asks about.
-APPROVE_KINDS = {
-    "auto": "unconfined when a model of the run is a real one, never when every tier is scripted",
-    "unconfined": "shell and python, unless they run in a sandbox",
-    "writes": "every tool that can change files: write_file, modify_code, shell and python",
-    "always": "every tool call but finish",
-    "never": "no tool call",
-}
+#: The kinds ``approve_tools`` may name (``ToolPolicy.approve_tools`` says what each asks about).
+APPROVE_KINDS = ("auto", "unconfined", "writes", "always", "never")
 #: Kinds that stand alone: they cannot be combined with others or with tool names.
 _ALONE = ("auto", "always", "never")
 
@@ -110,7 +104,7 @@ class ToolPolicy:
                 "give the Agent an approve callback", "set approve_tools='never'"]
         if unconfined:
             ways.append("confine it with sandbox='bwrap'")
-        setting = f"approve_tools={self.approve_tools!r}" + (", a real model" if self.parts() == ("auto",) else "")
+        setting = f"approve_tools={self.approve_tools!r}" + (" with a real model" if self.parts() == ("auto",) else "")
         return (f"{tool.name} was not run: the tool policy ({setting}) asks a "
                 f"person to approve it{why}, and this run has no way to ask. To allow it, "
                 f"{', '.join(ways[:-1])} or {ways[-1]}.")

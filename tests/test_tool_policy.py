@@ -84,7 +84,7 @@ def test_a_real_models_unconfined_call_with_nobody_to_ask_is_refused_and_says_ho
     (shell,) = [o for o in of(run, "observation") if o["tool"] == "shell"]
     assert approval["state"] == "rejected" and approval["reason"] == shell["error"]
     assert not shell["ok"] and "no way to ask" in shell["error"] and "\n" not in shell["error"]
-    assert "approve_tools='auto', a real model" in shell["error"] and "unconfined" in shell["error"]
+    assert "approve_tools='auto' with a real model" in shell["error"] and "unconfined" in shell["error"]
     assert "approve_tools='never'" in shell["error"] and "sandbox='bwrap'" in shell["error"]
     reflection = [r for r in of(run, "reflection") if r["tool"] == "shell"]
     assert reflection and reflection[0]["level_name"] == "CRITICAL"
