@@ -6,7 +6,9 @@ wrapped in, or None (they run as the kernel's user, unconfined).  Inside the san
 
 - the working folder is the only folder of the machine that can be written, at its own path;
 - ``/usr``, ``/etc`` (and ``/bin``, ``/lib``... as the machine has them) and the Python that runs
-  memfit are there read-only; ``/tmp`` is an empty, private tmpfs that disappears with the command;
+  memfit are there read-only, but for the system's secrets under /etc (``SYSTEM_SECRETS``: password
+  hashes, SSH and TLS private keys), which are empty; ``/tmp`` is an empty, private tmpfs that
+  disappears with the command;
 - home folders, ``/work``, ``/opt``, ``/mnt``, the other processes and every other file are not
   there at all;
 - there is no network (a new network namespace with only its own loopback), no capability, a new
@@ -37,6 +39,10 @@ SANDBOX_CHOICES = ("none", "auto", "bwrap")
 #: merged them into /usr).
 SYSTEM_DIRS = ("/usr", "/etc")
 SYSTEM_LINKS = ("/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
+#: Secrets of the system under /etc, hidden (emptied) in the sandbox: password hashes, the
+#: machine's SSH and TLS private keys.  The sandbox's root can read what the machine's root owns.
+SYSTEM_SECRETS = ("/etc/shadow", "/etc/shadow-", "/etc/gshadow", "/etc/gshadow-", "/etc/ssh",
+                  "/etc/ssl/private", "/etc/sudoers", "/etc/sudoers.d")
 #: Seconds the one-time check that bubblewrap works may take.
 PROBE_TIMEOUT_S = 20.0
 
@@ -78,6 +84,11 @@ class Bubblewrap:
                 "--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp"]
         for d in SYSTEM_DIRS:
             args += ["--ro-bind", d, d]
+        for secret in SYSTEM_SECRETS:
+            if os.path.isdir(secret) and not os.path.islink(secret):
+                args += ["--tmpfs", secret, "--remount-ro", secret]
+            elif os.path.lexists(secret):
+                args += ["--ro-bind", "/dev/null", secret]
         for d in SYSTEM_LINKS:
             if os.path.islink(d):
                 args += ["--symlink", os.readlink(d), d]

@@ -60,6 +60,8 @@ def test_a_sandboxed_shell_cannot_read_outside_its_folder(sandbox, planted):
     confined = shell(ToolContext(workdir=work, sandbox=sandbox), command)
     assert not confined.ok and "SECRET" not in confined.output
     assert "No such file or directory" in confined.output and confined.data["sandbox"] == "bwrap"
+    if Path("/etc/shadow").exists() and "root:" in shell(ToolContext(workdir=work), "cat /etc/shadow").output:
+        assert "root:" not in shell(ToolContext(workdir=work, sandbox=sandbox), "cat /etc/shadow").output
     listing = shell(ToolContext(workdir=work, sandbox=sandbox), f"ls -a {Path.home()} /work /opt 2>&1; true")
     assert home.name not in listing.output and "planted_secret" not in shell(
         ToolContext(workdir=work, sandbox=sandbox), f"ls {beside.parent} 2>&1; true").output
