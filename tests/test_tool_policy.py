@@ -132,6 +132,16 @@ def test_scripted_runs_are_never_asked_and_an_approve_callback_alone_is_asked_ab
     assert asked == [t for t in tools if t != "finish"] and asked
 
 
+def test_a_policy_given_whole_applies_to_scripted_runs_too(tmp_path):
+    """approve_tools='writes' asks about the demo's python call; with nobody to ask it is refused."""
+    run = Agent(model="memfit/demo", workdir=tmp_path, memory=False,
+                configs=[ToolPolicy(approve_tools="writes")]).start("add up data.txt")
+    run.run()
+    refused = [o for o in of(run, "observation") if o["tool"] == "python"]
+    assert refused and not refused[0]["ok"] and "approve_tools='writes'" in refused[0]["error"]
+    assert [a["state"] for a in of(run, "approval")] == ["rejected"] * len(refused)
+
+
 def test_a_timed_out_command_takes_its_background_children_with_it(tmp_path):
     """A command that leaves a child in the background: at the timeout the child is killed with
     it (it used to go on running, unseen, after the call had ended)."""
