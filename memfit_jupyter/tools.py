@@ -173,8 +173,8 @@ def _shell(ctx: ToolContext, command: str) -> ToolResult:
 def _run_process(argv: list[str], cwd: Path, timeout_s: float, stdin: str | None = None,
                  ) -> tuple[int, str, str] | None:
     """Run ``argv`` in its own session; None when it outlives ``timeout_s``.  On a timeout the
-    whole session is killed: a child it left in the background would otherwise keep the output
-    pipes open and the call waiting for ever."""
+    whole session is killed, so a child it left in the background does not go on running; its
+    output is not waited for (a child that left the session could hold the pipes open)."""
     proc = subprocess.Popen(argv, cwd=cwd, stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
     try:
@@ -182,7 +182,10 @@ def _run_process(argv: list[str], cwd: Path, timeout_s: float, stdin: str | None
     except subprocess.TimeoutExpired:
         with contextlib.suppress(ProcessLookupError):
             os.killpg(proc.pid, signal.SIGKILL)
-        proc.communicate()
+        proc.wait()
+        for pipe in (proc.stdin, proc.stdout, proc.stderr):
+            if pipe is not None:
+                pipe.close()
         return None
     return proc.returncode, stdout, stderr
 

@@ -6,6 +6,8 @@ asked; a replay decides as its recording did; the magic asks through the widget.
 from __future__ import annotations
 
 import json
+import os
+import signal
 from pathlib import Path
 
 import pytest
@@ -151,6 +153,10 @@ def test_a_timed_out_command_takes_its_background_children_with_it(tmp_path):
     pid = int((tmp_path / "child.pid").read_text())
     status = Path(f"/proc/{pid}/status")
     assert not status.exists() or "zombie" in status.read_text(), "the background child outlived its command"
+    # a child that left the session holds the output pipes: the call still ends at its timeout
+    result = BUILTIN_TOOLS["shell"](ctx, {"command": "setsid sleep 300 & echo $! > escaped.pid; wait"})
+    assert result.error == "command timed out after 1 s"
+    os.kill(int((tmp_path / "escaped.pid").read_text()), signal.SIGKILL)
 
 
 # --- through the magic, in a real kernel ------------------------------------------------------
