@@ -110,6 +110,8 @@ class Agent:
             raise TypeError(f"Agent() got unknown setting(s) {', '.join(unknown)}")
         if "detectors" in flat:
             flat["detectors"] = dict(flat["detectors"])
+        if approve is not None and "approve_tools" not in flat:
+            flat["approve_tools"] = "always"  # a callback alone is asked about every call, as it always was
         cfg = (config or AgentConfig()).replace(**flat)
         self.config: AgentConfig = dataclasses.replace(cfg, **{classes[type(c)]: c for c in whole.values()})
         for m in (self.model, self.fast_model, self.fallback_model):

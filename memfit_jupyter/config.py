@@ -34,6 +34,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from .llm.structured import StructuredMode
 from .records import ReflectionLevel, SynthesisStrategy
+from .sandbox import SANDBOX_CHOICES
 
 if TYPE_CHECKING:
     from .context.tiers import ContextConfig
@@ -41,6 +42,7 @@ if TYPE_CHECKING:
     from .reflection.config import ReflectionConfig
     from .reliability.config import ReliabilityConfig
     from .reliability.guarantees import ExecutionGuarantees
+    from .tool_policy import ToolPolicy
 
 __all__ = ["AgentConfig", "DEFAULT_MODEL", "FLAT", "OPTIONS", "Option", "REFLECTION_CHOICES", "SETTINGS",
            "agent_kwargs", "feature_classes", "options_table", "settings_of"]
@@ -61,6 +63,7 @@ FEATURES: dict[str, tuple[str, str]] = {
     "reliability": ("reliability.config", "ReliabilityConfig"),
     "context": ("context.tiers", "ContextConfig"),
     "memory": ("memory", "MemoryConfig"),
+    "tool_policy": ("tool_policy", "ToolPolicy"),
 }
 
 
@@ -132,6 +135,8 @@ class AgentConfig:
     context: ContextConfig = field(default_factory=_feature("context"))
     #: How a run uses long-term memory (where the store lives is `store`).
     memory: MemoryConfig = field(default_factory=_feature("memory"))
+    #: Which tool calls wait for a person's approval, and where shell and python run.
+    tool_policy: ToolPolicy = field(default_factory=_feature("tool_policy"))
 
     def __post_init__(self) -> None:
         if isinstance(self.tools, str):
@@ -199,6 +204,7 @@ FLAT: dict[str, str] = {
     "failure_threshold": "reliability.failure_threshold", "recovery_timeout": "reliability.recovery_timeout",
     "memory": "store", "api_base": "api_base", "structured": "structured",
     "oracle": "oracle", "plan": "plan", "progress": "progress",
+    "approve_tools": "tool_policy.approve_tools", "sandbox": "tool_policy.sandbox",
 }
 #: The settings a trace records (``Agent.settings()``), in this order.
 SETTINGS = ("model", "fast_model", "fallback_model", "max_iterations", "max_cost_usd", "max_duration_seconds",
@@ -401,7 +407,10 @@ OPTIONS: tuple[Option, ...] = (
     Option("--strategy", "strategy", "S", choices=tuple(s.value for s in SynthesisStrategy), trait="strategy"),
     Option("--samples", "samples", "K", trait="samples", minimum=1),
     Option("--tools", "tools", "NAME,NAME...", trait="tools", default_text="all"),
-    Option("--approve", text="Each tool call waits for Approve / Reject in the widget.", switch=True, cli=False),
+    Option("--approve", text="Each tool call waits for Approve / Reject in the widget (`--approve-tools always`).",
+           switch=True, cli=False),
+    Option("--approve-tools", "approve_tools", "KIND|NAME,...", trait="approve_tools"),
+    Option("--sandbox", "sandbox", "MODE", choices=SANDBOX_CHOICES, trait="sandbox"),
     Option("--memory", "memory", "PATH", trait="memory_path",
            default_text="`.memfit/` in the working directory"),
     Option("--no-memory", text="Run without long-term memory.", switch=True),

@@ -35,6 +35,7 @@ from .replay import LiveClock, LiveTools
 from .secrets import package_logger, redact_obj, refresh_env_secrets
 from .steering import Approvals, RunningClock
 from .timeline import Timeline
+from .tool_policy import sandbox_of
 from .tools import ToolContext, select_tools
 from .trace import TRACE_VERSION as TRACE_VERSION
 
@@ -88,8 +89,10 @@ class Run:
 
         self.llm = LLMClient(agent.tiers, backend, self.emit, run_key=self.id, budget=self.budget,
                              structured=getattr(agent, "structured", "auto"))
+        # A replay's tools are its recording: it needs no sandbox, and may be made where there is none.
         self.tool_context = ToolContext(workdir=agent.workdir, namespace=agent.namespace,
-                                        ask_user=agent.ask_user, run=self)
+                                        ask_user=agent.ask_user, run=self,
+                                        sandbox=sandbox_of(agent) if tools is None else None)
         #: What the extensions provide each other and the views, by name (``Extension.provides``).
         self.services: dict[str, Any] = {}
         self.extensions: list[Extension] = extensions_for(self, agent.extensions)
@@ -329,7 +332,7 @@ class Run:
         act = reply.value
         self.emit(ev.Action(thought=act.thought, action_type=act.action_type, tool=act.tool,
                             params=act.params, reflection=act.reflection))
-        if not self.approvals.hold(i, act, self.agent.approve):
+        if not self.approvals.hold(i, act, self):
             self._execute(i, act)
 
     def _after_overflow(self) -> list[dict[str, str]] | None:

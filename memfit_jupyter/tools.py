@@ -10,8 +10,11 @@ from __future__ import annotations
 import ast
 import contextlib
 import io
+import json
 import os
+import signal
 import subprocess
+import sys
 import traceback
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -23,6 +26,7 @@ from .records import ReflectionLevel, ToolResult
 
 if TYPE_CHECKING:
     from .run import Run
+    from .sandbox import Bubblewrap
 
 _TYPES: dict[str, type | tuple[type, ...]] = {
     "str": str, "int": int, "bool": bool, "float": (int, float), "list": list, "dict": dict,
@@ -47,6 +51,9 @@ class ToolContext:
     shell_timeout_s: float = 30.0
     #: The run the tool acts for (None for a context made by hand, outside any run).
     run: Run | None = None
+    #: The sandbox shell and python run in (``sandbox.Bubblewrap``), or None: they run as the
+    #: kernel's user, unconfined (``tool_policy.py``).
+    sandbox: Bubblewrap | None = None
 
     def resolve(self, path: str) -> Path:
         root = self.workdir.resolve()
@@ -71,6 +78,10 @@ class Tool:
     #: Its effects are the run's own (model calls, memory), not the world's: a replay runs it
     #: again rather than taking its recorded observation.
     internal: bool = False
+    #: What it can reach, for the tool policy (``tool_policy.py``): ``none`` (the run's own
+    #: answers and memory), ``read`` or ``write`` (files in the working folder only), ``exec``
+    #: (it runs code: anywhere the kernel's user can, unless sandboxed).
+    access: str = "none"
 
     def validate(self, params: Any) -> str | None:
         """Return a one-line error for bad parameters, or None."""
@@ -121,6 +132,8 @@ def _clip(text: str, limit: int = MAX_OUTPUT) -> str:
 
 
 def _python(ctx: ToolContext, code: str) -> ToolResult:
+    if ctx.sandbox is not None:
+        return _sandboxed_python(ctx, ctx.sandbox, code)
     out = io.StringIO()
     try:
         tree = ast.parse(code, mode="exec")
@@ -142,22 +155,94 @@ def _python(ctx: ToolContext, code: str) -> ToolResult:
 
 
 def _shell(ctx: ToolContext, command: str) -> ToolResult:
+    argv = ["/bin/sh", "-c", command]
+    if ctx.sandbox is not None:
+        argv = ctx.sandbox.wrap(argv, ctx.workdir)
+    done = _run_process(argv, ctx.workdir, ctx.shell_timeout_s)
+    data: dict[str, Any] = {"sandbox": "bwrap"} if ctx.sandbox is not None else {}
+    if done is None:
+        return ToolResult(ok=False, error=f"command timed out after {ctx.shell_timeout_s:g} s", data=data)
+    code, stdout, stderr = done
+    text = _clip(stdout + stderr)
+    data = {"exit_code": code, **data}
+    if code != 0:
+        return ToolResult(output=text, ok=False, error=f"exit code {code}", data=data)
+    return ToolResult(output=text, data=data)
+
+
+def _run_process(argv: list[str], cwd: Path, timeout_s: float, stdin: str | None = None,
+                 ) -> tuple[int, str, str] | None:
+    """Run ``argv`` in its own session; None when it outlives ``timeout_s``.  On a timeout the
+    whole session is killed, so a child it left in the background does not go on running; its
+    output is not waited for (a child that left the session could hold the pipes open)."""
+    proc = subprocess.Popen(argv, cwd=cwd, stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
     try:
-        proc = subprocess.run(
-            command,
-            shell=True,
-            cwd=ctx.workdir,
-            capture_output=True,
-            text=True,
-            timeout=ctx.shell_timeout_s,
-            stdin=subprocess.DEVNULL,
-        )
+        stdout, stderr = proc.communicate(stdin, timeout=timeout_s)
     except subprocess.TimeoutExpired:
-        return ToolResult(ok=False, error=f"command timed out after {ctx.shell_timeout_s:g} s")
-    text = _clip(proc.stdout + proc.stderr)
-    if proc.returncode != 0:
-        return ToolResult(output=text, ok=False, error=f"exit code {proc.returncode}", data={"exit_code": proc.returncode})
-    return ToolResult(output=text, data={"exit_code": 0})
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+        for pipe in (proc.stdin, proc.stdout, proc.stderr):
+            if pipe is not None:
+                pipe.close()
+        return None
+    return proc.returncode, stdout, stderr
+
+
+#: What a sandboxed ``python`` call runs: the code (read from stdin) as the in-kernel tool runs
+#: it, a final expression's value shown; everything it prints, and everything its child
+#: processes print, goes to stderr (fd 1 is pointed there), and the outcome goes, as JSON, to
+#: the original stdout.
+_SANDBOX_RUNNER = """
+import ast, json, os, sys, traceback
+code = sys.stdin.read()
+sys.stdin = open(os.devnull)
+result = os.fdopen(os.dup(1), "w")
+os.dup2(2, 1)
+outcome = {"value": None, "error": None}
+try:
+    tree = ast.parse(code, mode="exec")
+    last = tree.body[-1] if tree.body else None
+    last_expr = None
+    if isinstance(last, ast.Expr):
+        tree.body.pop()
+        last_expr = ast.Expression(last.value)
+    namespace = {"__name__": "__main__"}
+    exec(compile(tree, "<memfit python>", "exec"), namespace)
+    if last_expr is not None:
+        value = eval(compile(last_expr, "<memfit python>", "eval"), namespace)
+        if value is not None:
+            outcome["value"] = repr(value)
+except SystemExit as exc:
+    if exc.code not in (None, 0):
+        outcome["error"] = f"SystemExit: {exc.code}"
+except BaseException as exc:
+    outcome["error"] = "".join(traceback.format_exception_only(type(exc), exc)).strip()
+sys.stdout.flush()
+sys.stderr.flush()
+result.write(json.dumps(outcome))
+result.flush()
+"""
+
+
+def _sandboxed_python(ctx: ToolContext, sandbox: Bubblewrap, code: str) -> ToolResult:
+    """``python`` in the sandbox: a fresh interpreter (the kernel's own, read-only) per call."""
+    argv = sandbox.wrap([str(Path(sys.executable).resolve()), "-u", "-c", _SANDBOX_RUNNER], ctx.workdir)
+    done = _run_process(argv, ctx.workdir, ctx.shell_timeout_s, stdin=code)
+    data = {"sandbox": "bwrap"}
+    if done is None:
+        return ToolResult(ok=False, error=f"python timed out after {ctx.shell_timeout_s:g} s", data=data)
+    exit_code, stdout, printed = done
+    try:
+        outcome = json.loads(stdout)
+    except ValueError:
+        return ToolResult(output=_clip(printed), ok=False, data=data,
+                          error=f"the sandboxed python process ended without a result (exit code {exit_code})")
+    if outcome.get("error"):
+        return ToolResult(output=_clip(printed), ok=False, error=str(outcome["error"]), data=data)
+    value = outcome.get("value")
+    return ToolResult(output=_clip(printed + (value if value is not None else "")), data=data)
 
 
 def _read_file(ctx: ToolContext, path: str) -> ToolResult:
@@ -207,20 +292,22 @@ def _ask_user(ctx: ToolContext, question: str) -> ToolResult:
 BUILTIN_TOOLS: dict[str, Tool] = {
     t.name: t
     for t in (
-        Tool("python", "run Python code; the value of a final expression is shown", {"code": Param()}, _python),
-        Tool("shell", "run a shell command in the working directory", {"command": Param()}, _shell),
-        Tool("read_file", "read a text file in the working directory", {"path": Param()}, _read_file),
+        Tool("python", "run Python code; the value of a final expression is shown", {"code": Param()}, _python, access="exec"),
+        Tool("shell", "run a shell command in the working directory", {"command": Param()}, _shell, access="exec"),
+        Tool("read_file", "read a text file in the working directory", {"path": Param()}, _read_file, access="read"),
         Tool(
             "write_file",
             "write a text file in the working directory",
             {"path": Param(), "content": Param()},
             _write_file,
+            access="write",
         ),
         Tool(
             "modify_code",
             "replace lines start..end (1-based, inclusive) of a file with new content",
             {"path": Param(), "start": Param("int"), "end": Param("int"), "content": Param()},
             _modify_code,
+            access="write",
         ),
         Tool("finish", "end the task with the final answer", {"answer": Param()}, _finish),
         Tool("ask_user", "ask the person a question", {"question": Param()}, _ask_user),

