@@ -61,10 +61,10 @@ def _steps(trace: Trace) -> list[tuple[Action, Observation | None]]:
         elif isinstance(event, Observation) and pending is not None:
             steps.append((pending, event))
             pending = None
-        elif kind == "observation":
+        elif isinstance(event, Observation):
             # no action before it: a reply that gave no usable action, as the live ActionLog records it
-            records.append(_record({"iteration": event.get("iteration"), "action_type": INVALID_REPLY,
-                                    "tool": ""}, event))
+            unusable = Action(iteration=event.iteration, thought="", action_type=INVALID_REPLY, tool="", params={})
+            steps.append((unusable, event))
     if pending is not None:
         steps.append((pending, None))
     return steps

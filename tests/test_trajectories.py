@@ -260,11 +260,12 @@ def test_1x_format_errors_keep_the_rejected_reply_and_count_in_the_streak():
 
 def test_a_memfit_trace_s_unusable_replies_are_steps_of_the_analysis_too():
     # memfit records an unusable reply as an observation with no action before it (run.py)
-    events = [{"type": "run_start", "iteration": 0, "ts": 0.0, "task": "t"}]
+    events = [{"type": "run_start", "iteration": 0, "ts": 0.0, "task": "t", "extensions": [], "settings": {},
+               "tiers": {}, "tools": []}]
     for i in range(1, 4):
         events.append({"type": "observation", "iteration": i, "ts": i, "tool": "", "ok": False, "output": "",
                        "error": "the reply was not JSON", "duration_s": 0.0, "data": {"error_kind": "format"}})
-    events.append({"type": "run_end", "iteration": 3, "ts": 4.0, "status": "failed"})
+    events.append({"type": "run_end", "iteration": 3, "ts": 4.0, "status": "failed", "answer": None, "reason": ""})
     trace = {"version": 1, "task": "t", "events": events}
     records = records_of(trace)
     assert [r.action_type for r in records] == ["invalid_reply"] * 3
