@@ -210,6 +210,18 @@ class Agent:
         return run
 
     @classmethod
+    def from_settings(cls, settings: dict[str, Any]) -> Agent:
+        """An agent with the settings a trace records (``trace["settings"]``, ``Agent.settings()``):
+        its limits become the agent's ``guarantees``; every other key is a keyword argument."""
+        settings = dict(settings)
+        g = ExecutionGuarantees(
+            max_cost_usd=settings.pop("max_cost_usd", 1.0),
+            max_duration_seconds=settings.pop("max_duration_seconds", 300.0),
+            max_recursive_calls=settings.pop("max_recursive_calls", 20),
+        )
+        return cls(guarantees=g, **settings)
+
+    @classmethod
     def replay(cls, trace: dict[str, Any], **overrides: Any) -> Run:
         """A run that replays ``trace`` offline: the recording answers for the model, the tools,
         the memory and the clock (``replay.py``), so its events equal the recording's and it
@@ -221,19 +233,20 @@ class Agent:
             raise ValueError("not a memfit trace: a dict with 'task' and 'events' is expected")
         recording = Recording(trace)
         settings = dict(trace.get("settings") or {})
-        g = ExecutionGuarantees(
-            max_cost_usd=settings.pop("max_cost_usd", 1.0),
-            max_duration_seconds=settings.pop("max_duration_seconds", 300.0),
-            max_recursive_calls=settings.pop("max_recursive_calls", 20),
-        )
+        models: dict[str, str] = {}
+        if trace.get("parent"):  # a fork: its parent's settings up to its fork step (fork.py)
+            from .fork import replay_setup
+
+            settings, models = replay_setup(trace)
         # The memory the recording saw answers its searches; no store is opened or written.
         settings["memory"] = recording.store() if settings.pop("memory", False) else False
         if recording.has("trial"):  # the oracle's verdicts are in the recorded observations
             settings["oracle"] = RECORDED_ORACLE
         settings.update(overrides)
-        agent = cls(guarantees=g, **settings)
-        run = Run(agent, trace["task"], backend=recording.backend(agent.tiers), tools=recording.tools(),
+        agent = cls.from_settings(settings)
+        run = Run(agent, trace["task"], backend=recording.backend({**models, **agent.tiers}), tools=recording.tools(),
                   run_id=trace.get("run_id"), started_at=trace.get("started_at"))
+        run.parent = trace.get("parent")
         # Breakers tell when the next probe is due: on the recorded time, they say what they said.
         clock = recording.clock()
         clock.run = run

@@ -44,7 +44,21 @@ def trace_of(run: Run) -> dict[str, Any]:
             **_unpriced(run),
         },
         "events": [e.to_dict() for e in run.events],
+        **_family(run),
     }
+
+
+def _family(run: Run) -> dict[str, Any]:
+    """``parent`` (the fork this run is) and ``forks`` (its children made in this process), when
+    there are any: a run tree can be drawn from saved traces alone (``fork.py``)."""
+    out: dict[str, Any] = {}
+    if run.parent:
+        out["parent"] = run.parent
+    if run.forks:
+        from .fork import fork_summary
+
+        out["forks"] = fork_summary(run)
+    return out
 
 
 def _cached(run: Run) -> dict[str, int]:
