@@ -192,11 +192,11 @@ class WorkspaceRecorder:
         if self.manifest is None:
             current = self._scan()
             self.manifest = current if current is not None else {}
-            for rel, state in self.manifest.items():
-                self._keep(rel, state)
         elif not self._write_base:
             return
         self._write_base = False
+        for rel, state in self.manifest.items():  # the base's bytes, in this run's own store
+            self._keep(rel, state)
         listing = json.dumps({rel: s.sha for rel, s in sorted(self.manifest.items())}, sort_keys=True)
         self._base, written = self.blobs.put(listing.encode())
         self.kept_bytes += written
