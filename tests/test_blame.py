@@ -10,8 +10,8 @@ import pytest
 from kernel_cells import execute, outputs, text_of
 
 import memfit_jupyter.catalogue  # noqa: F401  (the module; the package attribute is the function)
-from memfit_jupyter.blame import SKIPPED, blame, candidates, corrections
 from memfit_jupyter.fork import ForkError
+from memfit_jupyter.intervention import SKIPPED, blame, candidates, corrections
 
 catalogue = sys.modules["memfit_jupyter.catalogue"]
 FIXED = [m.id for m in catalogue.modes() if m.fix]

@@ -120,7 +120,7 @@ def _fork(magics: Any, args: Any) -> None:
 
 
 def _blame(magics: Any, args: Any) -> Any:
-    from ..blame import blame
+    from ..intervention import blame
 
     _check_name(args.name)
     target = _target(magics, args.run)
