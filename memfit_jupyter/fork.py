@@ -392,7 +392,7 @@ def _parent_of(parent: Any) -> tuple[Run | None, dict[str, Any]]:
 def _check_replayable(trace: dict[str, Any]) -> None:
     if not isinstance(trace.get("events"), list) or "task" not in trace:
         raise ForkError("not a memfit trace: a dict with 'task' and 'events' is expected")
-    source = trace.get("source") if isinstance(trace.get("source"), dict) else {}
+    source: dict[str, Any] = trace["source"] if isinstance(trace.get("source"), dict) else {}
     imported = source.get("format") or (trace.get("settings") or {}).get("imported")
     events = trace["events"]
     observed = any(e.get("type") == "observation" and e.get("tool") for e in events)

@@ -63,7 +63,7 @@ class Blame:
         from html import escape
 
         head = escape(repr(self))
-        return f"<p><b>{head}</b></p>" + self.frame._repr_html_()
+        return f"<p><b>{head}</b></p>" + str(self.frame._repr_html_())
 
 
 def describe(change: dict[str, Any]) -> str:
@@ -72,14 +72,15 @@ def describe(change: dict[str, Any]) -> str:
         return "skip the step"
     parts = []
     for key, value in change.items():
-        text = value if isinstance(value, str) else repr(value)
+        text = str(value) if isinstance(value, str) else repr(value)
         parts.append(f"{key}={text[:80]!r}" if isinstance(value, str) else f"{key}={text[:80]}")
     return ", ".join(parts)
 
 
 def fork_cost(child: Run, at: int) -> float:
     """What a fork spent itself: its model calls from its fork step on (the prefix is free)."""
-    return float(sum(e.cost_usd for e in child.events if e.TYPE == "model_call" and (e.iteration or 0) >= at))
+    return float(sum(float(e.get("cost_usd") or 0.0) for e in child.events
+                     if e.TYPE == "model_call" and (e.iteration or 0) >= at))
 
 
 def _trace_of(run: Any) -> dict[str, Any]:
@@ -172,19 +173,20 @@ def _mode_of(trace: dict[str, Any]) -> Any:
     model = str(trace.get("model") or "")
     if not model.startswith("memfit/"):
         return None
-    import sys
-
-    from . import catalogue as _catalogue  # noqa: F401  (the module; the package attribute is callable)
-
-    cat = sys.modules[f"{__package__}.catalogue"]
+    cat = _catalogue_module()
     return next((m for m in cat.modes() if m.scenario == model.split("/", 1)[1]), None)
+
+
+def _catalogue_module() -> Any:
+    """The catalogue module (``memfit_jupyter.catalogue`` on the package is its callable table)."""
+    import importlib
+
+    return importlib.import_module(f"{__package__}.catalogue")
 
 
 def _mode_oracle(mode: Any) -> Callable[[Run], bool]:
     """The expected answer of a failure mode: its ``on`` side's status, answer and check."""
-    import sys
-
-    cat = sys.modules[f"{__package__}.catalogue"]
+    cat = _catalogue_module()
     expect = {k: v for k, v in mode.on.expect.items() if k in ("status", "answer_contains", "answer_lacks", "verify")}
 
     def judge(child: Run) -> bool:

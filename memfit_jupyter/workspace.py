@@ -337,7 +337,7 @@ def restore(events: list[dict[str, Any]], k: int, target: str | Path,
         path.write_bytes(data)
         done.files += 1
         done.bytes += len(data)
-    tools = {e.get("tool") for e in events if e.get("type") == "action" and int(e.get("iteration") or 0) < k}
+    tools = {str(e.get("tool")) for e in events if e.get("type") == "action" and int(e.get("iteration") or 0) < k}
     if tools & UNBOUNDED_TOOLS:
         done.caveats.append("steps before this one ran " + " and ".join(sorted(tools & UNBOUNDED_TOOLS))
                             + ": what they did outside the working directory, and Python variables they set, "

@@ -8,6 +8,7 @@ store (or any store with ``search``, ``add``, ``add_many``, ``flush``) work unde
 
 from __future__ import annotations
 
+import builtins
 from collections.abc import Iterable
 from typing import Any
 
@@ -59,10 +60,11 @@ class Overlay:
                              + int(getattr(found_top, "candidates", 0) or 0))
 
     def get(self, id: str) -> MemoryEntity | None:
-        own = _call(self.top, "get", id)
+        own: MemoryEntity | None = _call(self.top, "get", id)
         if own is not None or id in self.hidden:
             return own
-        return _call(self.base, "get", id)
+        found: MemoryEntity | None = _call(self.base, "get", id)
+        return found
 
     def list(self, tag: str | None = None, limit: int | None = None, offset: int = 0) -> list[MemoryEntity]:
         rows = [*(_call(self.top, "list", tag=tag) or []),
@@ -70,7 +72,8 @@ class Overlay:
         rows = rows[offset:]
         return rows[:limit] if limit is not None else rows
 
-    def failures(self, kind: str | None = None, limit: int | None = None) -> list[MemoryEntity]:
+    # builtins.list: in the class body ``list`` is the method above
+    def failures(self, kind: str | None = None, limit: int | None = None) -> builtins.list[MemoryEntity]:
         return self.list(tag=f"failures:{kind.strip()}" if kind else "failures", limit=limit)
 
     def tags(self) -> dict[str, int]:
@@ -87,8 +90,9 @@ class Overlay:
             scores: Any = None) -> str | None:
         return self.top.add(content, tags=tags, questions=questions, **({"scores": scores} if scores else {}))
 
-    def add_many(self, items: Iterable[Any], **options: Any) -> list[str | None]:
-        return self.top.add_many(items, **options)  # type: ignore[call-arg]
+    def add_many(self, items: Iterable[Any], **options: Any) -> builtins.list[str | None]:
+        added: builtins.list[str | None] = self.top.add_many(items, **options)
+        return added
 
     def delete(self, id: str) -> bool:
         """Deletes a row of the top store; a base row is hidden instead (the base is not written)."""
