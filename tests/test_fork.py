@@ -246,3 +246,20 @@ def test_a_fork_from_a_saved_trace_file(tmp_path):
     child.run()
     assert child.result.status == "done" and child.parent["run"] == parent.id
     assert json.loads(path.read_text()) == json.loads(json.dumps(parent.trace()))
+
+
+def test_a_replayed_run_forks_like_the_run_it_replays(tmp_path):
+    parent = _parent("spin-demo", tmp_path / "parent")
+    replayed = Agent.replay(json.loads(json.dumps(parent.trace())), workdir=tmp_path / "elsewhere")
+    replayed.run()
+    child = replayed.fork(3, guidance="Stop listing. Read the file and finish.", workdir=tmp_path / "child")
+    child.run()
+    direct = parent.fork(3, guidance="Stop listing. Read the file and finish.", workdir=tmp_path / "direct")
+    direct.run()
+    def events(run):  # the folders the two children were restored into differ, nothing else
+        return _untimed([{**e.to_dict(), "workspace": {**e.workspace, "folder": ""}} if e.TYPE == "fork"
+                         else e.to_dict() for e in run.events])
+
+    assert events(child) == events(direct)
+    assert replayed.forks == [child] and child.parent["run"] == parent.id
+    assert not (tmp_path / "elsewhere").exists()
