@@ -50,6 +50,9 @@ _EXPORTS = {
     "sweep": ".sweep",
     "compare": ".compare",
     "Comparison": ".compare",
+    "blame": ".intervention",
+    "Blame": ".intervention",
+    "ForkError": ".fork",
 }
 
 __all__ = sorted([*_EXPORTS, "load_ipython_extension", "unload_ipython_extension", "__version__"])
@@ -69,6 +72,8 @@ if TYPE_CHECKING:  # pragma: no cover
         UnknownToolError,
     )
     from .events import Event
+    from .fork import ForkError
+    from .intervention import Blame, blame
     from .llm.scenarios import scenarios
     from .memory import MemoryEntity, MemoryStore
     from .records import (

@@ -179,6 +179,12 @@ class Agent:
         return run
 
     @classmethod
+    def from_settings(cls, settings: dict[str, Any]) -> Agent:
+        """An agent with the settings a trace records (``trace["settings"]``, ``Agent.settings()``):
+        each is a flat setting of ``AgentConfig`` (``config.SETTINGS``)."""
+        return cls(**dict(settings))
+
+    @classmethod
     def replay(cls, trace: Any, **overrides: Any) -> Run:
         """A run that replays ``trace`` (a dict, a path, a saved output: ``Trace.load``) offline: the recording answers for the model, the tools,
         the memory and the clock (``replay.py``), so its events equal the recording's and it
@@ -190,14 +196,20 @@ class Agent:
         trace = Trace.load(trace).data  # refused with one line unless it is a trace this memfit reads
         recording = Recording(trace)
         settings = dict(trace.get("settings") or {})  # config.SETTINGS: flat names of AgentConfig fields
+        models: dict[str, str] = {}
+        if trace.get("parent"):  # a fork: its parent's settings up to its fork step (fork.py)
+            from .fork import replay_setup
+
+            settings, models = replay_setup(trace)
         # The memory the recording saw answers its searches; no store is opened or written.
         settings["memory"] = recording.store() if settings.pop("memory", False) else False
         if recording.has("trial"):  # the oracle's verdicts are in the recorded observations
             settings["oracle"] = RECORDED_ORACLE
         settings.update(overrides)
-        agent = cls(**settings)
-        run = Run(agent, trace["task"], backend=recording.backend(agent.tiers), tools=recording.tools(),
+        agent = cls.from_settings(settings)
+        run = Run(agent, trace["task"], backend=recording.backend({**models, **agent.tiers}), tools=recording.tools(),
                   run_id=trace.get("run_id"), started_at=trace.get("started_at"))
+        run.parent = trace.get("parent")
         # Breakers tell when the next probe is due: on the recorded time, they say what they said.
         clock = recording.clock()
         clock.run = run

@@ -130,6 +130,16 @@ class Mode:
     on: Side
     off: Side
     verify: str | None = None
+    #: Fork here to fix it: the step of the off run at which a fork with ``changes`` ends as the
+    #: on side does (``[mode.fix]``: ``at`` and fork changes such as ``guidance``), or None.
+    fix: dict[str, Any] | None = None
+
+    def fix_line(self) -> str:
+        """The "fork here to fix it" line of the mode ("" when one step is not at fault)."""
+        if not self.fix:
+            return ""
+        changes = " ".join(f"--{k.replace('_', '-')} {shlex.quote(str(v))}" for k, v in self.fix.items() if k != "at")
+        return f"%memfit fork RUN --at {self.fix['at']} {changes}"
 
     def side(self, name: str) -> Side:
         if name not in SIDES:
@@ -161,6 +171,13 @@ def problems(scenario: Any) -> list[str]:
         found += [f"{scenario.name}: [mode.{side}] expects unknown {k!r}" for k in set(expect) - set(EXPECT_KEYS)]
         if "verify" in expect and not mode.get("verify"):
             found.append(f"{scenario.name}: [mode.{side}] expects verify but [mode] has no verify command")
+    fix = mode.get("fix")
+    if fix is not None:
+        from .fork import STEP_CHANGES
+
+        if not isinstance(fix.get("at"), int) or fix["at"] < 1:
+            found.append(f"{scenario.name}: [mode.fix] needs at = the step to fork at")
+        found += [f"{scenario.name}: [mode.fix] has unknown change {k!r}" for k in set(fix) - {"at", *STEP_CHANGES}]
     return found
 
 
@@ -183,7 +200,8 @@ def modes() -> list[Mode]:
         found.append(Mode(id=m["id"], name=m["name"], scenario=name, classes=tuple(s.classes or ()),
                           mechanism=" ".join(m["mechanism"].split()), look_at=" ".join(m["look_at"].split()),
                           description=" ".join(s.description.split()), task=s.task,
-                          on=_side(m["on"]), off=_side(m["off"]), verify=m.get("verify")))
+                          on=_side(m["on"]), off=_side(m["off"]), verify=m.get("verify"),
+                          fix=dict(m["fix"]) if m.get("fix") else None))
     return found
 
 
@@ -237,6 +255,7 @@ def catalogue() -> Any:
             "scenario": m.scenario, "mechanism": m.mechanism,
             "on": m.on.label, "off": m.off.label,
             "expect_on": _expected(m.on.expect), "expect_off": _expected(m.off.expect),
+            "fix": m.fix_line(),
             "classes": list(m.classes),
         })
     return pl.DataFrame(rows, schema_overrides={"classes": pl.List(pl.String)})

@@ -41,6 +41,7 @@ log             Log (a warning or log line raised during the run)
 answer          AnswerChanged (the answer of an ended run changed: a diverse choice)
 error           Error (an exception the loop caught and survived)
 run_end         RunEnd
+fork            Fork (the run is a fork of another at a step, with changes: fork.py)
 ==============  =====================================================================
 
 Memory rankings travel as ``application/vnd.memfit.memory+json``::
@@ -87,6 +88,20 @@ class RunEnd(Event):
     status: str
     answer: str | None
     reason: str
+
+
+@event("fork")
+class Fork(Event):
+    """This run is a fork (``fork.py``): its steps before ``at`` are its parent's, answered from the
+    recording; from ``at`` on it runs live, with ``changes`` (step changes and settings)."""
+
+    parent: str
+    at: int
+    changes: dict[str, Any]
+    #: How the working directory of step ``at`` was restored: folder, files, exact, problems, caveats.
+    workspace: dict[str, Any]
+    #: Where the child's memory writes go: overlay | write-through | none.
+    memory: str
 
 
 @event("error")

@@ -93,6 +93,10 @@ class Run:
         self.tool_context = ToolContext(workdir=agent.workdir, namespace=agent.namespace,
                                         ask_user=agent.ask_user, run=self,
                                         sandbox=sandbox_of(agent) if tools is None else None)
+        #: The fork this run is (``{run, at, changes, workspace, memory}``, ``fork.py``), or None.
+        self.parent: dict[str, Any] | None = None
+        #: The forks of this run made in this process, oldest first (``Run.fork``).
+        self.forks: list[Run] = []
         #: What the extensions provide each other and the views, by name (``Extension.provides``).
         self.services: dict[str, Any] = {}
         self.extensions: list[Extension] = extensions_for(self, agent.extensions)
@@ -272,6 +276,15 @@ class Run:
         if note:
             self.emit(ev.Guidance(kind="note", text=note))
 
+    def fork(self, at: int, **changes: Any) -> Run:
+        """A new run whose steps before ``at`` are this run's (from its recording: no model call,
+        no tool run) and which goes on live from step ``at`` with ``changes``: ``guidance=``,
+        ``reflection=``, ``action=``, ``observation=``, ``memory_hits=`` and settings
+        (``model=``, ``max_iterations=``, ...).  Not started: call ``run()``.  See ``fork.fork``."""
+        from .fork import fork
+
+        return fork(self, at, **changes)
+
     def override(self, confirm: bool = False, **limits: Any) -> ExecutionGuarantees:
         """Raise this run's limits (needs ``confirm=True``); a degraded run then goes on with step()/run()."""
         from .reliability.guarantees import override
@@ -295,8 +308,10 @@ class Run:
 
     def _begin(self) -> None:
         self.status = "running"
+        # A fork's own hook (fork.ForkChanges) is not a feature: its run_start is its parent's.
+        named = [name_of(e) for e in self.extensions if not getattr(e, "untraced", False)]
         self.emit(ev.RunStart(task=self.task, tiers=self.agent.tiers, settings=self.agent.settings(),
-                              tools=sorted(self.tools), extensions=[name_of(e) for e in self.extensions]))
+                              tools=sorted(self.tools), extensions=named))
         self._place_scenario_files()
         for ext in self.extensions:
             ext.on_start(self)

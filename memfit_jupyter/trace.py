@@ -56,10 +56,24 @@ def trace_of(run: Run) -> dict[str, Any]:
             "duration_s": (run.result.duration_s if run.result else run.elapsed),
             **_unpriced(run),
         },
+        **_family(run),
     }
     # The events were redacted when they were emitted; the rest (the task, the answer, the
     # settings) goes through the same function here.
     return {**redact_obj(header), "events": [e.to_dict() for e in run.events]}
+
+
+def _family(run: Run) -> dict[str, Any]:
+    """``parent`` (the fork this run is) and ``forks`` (its children made in this process), when
+    there are any: a run tree can be drawn from saved traces alone (``fork.py``)."""
+    out: dict[str, Any] = {}
+    if run.parent:
+        out["parent"] = run.parent
+    if run.forks:
+        from .fork import fork_summary
+
+        out["forks"] = fork_summary(run)
+    return out
 
 
 def _cached(run: Run) -> dict[str, int]:

@@ -239,3 +239,21 @@ def test_real_trajectories(copy_of_notebooks):
     assert not [e for e in fine["events"] if e["type"] == "spin"] and fine["analysis"]["spin_exit"] is None
     assert "1045" in text_of(cell(nb, "import json\nfrom pathlib import Path"))
     assert "<svg" in cell(nb, "from IPython.display import HTML").outputs[-1].data["text/html"]
+
+
+def test_time_travel(copy_of_notebooks):
+    nb = executed("time_travel", copy_of_notebooks)
+    no_errors(nb)
+    (parent,) = runs_in(cell(nb, "%%memfit_task --model memfit/premature-finish"))
+    assert parent["status"] == "done" and "295" not in parent["answer"]
+    said = text_of(cell(nb, "child = run.fork(3"))
+    assert "done | The total is 295 crates" in said and f"parent: {parent['run_id']} at step 3" in said
+    replayed = text_of(cell(nb, "import json\nfrom memfit_jupyter import Agent"))
+    assert "prefix equals the parent's: True" in replayed and "byte for byte: True" in replayed
+    assert "first live event: fork" in replayed
+    forks = text_of(cell(nb, "empty = run.fork(2"))
+    assert forks.count("done") >= 3 and "295" in forks
+    assert "diverged at iteration 3" in text_of(cell(nb, "from memfit_jupyter import compare"))
+    blamed = text_of(cell(nb, "from memfit_jupyter import blame"))
+    assert "<Blame step 3 " in blamed and "success" in blamed
+    assert "premature-finish" in text_of(cell(nb, "from memfit_jupyter import catalogue"))

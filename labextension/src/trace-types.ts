@@ -23,6 +23,18 @@ export interface RunEndEvent {
   reason: string;
 }
 
+/** This run is a fork (``fork.py``): its steps before ``at`` are its parent's, answered from the recording; from ``at`` on it runs live, with ``changes`` (step changes and settings). */
+export interface ForkEvent {
+  type: 'fork';
+  iteration: number;
+  ts: number;
+  parent: string;
+  at: number;
+  changes: Record<string, unknown>;
+  workspace: Record<string, unknown>;
+  memory: string;
+}
+
 /** An exception the loop (or a button callback) caught and survived. */
 export interface ErrorEvent {
   type: 'error';
@@ -358,6 +370,7 @@ export interface AnswerChangedEvent {
 export type TraceEvent =
   | RunStartEvent
   | RunEndEvent
+  | ForkEvent
   | ErrorEvent
   | NoteEvent
   | ModelCallEvent

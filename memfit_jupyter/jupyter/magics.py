@@ -120,11 +120,16 @@ class MemfitMagics(MemfitSettings, Magics):
         return kwargs, notes
 
     @line_magic
-    def memfit(self, line: str) -> None:
+    def memfit(self, line: str) -> Any:
         """Status and settings: model tiers (and breaker states), defaults, the scenarios.
 
         ``%memfit`` shows everything; ``%memfit tiers|defaults|scenarios`` one part.
+        ``%memfit fork RUN --at K ...`` and ``%memfit blame RUN`` travel in time (``fork_magic``).
         """
+        from .fork_magic import handles, memfit_fork_or_blame
+
+        if handles(line):
+            return memfit_fork_or_blame(self, line)
         from .status import status_html, status_text
 
         sub = (line or "").strip() or "status"

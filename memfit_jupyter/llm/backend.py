@@ -235,6 +235,15 @@ class LiteLLMBackend:
 
         return choose_mode(model, requested, bool(self.model_options.get(model, {}).get("api_base")))
 
+    def advance(self, model: str, messages: list[dict[str, Any]], metadata: dict[str, Any]) -> None:
+        """A call answered elsewhere (a fork's recorded prefix): a scripted model keeps its place in
+        its script; a real model keeps no state between calls, so nothing happens."""
+        if model.startswith("memfit/"):
+            import_litellm()
+            from .provider import HANDLER
+
+            HANDLER.advance(model, messages, metadata)
+
     def forget(self, run_key: str) -> None:
         if _litellm is not None:
             from .provider import HANDLER

@@ -42,6 +42,13 @@ class ScriptedLLM(CustomLLM):
             for key in [k for k in self._counts if k[0] == run_key]:
                 del self._counts[key]
 
+    def advance(self, model: str, messages: list[dict[str, Any]], metadata: dict[str, Any]) -> None:
+        """Move a run's place in the script as if this call had been answered (a fork's recorded
+        prefix: the call is answered from the recording, and the script goes on from there)."""
+        purpose = metadata.get("memfit_purpose", "action")
+        self._pick(load_scenario(model.split("/", 1)[-1]), purpose, messages_text(messages),
+                   str(metadata.get("memfit_run", "")))
+
     def _pick(self, scenario: Scenario, purpose: str, prompt: str, run_key: str) -> Reply:
         for index, rule in enumerate(scenario.rules.get(purpose, ())):
             if not rule.matches(prompt):

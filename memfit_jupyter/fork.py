@@ -1,0 +1,679 @@
+"""Time travel: fork a run at a step, change what happened there, and run on.
+
+``child = run.fork(at=k, **changes)`` (or ``fork(trace, at=k, ...)``) is one ``Run`` whose parts
+answer from the parent's recording until step ``k`` and are live from then on.  The switch is in
+the parts, not in the loop: one composite per kind, told the step at which to hand over.
+
+- ``ForkBackend``: recorded model replies before ``k`` (a scripted model keeps its place in its
+  script), the live backend from ``k``; ``action=`` is step k's reply to its action call;
+- ``ForkTools``: recorded observations before ``k``; live tools from ``k``, in a fresh working
+  directory holding the parent's files at the start of step ``k`` (``workspace.py``);
+  ``observation=`` is what step k's tool gives back (the tool does not run);
+- ``ForkStore``: recorded memory before ``k``; from ``k`` an overlay of the parent's store
+  (``memory/overlay.py``: the child's writes stay its own) unless ``memory="write-through"``;
+  ``memory_hits=`` are what step k's searches find;
+- ``ForkClock``: recorded times before ``k``, then the parent's time at the fork plus the child's.
+
+At step ``k`` a ``Fork`` event says what changed (``ForkChanges``, the one hook of a fork): the
+settings change there, ``guidance=`` / ``reflection=`` take the place of the reflection that step
+k's prompt carries.  The child's trace names its parent (``trace["parent"]``) and
+``Agent.replay(child_trace)`` reproduces it, its prefix included.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import json
+import tempfile
+import time
+from collections.abc import Iterable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from . import events as ev
+from .extension import Hooks, adapt
+from .memory.entity import SearchResults
+from .records import ToolResult
+from .replay import (
+    RECORDED_ORACLE,
+    LiveTools,
+    RecordedBackend,
+    RecordedClock,
+    RecordedStore,
+    RecordedTools,
+    _hit,
+)
+from .secrets import package_logger
+
+if TYPE_CHECKING:
+    from .run import Run
+
+log = package_logger()
+
+#: What a fork may change at its step.
+STEP_CHANGES = ("guidance", "reflection", "action", "observation", "memory_hits")
+#: Settings a fork may change from its step on (``reflection`` given as a level is one).
+SETTING_CHANGES = ("model", "fast_model", "fallback_model", "max_iterations", "max_cost_usd",
+                   "max_duration_seconds", "max_recursive_calls", "reflection", "spin_threshold",
+                   "max_consecutive_spin_warnings", "strategy", "samples", "max_trials", "api_base", "oracle")
+LIMITS = ("max_cost_usd", "max_duration_seconds", "max_recursive_calls")
+TIERS = ("model", "fast_model", "fallback_model")
+#: Where a fork's memory writes go.
+MEMORY_MODES = ("overlay", "write-through")
+
+
+class ForkError(ValueError):
+    """A fork that cannot be made: one line that says why (nothing was made)."""
+
+
+# --- the parts that hand over at step k ------------------------------------------------------------
+
+
+def _prefix(run: Any, at: int) -> bool:
+    """Whether ``run`` is still in the recorded steps (before ``at``)."""
+    return run is None or run.iteration < at
+
+
+class ForkClock:
+    """The recording's times before the fork step; then its time at the fork plus the child's own."""
+
+    def __init__(self, recorded: RecordedClock, at: int):
+        self.recorded = recorded
+        self.at = at
+        self.run: Any = None
+        self.base = float(recorded.events[-1].get("ts", 0.0) or 0.0) if recorded.events else 0.0
+        self._from: float | None = None  # the child's elapsed seconds at the hand-over
+        self._from_mono: float | None = None
+        self._from_running: float | None = None
+
+    def _live(self) -> bool:
+        return not _prefix(self.run, self.at)
+
+    def stamp(self, event: ev.Event, index: int, elapsed: float) -> None:
+        if not self._live():
+            self.recorded.stamp(event, index, elapsed)
+            return
+        if self._from is None:
+            self._from, self._from_mono = elapsed, time.monotonic()
+        event.ts = round(self.base + elapsed - self._from, 6)
+
+    def now(self) -> float:
+        if not self._live():
+            return self.recorded.now()
+        return self.base + (time.monotonic() - self._from_mono if self._from_mono is not None else 0.0)
+
+    def refusal_next(self) -> dict[str, Any] | None:
+        return self.recorded.refusal_next() if not self._live() else None
+
+    def budget_time(self, running: float) -> float:
+        if not self._live():
+            return self.recorded.budget_time(running)
+        if self._from_running is None:
+            self._from_running = running
+        return self.base + running - self._from_running
+
+
+class ForkBackend:
+    """Model calls: the recording's replies before the fork step, the live backend's from it."""
+
+    def __init__(self, recorded: Any, live: Any, at: int, action: dict[str, Any] | None = None):
+        self.recorded = recorded
+        self.live = live
+        self.at = at
+        self.action = action
+        self.run: Any = None
+        #: Calls that reached the live backend (the first one is where the fork went live).
+        self.live_calls = 0
+
+    def _part(self) -> Any:
+        return self.recorded if _prefix(self.run, self.at) else self.live
+
+    def complete(self, model: str, messages: list[dict[str, Any]], *, max_tokens: int | None,
+                 timeout: float | None, metadata: dict[str, Any], request: dict[str, Any] | None = None,
+                 on_delta: Any = None) -> Any:
+        optional: dict[str, Any] = {"request": request} if request else {}
+        if on_delta is not None:
+            optional["on_delta"] = on_delta
+        if _prefix(self.run, self.at):
+            advance = getattr(self.live, "advance", None)
+            if advance is not None:  # a scripted model keeps its place in its script
+                advance(model, messages, metadata)
+            return self.recorded.complete(model, messages, max_tokens=max_tokens, timeout=timeout,
+                                          metadata=metadata, **optional)
+        if self.action is not None and metadata.get("memfit_purpose") == "action":
+            from .llm.backend import Completion
+
+            action, self.action = self.action, None  # step k's action: the replacement, at no cost
+            return Completion(text=json.dumps(action), prompt_tokens=0, completion_tokens=0, cost_usd=0.0,
+                              finish_reason="stop")
+        self.live_calls += 1
+        return self.live.complete(model, messages, max_tokens=max_tokens, timeout=timeout, metadata=metadata,
+                                  **optional)
+
+    def can_stream(self, model: str) -> bool:
+        can = getattr(self._part(), "can_stream", None)
+        return bool(can(model)) if can is not None else False
+
+    def structured_mode(self, model: str, requested: str) -> str:
+        chooser = getattr(self._part(), "structured_mode", None)
+        return str(chooser(model, requested)) if chooser is not None else (
+            "text" if requested == "auto" else requested)
+
+    def default_timeout(self, model: str, purpose: str | None = None) -> float | None:
+        own = getattr(self._part(), "default_timeout", None)
+        return own(model, purpose) if own is not None else None
+
+    def prices(self, model: str) -> tuple[float, float]:
+        price_in, price_out = self._part().prices(model)
+        return float(price_in), float(price_out)
+
+    def context_window(self, model: str) -> int | None:
+        window = self._part().context_window(model)
+        return int(window) if window else None
+
+    def forget(self, run_key: str) -> None:
+        self.live.forget(run_key)
+
+
+class ForkTools:
+    """Tools: the recorded observations before the fork step, the live tools (in the child's
+    folder) from it; ``observation`` stands for what step k's tool gives back."""
+
+    def __init__(self, recorded: RecordedTools, live: Any, at: int, observation: str | None = None):
+        self.recorded = recorded
+        self.live = live
+        self.at = at
+        self.observation = observation
+        #: Tools run for real (the live part's calls, internal tools aside).
+        self.executed = 0
+
+    def place_files(self, run: Any) -> list[str]:
+        return self.recorded.place_files(run)  # the files come from the restored folder
+
+    def __call__(self, run: Any, iteration: int, act: Any, tool: Any) -> ToolResult:
+        if iteration < self.at:
+            return self.recorded(run, iteration, act, tool)
+        internal = tool is not None and getattr(tool, "internal", False)
+        if self.observation is not None and iteration == self.at and not internal:
+            text, self.observation = self.observation, None
+            return ToolResult(output=text)
+        if not internal:
+            self.executed += 1
+        result: ToolResult = self.live(run, iteration, act, tool)
+        return result
+
+
+class ForkStore:
+    """Memory: the recorded searches and adds before the fork step, the live store from it;
+    ``hits`` are what the searches of step k find."""
+
+    def __init__(self, recorded: RecordedStore, live: Any, at: int, hits: list[Any] | None = None):
+        self.recorded = recorded
+        self.live = live
+        self.at = at
+        self.hits = [_hit(h) for h in hits] if hits is not None else None
+        self.run: Any = None
+
+    def _part(self) -> Any:
+        return self.recorded if _prefix(self.run, self.at) or self.live is None else self.live
+
+    def search(self, query: str, k: int | None = 10, bytes_limit: int | None = None, tags: Any = None, *,
+               llm: Any = None, iteration: int = 0, **options: Any) -> SearchResults:
+        if _prefix(self.run, self.at):
+            return self.recorded.search(query, k, bytes_limit, tags, llm=llm, iteration=iteration)
+        if self.hits is not None and self.run.iteration == self.at:
+            return SearchResults(list(self.hits), query=query, bytes_limit=bytes_limit)
+        if self.live is None:
+            return SearchResults([], query=query, bytes_limit=bytes_limit)
+        found: SearchResults = self.live.search(query, k=k, bytes_limit=bytes_limit, tags=tags, llm=llm,
+                                                iteration=iteration, **options)
+        return found
+
+    def add(self, content: str, tags: Iterable[str] = (), questions: Iterable[str] = (),
+            scores: Any = None) -> str | None:
+        added: str | None = self._part().add(content, tags=tags, questions=questions,
+                                             **({"scores": scores} if scores else {}))
+        return added
+
+    def add_many(self, items: Iterable[Any], **options: Any) -> list[Any]:
+        added: list[Any] = self._part().add_many(items, **options)
+        return added
+
+    def flush(self) -> None:
+        if self.live is not None:
+            self.live.flush()
+
+    def __getattr__(self, name: str) -> Any:  # get, list, tags, failures, delete, close, ...: the live store's
+        if name.startswith("_") or name in ("recorded", "live", "at", "hits", "run"):
+            raise AttributeError(name)
+        return getattr(self._part(), name)
+
+    def __len__(self) -> int:
+        return len(self._part())
+
+
+# --- the changes at step k ----------------------------------------------------------------------
+
+
+def guidance_text(changes: dict[str, Any]) -> str | None:
+    """What step k's prompt carries where a reflection's guidance goes: ``guidance`` as it is, or
+    a replacement ``reflection`` written as the reflection pipeline writes one."""
+    if isinstance(changes.get("guidance"), str):
+        return str(changes["guidance"])
+    replacement = changes.get("reflection")
+    if not isinstance(replacement, dict):
+        return None
+    from .reflection.prompts import reflection_timeline_text
+    from .reflection.records import ActionReflection
+
+    reflection = ActionReflection(action_type=str(replacement.get("action_type", "step")), action_params={},
+                                  execution_time=0.0, iteration_num=0,
+                                  success=bool(replacement.get("success", True)),
+                                  summary=str(replacement.get("summary", "")),
+                                  suggestions=[str(s) for s in replacement.get("suggestions") or ()])
+    return reflection_timeline_text(reflection)
+
+
+def settings_of(changes: dict[str, Any]) -> dict[str, Any]:
+    """The settings among ``changes`` (``reflection`` given as a level, not as a replacement)."""
+    return {k: v for k, v in changes.items() if k in SETTING_CHANGES and not (k == "reflection" and isinstance(v, dict))}
+
+
+def switch_settings(run: Run, settings: dict[str, Any]) -> None:
+    """Apply setting changes to a run at its fork step: what reads them from then on sees them."""
+    if not settings:
+        return
+    agent = run.agent
+    for name in TIERS:
+        if name in settings:
+            setattr(agent, name, settings[name] or (agent.model if name == "model" else None))
+    if any(name in settings for name in TIERS):
+        run.llm.tiers = {k: v for k, v in agent.tiers.items() if v}
+    if "max_iterations" in settings:
+        agent.max_iterations = int(settings["max_iterations"])
+    limits = {k: settings[k] for k in LIMITS if k in settings}
+    if limits:
+        guarantees = dataclasses.replace(run.budget.guarantees, **limits)
+        run.budget.guarantees = guarantees
+        agent.guarantees = guarantees
+    for name in ("strategy", "samples", "api_base", "oracle"):
+        if name in settings:
+            setattr(agent, name, settings[name])
+    if "max_trials" in settings:
+        agent.max_trials = int(settings["max_trials"])
+        diary = getattr(run.context, "diary", None)
+        if diary is not None:
+            diary.max_trials = agent.max_trials
+    _switch_reflection(run, settings)
+
+
+def _switch_reflection(run: Run, settings: dict[str, Any]) -> None:
+    from .records import ReflectionLevel
+    from .reflection import ReflectionExtension
+    from .reflection.config import ReflectionConfig
+
+    keys = {k: settings[k] for k in ("reflection", "spin_threshold", "max_consecutive_spin_warnings")
+            if k in settings and not isinstance(settings[k], dict)}
+    if not keys:
+        return
+    agent = run.agent
+    for name, value in keys.items():
+        setattr(agent, name, value if name != "reflection" or value == "auto" else ReflectionLevel.parse(value))
+    if "reflection" in keys:
+        keys["reflection"] = str(keys["reflection"]).lower() if not isinstance(keys["reflection"], ReflectionLevel) \
+            else keys["reflection"].name.lower()
+    config = dataclasses.replace(agent.config(ReflectionConfig), **keys)
+    agent.configs[ReflectionConfig] = config
+    found = [e for e in run.extensions if isinstance(e, ReflectionExtension)]
+    if config.forced == ReflectionLevel.NONE:
+        run.extensions = [e for e in run.extensions if not isinstance(e, ReflectionExtension)]
+    elif found:
+        for ext in found:
+            ext.config = ext.reflector.config = ext.spin.config = config
+    else:
+        run.extensions = [*run.extensions, adapt(ReflectionExtension(config))]
+
+
+class ForkChanges(Hooks):
+    """A fork's one hook: at its step, the ``Fork`` event, the settings, the edited guidance.
+
+    The same in a live fork and in a replay of its trace, so both have the same events.
+    """
+
+    #: Not a feature of the run: left out of ``run_start``'s extensions (the parent's are listed).
+    untraced = True
+
+    def __init__(self, record: dict[str, Any]):
+        self.record = record
+        self.at = int(record["at"])
+        self._done = False
+
+    def before_iteration(self, run: Any) -> None:
+        if self._done or run.iteration != self.at:
+            return
+        self._done = True
+        record = self.record
+        changes = dict(record.get("changes") or {})
+        run.emit(ev.Fork(parent=str(record.get("run", "")), at=self.at, changes=changes,
+                         workspace=dict(record.get("workspace") or {}), memory=str(record.get("memory", ""))))
+        switch_settings(run, settings_of(changes))
+        text = guidance_text(changes)
+        if text is not None:
+            before = self.at - 1  # the reflection step k's prompt carries is step k-1's
+            run.timeline.replace_entries([e for e in run.timeline.entries
+                                          if not (e.kind == "reflection" and e.iteration == before)])
+            run.emit(ev.Guidance(kind="reflection", iteration=before, text=text))
+
+
+# --- checking what is asked --------------------------------------------------------------------
+
+
+def _parent_of(parent: Any) -> tuple[Run | None, dict[str, Any]]:
+    from .run import Run
+
+    if isinstance(parent, Run):
+        if parent._clock._since is not None:
+            raise ForkError(f"run {parent.id} is executing a step: fork it when the step is over")
+        if parent.status == "pending":
+            raise ForkError(f"run {parent.id} has not started: there is no step to fork at yet")
+        return parent, json.loads(json.dumps(parent.trace()))
+    if isinstance(parent, str | Path) and not isinstance(parent, dict):
+        path = Path(parent)
+        try:
+            return None, json.loads(path.read_text())
+        except (OSError, ValueError) as exc:
+            raise ForkError(f"cannot read a trace from {str(path)!r}: {exc}") from None
+    if isinstance(parent, dict):
+        return None, json.loads(json.dumps(parent))
+    raise ForkError(f"fork takes a Run, a trace dict or a trace file, got {type(parent).__name__}")
+
+
+def _check_replayable(trace: dict[str, Any]) -> None:
+    if not isinstance(trace.get("events"), list) or "task" not in trace:
+        raise ForkError("not a memfit trace: a dict with 'task' and 'events' is expected")
+    source: dict[str, Any] = trace["source"] if isinstance(trace.get("source"), dict) else {}
+    imported = source.get("format") or (trace.get("settings") or {}).get("imported")
+    events = trace["events"]
+    observed = any(e.get("type") == "observation" and e.get("tool") for e in events)
+    acted = any(e.get("type") == "action" and e.get("tool") for e in events)
+    if imported or (acted and not observed):
+        origin = f"was imported from {imported}" if imported else "has no recorded tool outputs"
+        raise ForkError(f"this trace {origin}: its prefix cannot be replayed with tools; "
+                        "analyze(trace, **settings) takes changed settings instead")
+    if not any(e.get("type") == "run_start" for e in events):
+        raise ForkError("this trace has no run_start event: it is not a memfit run's recording")
+
+
+def last_step(trace: dict[str, Any]) -> int:
+    """The last iteration the run began."""
+    return max((int(e.get("iteration") or 0) for e in trace["events"]), default=0)
+
+
+def _check_step(at: Any, last: int) -> int:
+    if isinstance(at, bool) or not isinstance(at, int):
+        raise ForkError(f"at must be a step number (an int), got {type(at).__name__}")
+    if not 1 <= at <= last:
+        raise ForkError(f"step {at} is outside the run: it has steps 1..{last}" if last else
+                        f"step {at} is outside the run: it took no step")
+    return at
+
+
+def _known() -> str:
+    return (f"step changes: {', '.join(STEP_CHANGES)}; settings: {', '.join(SETTING_CHANGES)}; "
+            "options: memory, workdir, exact")
+
+
+def _check_changes(changes: dict[str, Any], tools: list[str]) -> dict[str, Any]:
+    unknown = sorted(set(changes) - set(STEP_CHANGES) - set(SETTING_CHANGES))
+    if unknown:
+        raise ForkError(f"unknown change(s) {', '.join(unknown)}; known: {_known()}")
+    out: dict[str, Any] = {}
+    for name, value in changes.items():
+        if name in ("guidance", "observation"):
+            if not isinstance(value, str) or not value.strip():
+                raise ForkError(f"{name} must be text, got {type(value).__name__}")
+        elif name == "reflection" and isinstance(value, dict):
+            extra = sorted(set(value) - {"level", "summary", "suggestions", "success"})
+            if extra:
+                raise ForkError(f"reflection= takes level, summary, suggestions; got {', '.join(extra)}")
+            if not isinstance(value.get("summary", ""), str) or not isinstance(value.get("suggestions", []), list):
+                raise ForkError("reflection= needs summary as text and suggestions as a list of text")
+        elif name == "action":
+            value = _check_action(value, tools)
+        elif name == "memory_hits":
+            if not isinstance(value, list | tuple) or not all(isinstance(h, str | dict) for h in value):
+                raise ForkError("memory_hits must be a list of texts or of {content, score, tags} dicts")
+            value = [{"content": h} if isinstance(h, str) else dict(h) for h in value]
+            if any(not isinstance(h.get("content"), str) for h in value):
+                raise ForkError("each memory hit needs its content as text")
+        if "guidance" in changes and isinstance(changes.get("reflection"), dict):
+            raise ForkError("give guidance= or a replacement reflection=, not both: both go where step k's "
+                            "reflection goes")
+        out[name] = value
+    try:
+        return dict(json.loads(json.dumps(out)))
+    except (TypeError, ValueError) as exc:
+        raise ForkError(f"changes must be plain data (they go into the trace): {exc}") from None
+
+
+def _check_action(value: Any, tools: list[str]) -> dict[str, Any]:
+    if not isinstance(value, dict) or not isinstance(value.get("tool"), str):
+        raise ForkError('action must be {"tool": NAME, "params": {...}}')
+    extra = sorted(set(value) - {"tool", "params", "thought", "action_type"})
+    if extra:
+        raise ForkError(f"action takes tool, params, thought, action_type; got {', '.join(extra)}")
+    if not isinstance(value.get("params", {}), dict):
+        raise ForkError(f"action params must be a dict, got {type(value['params']).__name__}")
+    if tools and value["tool"] not in tools:
+        raise ForkError(f"unknown tool {value['tool']!r}; the run's tools: {', '.join(tools)}")
+    return {"thought": str(value.get("thought", "the action given at the fork")),
+            "action_type": str(value.get("action_type", value["tool"])), "tool": value["tool"],
+            "params": dict(value.get("params", {}))}
+
+
+def start_settings(trace: dict[str, Any]) -> dict[str, Any]:
+    """The settings the run started with (its run_start's: a fork's top-level settings are the
+    ones it switched to at its step)."""
+    for e in trace["events"]:
+        if e.get("type") == "run_start" and isinstance(e.get("settings"), dict):
+            return dict(e["settings"])
+    return dict(trace.get("settings") or {})
+
+
+def replay_setup(trace: dict[str, Any]) -> tuple[dict[str, Any], dict[str, str]]:
+    """For ``Agent.replay`` of a fork's trace: the settings to build its agent with (its parent's,
+    plus the fork's hook, which changes them at the step) and the models it switched to."""
+    record = trace["parent"]
+    settings = start_settings(trace)
+    settings["extensions"] = [ForkChanges(record)]
+    changed = settings_of(dict(record.get("changes") or {}))
+    models = {f"fork_{name}": str(changed[name]) for name in TIERS if changed.get(name)}
+    return settings, models
+
+
+# --- the fork ----------------------------------------------------------------------------------
+
+
+def fork(parent: Any, at: int, *, memory: Any = "overlay", workdir: str | Path | None = None,
+         exact: bool = False, backend: Any = None, tools: Any = None, **changes: Any) -> Run:
+    """A new run: ``parent``'s steps before ``at`` from its recording, then live with ``changes``.
+
+    ``parent``: a finished (or paused) ``Run``, a trace dict, or a trace file.  ``at``: the first
+    step that runs live (1 .. the parent's last step).  Changes at step ``at``: ``guidance="..."``
+    (in place of the reflection its prompt carries), ``reflection={"summary", "suggestions"}`` (a
+    replacement), ``action={"tool", "params"}`` (instead of the model's; the tool runs),
+    ``observation="..."`` (what the tool gives back; it does not run), ``memory_hits=[...]``
+    (what its searches find); settings from then on: ``model=``, ``fast_model=``,
+    ``fallback_model=``, ``reflection="deep"``, ``spin_threshold=``, ``strategy=``, ``samples=``,
+    ``max_iterations=``, ``max_cost_usd=``, ``max_duration_seconds=``, ``max_recursive_calls=``,
+    ``max_trials=``.
+
+    ``memory``: "overlay" (the parent's store is read, never written), "write-through", or a
+    store to overlay.  ``workdir``: the child's folder (an empty or new one; default: a new
+    temporary folder), restored to the parent's files at step ``at``; ``exact=True`` refuses a
+    fork whose files cannot be exactly the parent's.  ``backend`` / ``tools``: the live part's
+    (default: the world's).  The child is not started: call ``run()`` or ``step()``.
+    """
+    from .agent import Agent
+    from .workspace import remove
+
+    parent_run, trace = _parent_of(parent)
+    _check_replayable(trace)
+    at = _check_step(at, last_step(trace))
+    first = next(e for e in trace["events"] if e.get("type") == "run_start")
+    changes = _check_changes(changes, list(first.get("tools") or []))
+    if memory not in MEMORY_MODES and not isinstance(memory, str | Path) and not callable(getattr(memory, "search", None)):
+        raise ForkError(f"memory must be one of {', '.join(MEMORY_MODES)} or a store, got {memory!r}")
+    settings = start_settings(trace)
+    had_memory = bool(settings.pop("memory", False))
+    if "memory_hits" in changes and not had_memory:
+        raise ForkError("memory_hits= needs a run with memory; this one ran with memory off")
+    oracle = parent_run.agent.oracle if parent_run is not None else (
+        RECORDED_ORACLE if any(e.get("type") == "trial" for e in trace["events"]) else None)
+    if oracle is not None:
+        settings["oracle"] = oracle
+    if "oracle" in changes:
+        settings["oracle"] = changes["oracle"]
+    live_settings = {**settings, **settings_of(changes), "memory": False}
+    if isinstance(live_settings.get("reflection"), str):
+        live_settings["reflection"] = live_settings["reflection"].lower()
+    try:  # the settings from step k on, checked before anything is made
+        live_agent = Agent.from_settings(live_settings)
+    except Exception as exc:
+        raise ForkError(f"a setting of the fork is not valid: {exc}") from None
+
+    parent_workdir = Path(parent_run.agent.workdir).resolve() if parent_run is not None else (
+        Path(trace["workdir"]) if trace.get("workdir") else None)
+    root, folder = _folders(workdir, parent_workdir, str(trace.get("run_id", "run")))
+    try:
+        child = _make(trace, parent_run, at, changes, settings, had_memory, memory, folder, root,
+                      parent_workdir, live_agent, backend, tools, exact)
+    except BaseException:
+        remove(root if workdir is None else folder)
+        raise
+    if parent_run is not None:
+        parent_run.forks.append(child)
+    restored = child.parent["workspace"] if child.parent else {}
+    if not restored.get("exact", True):
+        log.warning("fork of %s at step %d is not exact: %s", trace.get("run_id"), at,
+                    "; ".join(restored.get("problems") or ())[:500])
+    return child
+
+
+def _folders(workdir: str | Path | None, parent_workdir: Path | None, run_id: str) -> tuple[Path, Path]:
+    """The child's root (memory, blobs) and working folder; never inside the parent's folder."""
+    if workdir is None:
+        root = Path(tempfile.mkdtemp(prefix=f"memfit-fork-{run_id}-"))
+        return root, root / "work"
+    folder = Path(workdir).expanduser().resolve()
+    if parent_workdir is not None and (folder == parent_workdir or folder.is_relative_to(parent_workdir)):
+        raise ForkError(f"the fork's folder {folder} is inside the parent's working directory "
+                        f"{parent_workdir}: a fork never writes there")
+    if folder.exists() and (not folder.is_dir() or any(folder.iterdir())):
+        raise ForkError(f"the fork's folder {folder} is not an empty directory")
+    return folder / ".memfit" / "fork", folder
+
+
+def _make(trace: dict[str, Any], parent_run: Run | None, at: int, changes: dict[str, Any],
+          settings: dict[str, Any], had_memory: bool, memory: Any, folder: Path, root: Path,
+          parent_workdir: Path | None, live_agent: Any, backend: Any, tools: Any, exact: bool) -> Run:
+    from .agent import Agent
+    from .llm.backend import LiteLLMBackend
+    from .reliability.breakers import breakers_for
+    from .run import Run
+    from .workspace import WorkspaceRecorder, config_of, manifest_of, records, restore
+
+    events = trace["events"]
+    prefix = [e for e in events if int(e.get("iteration") or 0) < at]
+    restored = restore(events, at, folder, parent_workdir)
+    if exact and not restored.exact:
+        raise ForkError(f"the fork at step {at} cannot be exact: {restored.problems[0]}")
+    live_store, mode = _live_memory(parent_run, trace, at, had_memory, memory, root)
+    record = {"run": str(trace.get("run_id", "")), "at": at, "changes": changes,
+              "workspace": restored.to_dict(), "memory": mode}
+    recorded_clock = RecordedClock(prefix)
+    clock = ForkClock(recorded_clock, at)
+    store = ForkStore(RecordedStore(prefix, clock=recorded_clock), live_store, at,
+                      changes.get("memory_hits")) if had_memory else False
+    parent_config = config_of(parent_run.agent) if parent_run is not None else None
+    extensions: list[Any] = [ForkChanges(record)]
+    if parent_config is not None:
+        extensions.append(dataclasses.replace(parent_config, store=None))  # the child's blobs are its own
+    agent = Agent.from_settings({**settings, "workdir": folder, "memory": store, "extensions": extensions})
+    models = {f"fork_{n}": str(v) for n, v in settings_of(changes).items() if n in TIERS and v}
+    recorder = WorkspaceRecorder(folder, config_of(agent), manifest=manifest_of(folder),
+                                 write_base=not any("base" in r for _, r in records(prefix, at)))
+    run = Run(agent, trace["task"],
+              backend=ForkBackend(RecordedBackend(prefix, {**models, **agent.tiers}),
+                                  backend if backend is not None else LiteLLMBackend(live_agent.model_options()),
+                                  at, changes.get("action")),
+              tools=ForkTools(RecordedTools(prefix), tools if tools is not None else LiveTools(recorder), at,
+                              changes.get("observation")),
+              clock=clock)
+    recorded_clock.run = clock.run = run
+    run.backend.run = run
+    if isinstance(store, ForkStore):
+        store.run = run
+    breakers_for(agent).clock = clock.now
+    if trace.get("workdir"):
+        run.prompt_workdir = trace["workdir"]  # the prompts of the prefix name the parent's folder
+    run.parent = record
+    run.parent_run = parent_run  # type: ignore[attr-defined]
+    return run
+
+
+def _live_memory(parent_run: Run | None, trace: dict[str, Any], at: int, had_memory: bool, memory: Any,
+                 root: Path) -> tuple[Any, str]:
+    """The store the child's live part uses, and its mode's name."""
+    if not had_memory:
+        return None, "none"
+    from .memory import resolve_store
+    from .memory.overlay import Overlay
+    from .memory.store import open_store
+
+    base: Any = None
+    if memory not in MEMORY_MODES:
+        base = resolve_store(memory, root)
+    elif parent_run is not None:
+        base = parent_run.memory
+        if isinstance(base, ForkStore):  # a fork of a fork: its live store (an overlay) is read
+            base = base.live
+        if isinstance(base, RecordedStore):
+            base = None  # a replay opened no store: there is nothing live to read
+    if memory == "write-through":
+        if base is None:
+            raise ForkError("memory='write-through' needs the parent's store, and this parent has none in this "
+                            "process (a replay or a saved trace): use the overlay")
+        return base, "write-through"
+    embedder = getattr(base, "embedder", None)
+    top = open_store(root / "memory", **({"embedder": embedder} if embedder is not None else {}))
+    if base is None:
+        return top, "overlay"
+    learnt_after = [str(i) for e in trace["events"] if e.get("type") == "memory"
+                    and int(e.get("iteration") or 0) >= at for i in e.get("added") or () if isinstance(i, str)]
+    return Overlay(base, top, hidden=learnt_after), "overlay"
+
+
+# --- the family --------------------------------------------------------------------------------
+
+
+def fork_summary(run: Run) -> list[dict[str, Any]]:
+    """The forks of ``run`` made in this process, for the run view's tree: each one's run id, the
+    step it forked at, its changes, and how it ended (status, answer, cost, iterations)."""
+    out = []
+    for child in run.forks:
+        record = child.parent or {}
+        result = child.result
+        out.append({"run": child.id, "at": record.get("at"), "changes": record.get("changes", {}),
+                    "status": child.status, "answer": result.answer if result else None,
+                    "cost_usd": child.budget.spent.cost_usd, "iterations": child.iteration,
+                    "exact": (record.get("workspace") or {}).get("exact", True)})
+    return out
+
+
+def first_live_call(run: Run) -> int | None:
+    """The index in ``run.events`` of the first event of the fork's live part (its ``fork`` event)."""
+    with contextlib.suppress(StopIteration):
+        return next(i for i, e in enumerate(run.events) if e.TYPE == "fork")
+    return None

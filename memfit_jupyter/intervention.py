@@ -1,0 +1,272 @@
+"""Blame by intervention: which step made a run fail, found by changing it and running on.
+
+``blame(run, oracle=None, budget=None)`` takes a failed run, picks candidate steps from what its
+trace already says (failed steps, spin findings, reflections at STANDARD or above, and the step
+before each; every step when the trace says nothing), forks at each with a corrective change and
+runs the fork to the end (``fork.py``: the prefix costs nothing), and asks the oracle whether the
+fork succeeded.  Steps are tried from the last one back: the step to blame is the latest one at
+which a change turns the failure into a success (forks before it succeed too, since the mistake
+has not happened yet; forks after it come too late), and a later fork is the cheaper one.
+
+Corrective changes, in order: the ones given (``changes=``), the correction the failure mode of a
+scripted scenario declares (``[mode.fix]`` in its file, see ``catalogue.py``), the suggestions
+the trace's own reflections and spin findings made at the step, and skipping the step (its tool
+does not run: its observation says so).
+
+The oracle: a callable (given the fork's ``Run``, returns a bool), a shell command run in the
+fork's folder (exit 0 passes), or by default the run's failure-diary oracle command, else the
+scenario's expected answer (the failure mode's ``on`` side), else "the run ended done".
+"""
+
+from __future__ import annotations
+
+import subprocess
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from .fork import ForkError, fork, last_step
+
+if TYPE_CHECKING:
+    from .run import Run
+
+#: The observation of a skipped step.
+SKIPPED = "(this step was skipped: its action did not run)"
+#: By default, blame spends at most this many times the failed run's own cost on its forks.
+BUDGET_FACTOR = 3.0
+
+
+@dataclass
+class Blame:
+    """What blame found: one row per fork tried, the forks, and the step to blame (or None)."""
+
+    #: polars DataFrame: step, change, outcome (success | failure | error), cost, status, run.
+    frame: Any
+    forks: list[Run]
+    #: The latest step at which a change turned the failure into a success, or None.
+    step: int | None
+    #: The change that did it.
+    change: dict[str, Any] | None
+    spent: float
+    budget: float | None
+    #: Why the search stopped before trying every candidate (the budget), or "".
+    stopped: str = ""
+    notes: list[str] = field(default_factory=list)
+
+    def __repr__(self) -> str:
+        found = f"step {self.step} ({describe(self.change or {})})" if self.step else "no step"
+        budget = f" of ${self.budget:.4f}" if self.budget is not None else ""
+        return f"<Blame {found}; {len(self.forks)} fork(s), ${self.spent:.4f}{budget}{'; ' + self.stopped if self.stopped else ''}>"
+
+    def _repr_html_(self) -> str:
+        from html import escape
+
+        head = escape(repr(self))
+        return f"<p><b>{head}</b></p>" + str(self.frame._repr_html_())
+
+
+def describe(change: dict[str, Any]) -> str:
+    """A change as one short line."""
+    if change.get("observation") == SKIPPED:
+        return "skip the step"
+    parts = []
+    for key, value in change.items():
+        text = str(value) if isinstance(value, str) else repr(value)
+        parts.append(f"{key}={text[:80]!r}" if isinstance(value, str) else f"{key}={text[:80]}")
+    return ", ".join(parts)
+
+
+def fork_cost(child: Run, at: int) -> float:
+    """What a fork spent itself: its model calls from its fork step on (the prefix is free)."""
+    return float(sum(float(e.get("cost_usd") or 0.0) for e in child.events
+                     if e.TYPE == "model_call" and (e.iteration or 0) >= at))
+
+
+def _trace_of(run: Any) -> dict[str, Any]:
+    from .run import Run
+
+    if isinstance(run, Run):
+        return run.trace()
+    if isinstance(run, dict):
+        return run
+    raise ForkError(f"blame takes a Run or a trace dict, got {type(run).__name__}")
+
+
+def candidates(trace: dict[str, Any]) -> list[int]:
+    """The steps worth changing, latest first: failed steps, spin findings, reflections at
+    STANDARD or above, and the step before each; every step when the trace flags none."""
+    last = last_step(trace)
+    flagged: set[int] = set()
+    for e in trace["events"]:
+        it = int(e.get("iteration") or 0)
+        kind = e.get("type")
+        if (kind == "observation" and not e.get("ok")) or kind == "error" or (
+                kind == "spin" and e.get("is_spinning")) or (kind == "reflection" and int(e.get("level") or 0) >= 2):
+            flagged.update({it, it - 1})
+    steps = {s for s in flagged if 1 <= s <= last} or set(range(1, last + 1))
+    return sorted(steps, reverse=True)
+
+
+def _mode_fix(trace: dict[str, Any]) -> dict[str, Any] | None:
+    """The correction a scripted failure mode declares (``[mode.fix]``), as fork changes."""
+    model = str(trace.get("model") or "")
+    if not model.startswith("memfit/"):
+        return None
+    from .llm.scenarios import load_scenario
+
+    try:
+        fix = dict((load_scenario(model.split("/", 1)[1]).mode or {}).get("fix") or {})
+    except Exception:
+        return None
+    fix.pop("at", None)
+    return fix or None
+
+
+def _suggestions(trace: dict[str, Any], step: int) -> str | None:
+    """What the trace's findings at ``step`` (or the step before) told the model to do."""
+    said: list[str] = []
+    for e in trace["events"]:
+        if int(e.get("iteration") or 0) not in (step, step - 1):
+            continue
+        if e.get("type") == "reflection" and int(e.get("level") or 0) >= 2:
+            said += [str(s) for s in e.get("suggestions") or ()]
+        elif e.get("type") == "spin" and e.get("is_spinning"):
+            said += [str(s) for s in [*(e.get("suggestions") or ()), *(e.get("next_actions") or ())]]
+    said = list(dict.fromkeys(s for s in said if s.strip()))
+    return "Before you act, follow these corrections:\n" + "\n".join(f"- {s}" for s in said) if said else None
+
+
+def corrections(trace: dict[str, Any], step: int, given: list[dict[str, Any]] | None = None) -> list[dict[str, Any]]:
+    """The corrective changes blame tries at ``step``, in order."""
+    found = [dict(c) for c in given or ()]
+    fix = _mode_fix(trace)
+    if fix is not None:
+        found.append(fix)
+    suggested = _suggestions(trace, step)
+    if suggested is not None:
+        found.append({"guidance": suggested})
+    found.append({"observation": SKIPPED})
+    unique: list[dict[str, Any]] = []
+    for change in found:
+        if change not in unique:
+            unique.append(change)
+    return unique
+
+
+def default_oracle(run: Any, trace: dict[str, Any]) -> Callable[[Run], bool]:
+    """The run's own oracle: its failure diary's command, the scenario's expected answer, or done."""
+    from .replay import RECORDED_ORACLE
+
+    command = getattr(getattr(run, "agent", None), "oracle", None)
+    if isinstance(command, str) and command != RECORDED_ORACLE:
+        return _command_oracle(command)
+    if callable(command):
+        return lambda child: bool(command(child))
+    mode = _mode_of(trace)
+    if mode is not None:
+        return _mode_oracle(mode)
+    return lambda child: child.status == "done"
+
+
+def _mode_of(trace: dict[str, Any]) -> Any:
+    model = str(trace.get("model") or "")
+    if not model.startswith("memfit/"):
+        return None
+    cat = _catalogue_module()
+    return next((m for m in cat.modes() if m.scenario == model.split("/", 1)[1]), None)
+
+
+def _catalogue_module() -> Any:
+    """The catalogue module (``memfit_jupyter.catalogue`` on the package is its callable table)."""
+    import importlib
+
+    return importlib.import_module(f"{__package__}.catalogue")
+
+
+def _mode_oracle(mode: Any) -> Callable[[Run], bool]:
+    """The expected answer of a failure mode: its ``on`` side's status, answer and check."""
+    cat = _catalogue_module()
+    expect = {k: v for k, v in mode.on.expect.items() if k in ("status", "answer_contains", "answer_lacks", "verify")}
+
+    def judge(child: Run) -> bool:
+        return not cat.check(expect, cat.outcome(mode, child.trace(), child.agent.workdir))
+
+    return judge
+
+
+def _command_oracle(command: str) -> Callable[[Run], bool]:
+    def judge(child: Run) -> bool:
+        done = subprocess.run(command, shell=True, cwd=child.agent.workdir, capture_output=True, timeout=300,
+                              stdin=subprocess.DEVNULL)
+        return done.returncode == 0
+
+    return judge
+
+
+def blame(run: Any, oracle: Callable[[Run], bool] | str | None = None, budget: float | None = None, *,
+          changes: list[dict[str, Any]] | None = None, steps: list[int] | None = None,
+          workdir: str | Path | None = None, stop_at_first: bool = True) -> Blame:
+    """Find the step that made ``run`` fail by forking there with a corrective change.
+
+    ``oracle``: a callable given each fork's ``Run`` (True: success), a shell command run in the
+    fork's folder, or None for the run's own (see the module docstring).  ``budget``: dollars
+    the forks may spend together (default: 3x the failed run's own cost; no limit when it cost
+    nothing): no fork starts once it is spent, and each fork keeps the run's own limits.  ``changes``: corrective changes to try first (fork changes, e.g.
+    ``{"guidance": "..."}``).  ``steps``: the candidate steps (default: from the trace).
+    ``stop_at_first``: stop at the latest step that a change fixes (the one to blame).
+    Returns a ``Blame``: ``.frame`` (step, change, outcome, cost, status, run), ``.forks``,
+    ``.step`` and ``.change``.
+    """
+    import polars as pl
+
+    trace = _trace_of(run)
+    judge = default_oracle(run, trace) if oracle is None else (
+        _command_oracle(oracle) if isinstance(oracle, str) else oracle)
+    if not callable(judge):
+        raise ForkError(f"oracle must be a callable, a shell command or None, got {type(oracle).__name__}")
+    cost = float((trace.get("totals") or {}).get("cost_usd") or 0.0)
+    limit = budget if budget is not None else (BUDGET_FACTOR * cost if cost > 0 else None)
+    if limit is not None and limit <= 0:
+        raise ForkError(f"budget must be more than 0, got {budget}")
+    todo = sorted(steps, reverse=True) if steps is not None else candidates(trace)
+    rows: list[dict[str, Any]] = []
+    forks: list[Run] = []
+    spent = 0.0
+    found: tuple[int, dict[str, Any]] | None = None
+    stopped = ""
+    root = Path(workdir) if workdir is not None else None
+    for step in todo:
+        for change in corrections(trace, step, changes):
+            if limit is not None and spent >= limit:
+                stopped = f"the budget (${limit:.4f}) was spent before step {step} was tried"
+                break
+            folder = root / f"step{step}-{len(forks)}" if root is not None else None
+            try:
+                child = fork(run, step, workdir=folder, **change)
+            except ForkError as exc:
+                rows.append({"step": step, "change": describe(change), "outcome": "error", "cost": 0.0,
+                             "status": str(exc)[:120], "run": ""})
+                continue
+            child.run()
+            own = fork_cost(child, step)
+            spent += own
+            forks.append(child)
+            try:
+                ok = bool(judge(child))
+            except Exception as exc:  # an oracle that breaks says nothing about the fork
+                ok = False
+                child_status = f"oracle failed: {type(exc).__name__}: {exc}"[:120]
+            else:
+                child_status = child.status
+            rows.append({"step": step, "change": describe(change), "outcome": "success" if ok else "failure",
+                         "cost": own, "status": child_status, "run": child.id})
+            if ok:
+                found = found or (step, change)
+                break
+        if stopped or (found is not None and stop_at_first):
+            break
+    frame = pl.DataFrame(rows, schema={"step": pl.Int64, "change": pl.String, "outcome": pl.String,
+                                       "cost": pl.Float64, "status": pl.String, "run": pl.String})
+    return Blame(frame=frame, forks=forks, step=found[0] if found else None, change=found[1] if found else None,
+                 spent=spent, budget=limit, stopped=stopped)

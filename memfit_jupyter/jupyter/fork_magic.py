@@ -1,0 +1,144 @@
+"""``%memfit fork`` and ``%memfit blame``: time travel from a notebook line.
+
+::
+
+    %memfit fork RUN --at K [--guidance TEXT] [--observation TEXT] [--action JSON]
+                 [--model M] [--reflection LEVEL] [--max-iterations N] [--max-cost USD]
+                 [--memory overlay|write-through] [--workdir DIR] [--name VAR] [--quiet]
+    %memfit blame RUN [--budget USD] [--oracle CMD] [--name VAR]
+
+``RUN`` names a ``Run`` or a trace dict in the namespace, or a saved trace file.  ``fork``
+starts the child at once and shows it live, as ``%%memfit_task`` does; ``blame`` returns its
+DataFrame (step, change, outcome, cost) and binds the whole result with ``--name``.
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+from pathlib import Path
+from typing import Any
+
+from IPython.core.error import UsageError
+from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
+
+SUBCOMMANDS = ("fork", "blame")
+
+
+@magic_arguments()
+@argument("run", metavar="RUN", help="a Run or trace in the namespace, or a saved trace file")
+@argument("--at", type=int, required=True, metavar="K", help="the first step that runs live")
+@argument("--guidance", metavar="TEXT", help="step K's prompt carries this where a reflection goes")
+@argument("--observation", metavar="TEXT", help="what step K's tool gives back (the tool does not run)")
+@argument("--action", metavar="JSON", help='step K\'s action instead of the model\'s: {"tool": ..., "params": ...}')
+@argument("--model", metavar="M", help="the model from step K on")
+@argument("--reflection", metavar="LEVEL", help="the reflection level from step K on")
+@argument("--max-iterations", type=int, metavar="N", help="the iteration limit from step K on")
+@argument("--max-cost", type=float, metavar="USD", help="the cost limit from step K on")
+@argument("--memory", choices=("overlay", "write-through"), default="overlay",
+          help="where the fork's memory writes go (default: an overlay of the parent's store)")
+@argument("--workdir", metavar="DIR", help="the fork's working folder (default: a new temporary one)")
+@argument("--name", metavar="VAR", help="bind the child Run to this variable")
+@argument("--quiet", action="store_true", help="show only the final summary")
+def fork_options(line: str) -> None:
+    """Fork a run at step K with changes, and run the child live."""
+
+
+@magic_arguments()
+@argument("run", metavar="RUN", help="a failed Run or trace in the namespace, or a saved trace file")
+@argument("--budget", type=float, metavar="USD", help="what the forks may spend (default: 3x the run's cost)")
+@argument("--oracle", metavar="CMD", help="shell command run in each fork's folder (exit 0 = success)")
+@argument("--name", metavar="VAR", help="bind the Blame result (frame, forks, step) to this variable")
+def blame_options(line: str) -> None:
+    """Find the step that made a run fail, by forking there with a correction."""
+
+
+def handles(line: str) -> bool:
+    """Whether ``%memfit LINE`` is one of these subcommands."""
+    return (line or "").strip().split(" ", 1)[0] in SUBCOMMANDS
+
+
+def memfit_fork_or_blame(magics: Any, line: str) -> Any:
+    """Run ``%memfit fork ...`` or ``%memfit blame ...``; bad input is one UsageError line."""
+    sub, _, rest = (line or "").strip().partition(" ")
+    try:
+        if sub == "fork":
+            return _fork(magics, parse_argstring(fork_options, rest))
+        return _blame(magics, parse_argstring(blame_options, rest))
+    except UsageError:
+        raise
+    except ValueError as exc:  # ForkError and bad values: the one line that says why
+        raise UsageError(str(exc).splitlines()[0] if str(exc) else type(exc).__name__) from None
+
+
+def _target(magics: Any, name: str) -> Any:
+    namespace = magics.shell.user_ns
+    if name in namespace:
+        return namespace[name]
+    if Path(name).expanduser().is_file():
+        return Path(name).expanduser()
+    raise UsageError(f"no run named {name!r}: give a Run or trace variable, or a saved trace file")
+
+
+def _unquote(text: str) -> str:
+    """IPython passes a quoted option on with its quotes: ``--guidance 'two words'``."""
+    if len(text) >= 2 and text[0] == text[-1] and text[0] in "'\"":
+        return text[1:-1]
+    return text
+
+
+def _check_name(name: str | None) -> None:
+    if name and not name.isidentifier():
+        raise UsageError(f"--name must be a Python identifier, got {name!r}")
+
+
+def _fork(magics: Any, args: Any) -> None:
+    from ..fork import fork
+
+    _check_name(args.name)
+    changes: dict[str, Any] = {}
+    for key in ("guidance", "observation", "model", "reflection", "max_iterations"):
+        value = getattr(args, key)
+        if value is not None:
+            changes[key] = _unquote(value) if isinstance(value, str) else value
+    if args.max_cost is not None:
+        changes["max_cost_usd"] = args.max_cost
+    if args.action is not None:
+        try:
+            changes["action"] = json.loads(_unquote(args.action))
+        except ValueError as exc:
+            raise UsageError(f"--action must be JSON such as {{\"tool\": \"read_file\", \"params\": "
+                             f"{{\"path\": \"x\"}}}}: {exc}") from None
+    workdir = _unquote(args.workdir) if args.workdir else None
+    child = fork(_target(magics, args.run), args.at, memory=args.memory, workdir=workdir, **changes)
+    if args.name:
+        magics.shell.user_ns[args.name] = child
+    magics.last_run = child
+    from .display import show
+
+    show(child, quiet=args.quiet, throttle_ms=magics.throttle_ms, max_cards=magics.max_live_cards)
+
+
+def _blame(magics: Any, args: Any) -> Any:
+    from ..intervention import blame
+
+    _check_name(args.name)
+    target = _target(magics, args.run)
+    if isinstance(target, Path):
+        target = json.loads(target.read_text())
+    found = blame(target, oracle=_unquote(args.oracle) if args.oracle else None, budget=args.budget)
+    if args.name:
+        magics.shell.user_ns[args.name] = found
+    from IPython.display import display
+
+    display({"text/plain": repr(found), "text/html": found._repr_html_()}, raw=True)
+    return found.frame
+
+
+def fork_line(run_var: str, at: int, **changes: Any) -> str:
+    """The ``%memfit fork`` line for a fork (what a saved view with no kernel shows)."""
+    parts = [f"%memfit fork {run_var} --at {at}"]
+    for key, value in changes.items():
+        text = json.dumps(value) if isinstance(value, dict | list) else str(value)
+        parts.append(f"--{key.replace('_', '-')} {shlex.quote(text)}")
+    return " ".join(parts)

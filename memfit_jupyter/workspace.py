@@ -1,0 +1,359 @@
+"""The working directory, step by step: what each step changed, kept so that a fork can start
+from the files as they were at any step.
+
+A live run's tool runner (``replay.LiveTools``) scans the working directory before the first
+tool call that may write (the *base*: the files as the run found them, scenario files
+included) and after each such call.  What changed is kept content-addressed: each file's bytes
+once, as a blob named by its SHA-256, in a blob store (``<workdir>/.memfit/snapshots`` unless
+``WorkspaceConfig.store`` says otherwise).  The step's observation event names it in
+``data["workspace"]``::
+
+    {"store": "/abs/blobs", "base": "<sha of the base manifest>",   # the first such step only
+     "changed": {"path": "<sha>"}, "deleted": ["path"], "bytes": 123,
+     "limit": "why content was not kept"}                            # when a limit was hit
+
+Restoring step k (``restore``) is the base plus the changes of the steps before k, written into
+an empty folder.  What cannot be exact is said: a limit hit (a file's bytes were not kept and the
+parent's folder no longer holds them), a trace with no records, effects outside the folder.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import shutil
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+#: Folders a scan does not enter: memfit's own state, version control, caches, environments.
+EXCLUDED_DIRS = frozenset({".memfit", ".git", ".hg", "node_modules", "__pycache__", ".ipynb_checkpoints",
+                           ".venv", "venv", ".mypy_cache", ".pytest_cache", ".ruff_cache", ".tox"})
+#: Tools that never change files: no scan around them.
+READ_ONLY_TOOLS = frozenset({"read_file", "finish", "ask_user"})
+#: Tools whose effects may reach past the working directory (and the Python namespace).
+UNBOUNDED_TOOLS = frozenset({"python", "shell"})
+#: The temporary name write_file and modify_code write through (never part of a snapshot).
+TMP_MARK = ".memfit-tmp"
+#: Where the data of an observation keeps its workspace record.
+DATA_KEY = "workspace"
+
+
+@dataclass(frozen=True)
+class WorkspaceConfig:
+    """How a run records its working directory (what ``Run.fork`` restores).
+
+    ``Agent(extensions=[WorkspaceConfig(max_bytes=...)])`` changes it for an agent's runs.
+    """
+
+    #: Record what each step changed; off, forks of the run start from an empty folder.
+    enabled: bool = True
+    #: The blob store's folder (None: ``<workdir>/.memfit/snapshots``).
+    store: str | None = None
+    #: File bytes one run may keep; past it steps record hashes only and the trace says so.
+    max_bytes: int = 64 * 2**20
+    #: A file larger than this is recorded by its hash only.
+    max_file_bytes: int = 16 * 2**20
+    #: A folder with more files than this is not scanned (the trace says so).
+    max_files: int = 5000
+
+
+def config_of(agent: Any) -> WorkspaceConfig:
+    """The agent's ``WorkspaceConfig`` (given among its extensions or configs), or the default."""
+    for obj in [*getattr(agent, "extensions", ()), *getattr(agent, "configs", {}).values()]:
+        if isinstance(obj, WorkspaceConfig):
+            return obj
+    return WorkspaceConfig()
+
+
+class BlobStore:
+    """Content-addressed file bytes: ``<root>/<sha[:2]>/<sha>``, written once, never changed."""
+
+    def __init__(self, root: str | Path):
+        self.root = Path(root)
+
+    def path(self, sha: str) -> Path:
+        return self.root / sha[:2] / sha
+
+    def has(self, sha: str) -> bool:
+        return self.path(sha).is_file()
+
+    def put(self, data: bytes) -> tuple[str, int]:
+        """Keep ``data``; its SHA-256 and the bytes written (0 when it was already there)."""
+        sha = hashlib.sha256(data).hexdigest()
+        target = self.path(sha)
+        if target.is_file():
+            return sha, 0
+        target.parent.mkdir(parents=True, exist_ok=True)
+        tmp = target.with_name(f".{sha}.{os.getpid()}{TMP_MARK}")
+        tmp.write_bytes(data)
+        os.replace(tmp, target)
+        return sha, len(data)
+
+    def read(self, sha: str) -> bytes:
+        return self.path(sha).read_bytes()
+
+
+@dataclass(slots=True)
+class FileState:
+    size: int
+    mtime_ns: int
+    sha: str
+
+
+def _sha_of(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+class TooManyFiles(Exception):
+    """The folder holds more files than ``WorkspaceConfig.max_files``."""
+
+
+def scan(root: Path, previous: dict[str, FileState], max_files: int) -> dict[str, FileState]:
+    """The regular files under ``root`` (relative POSIX paths), hashed where size or mtime moved."""
+    found: dict[str, FileState] = {}
+    for folder, dirs, files in os.walk(root):
+        dirs[:] = sorted(d for d in dirs if d not in EXCLUDED_DIRS)
+        for name in files:
+            if TMP_MARK in name:
+                continue
+            full = Path(folder) / name
+            with contextlib.suppress(OSError):
+                st = full.lstat()
+                if not full.is_file() or full.is_symlink():
+                    continue
+                rel = full.relative_to(root).as_posix()
+                old = previous.get(rel)
+                if old is not None and old.size == st.st_size and old.mtime_ns == st.st_mtime_ns:
+                    found[rel] = old
+                else:
+                    found[rel] = FileState(st.st_size, st.st_mtime_ns, _sha_of(full))
+                if len(found) > max_files:
+                    raise TooManyFiles(f"the working directory holds more than {max_files} files")
+    return found
+
+
+class WorkspaceRecorder:
+    """One run's record of its working directory (see the module docstring)."""
+
+    def __init__(self, workdir: str | Path, config: WorkspaceConfig | None = None,
+                 manifest: dict[str, FileState] | None = None, write_base: bool = False):
+        """``manifest``: the files already there (a fork's restored folder, whose base is in its
+        parent's record); without it, the first scan is the base.  ``write_base``: record
+        ``manifest`` as the base all the same (a fork whose recorded prefix holds no base)."""
+        self.workdir = Path(workdir).resolve()
+        self.config = config or WorkspaceConfig()
+        store = self.config.store or self.workdir / ".memfit" / "snapshots"
+        self.blobs = BlobStore(Path(store).resolve())
+        self.manifest = manifest
+        self.kept_bytes = 0
+        self.limit: str | None = None
+        self._base: str | None = None
+        self._write_base = write_base
+        self.stopped = False  # too many files: nothing is scanned any more
+
+    def _keep(self, rel: str, state: FileState) -> None:
+        """Keep a changed file's bytes, within the limits (past them, only its hash is recorded)."""
+        if self.blobs.has(state.sha):
+            return
+        if state.size > self.config.max_file_bytes:
+            self.limit = f"{rel} is {state.size} bytes, over max_file_bytes ({self.config.max_file_bytes})"
+            return
+        if self.kept_bytes + state.size > self.config.max_bytes:
+            self.limit = f"the run kept {self.kept_bytes} bytes of files; max_bytes is {self.config.max_bytes}"
+            return
+        with contextlib.suppress(OSError):
+            sha, written = self.blobs.put((self.workdir / rel).read_bytes())
+            if sha != state.sha:  # changed under us between the scan and the read: keep what the scan saw
+                state.sha = sha
+            self.kept_bytes += written
+
+    def _scan(self) -> dict[str, FileState] | None:
+        if self.stopped or not self.workdir.is_dir():
+            return None
+        try:
+            return scan(self.workdir, self.manifest or {}, self.config.max_files)
+        except TooManyFiles as exc:
+            self.stopped = True
+            self.limit = str(exc)
+            return None
+
+    def before(self, tool_name: str) -> None:
+        """Before a tool call: the first one that may write takes the base."""
+        if not self.config.enabled or tool_name in READ_ONLY_TOOLS:
+            return
+        if self.manifest is None:
+            current = self._scan()
+            self.manifest = current if current is not None else {}
+        elif not self._write_base:
+            return
+        self._write_base = False
+        for rel, state in self.manifest.items():  # the base's bytes, in this run's own store
+            self._keep(rel, state)
+        listing = json.dumps({rel: s.sha for rel, s in sorted(self.manifest.items())}, sort_keys=True)
+        self._base, written = self.blobs.put(listing.encode())
+        self.kept_bytes += written
+
+    def after(self, tool_name: str) -> dict[str, Any] | None:
+        """After a tool call: the record of what it changed, or None when it changed nothing."""
+        if not self.config.enabled or tool_name in READ_ONLY_TOOLS or self.manifest is None:
+            return None
+        limit_before = self.limit
+        current = self._scan()
+        changed: dict[str, str] = {}
+        deleted: list[str] = []
+        kept = self.kept_bytes
+        if current is not None:
+            for rel, state in sorted(current.items()):
+                old = self.manifest.get(rel)
+                if old is None or old.sha != state.sha:
+                    self._keep(rel, state)
+                    changed[rel] = state.sha
+            deleted = sorted(set(self.manifest) - set(current))
+            self.manifest = current
+        record: dict[str, Any] = {"store": str(self.blobs.root)}
+        if self._base is not None:
+            record["base"], self._base = self._base, None
+        if not (changed or deleted or "base" in record or self.limit != limit_before):
+            return None
+        record.update(changed=changed, deleted=deleted, bytes=self.kept_bytes - kept)
+        if self.limit is not None and self.limit != limit_before or (self.limit and "base" in record):
+            record["limit"] = self.limit
+        return record
+
+
+# --- restoring a step -------------------------------------------------------------------------
+
+
+@dataclass
+class Restored:
+    """What ``restore`` wrote, and why it may not be the parent's folder exactly."""
+
+    folder: Path
+    files: int = 0
+    bytes: int = 0
+    #: Why the folder may differ from the parent's at the step (empty: exact).
+    problems: list[str] = field(default_factory=list)
+    #: What a fork does not bring back, though the files are exact (the Python namespace...).
+    caveats: list[str] = field(default_factory=list)
+
+    @property
+    def exact(self) -> bool:
+        return not self.problems
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"folder": str(self.folder), "files": self.files, "bytes": self.bytes, "exact": self.exact,
+                "problems": list(self.problems), "caveats": list(self.caveats)}
+
+
+def records(events: Iterable[dict[str, Any]], before: int) -> list[tuple[int, dict[str, Any]]]:
+    """The workspace records of the observations of iterations before ``before``, in order."""
+    found = []
+    for e in events:
+        it = int(e.get("iteration") or 0)
+        if e.get("type") == "observation" and it < before:
+            rec = (e.get("data") or {}).get(DATA_KEY)
+            if isinstance(rec, dict):
+                found.append((it, rec))
+    return found
+
+
+def state_at(events: list[dict[str, Any]], k: int) -> tuple[dict[str, str], list[BlobStore], list[str]]:
+    """The files (path -> sha) at the start of step ``k``, the stores that hold them, and the
+    problems met on the way (a missing base, a limit hit)."""
+    problems: list[str] = []
+    stores: list[BlobStore] = []
+    files: dict[str, str] = {}
+    base_seen = False
+    all_records = records(events, before=10**9)
+    for it, rec in all_records:
+        store = BlobStore(rec.get("store", ""))
+        if all(s.root != store.root for s in stores):
+            stores.append(store)
+        if "base" in rec and not base_seen:
+            base_seen = True
+            try:
+                files = dict(json.loads(store.read(rec["base"])))
+            except (OSError, ValueError):
+                problems.append(f"the base listing {rec['base'][:12]} is not in the blob store {store.root}")
+        if it >= k:
+            continue
+        if rec.get("limit"):
+            problems.append(f"step {it}: {rec['limit']}")
+        files.update(rec.get("changed") or {})
+        for rel in rec.get("deleted") or ():
+            files.pop(rel, None)
+    if not base_seen:
+        writers = [e for e in events if e.get("type") == "action" and int(e.get("iteration") or 0) < k
+                   and e.get("tool") not in READ_ONLY_TOOLS and e.get("tool")]
+        if writers:
+            problems.append("the trace records no workspace (it ran before snapshots, or with them off): "
+                            "the files its steps wrote are not restored")
+    return files, stores, problems
+
+
+def _copy_from(folder: Path | None, rel: str, sha: str) -> bytes | None:
+    """The parent's file ``rel``, if it still has the recorded content."""
+    if folder is None:
+        return None
+    candidate = folder / rel
+    with contextlib.suppress(OSError):
+        if candidate.is_file() and _sha_of(candidate) == sha:
+            return candidate.read_bytes()
+    return None
+
+
+def restore(events: list[dict[str, Any]], k: int, target: str | Path,
+            parent_workdir: str | Path | None = None) -> Restored:
+    """Write the files of the start of step ``k`` into ``target`` (an empty folder, made here).
+
+    Bytes come from the blob stores the records name; a file whose bytes were not kept (a limit)
+    is taken from ``parent_workdir`` when it still holds the same content (read, never written).
+    """
+    folder = Path(target)
+    if folder.exists() and any(folder.iterdir()):
+        raise ValueError(f"the fork's working directory {folder} is not empty")
+    folder.mkdir(parents=True, exist_ok=True)
+    files, stores, problems = state_at(events, k)
+    done = Restored(folder, problems=list(problems))
+    parent = Path(parent_workdir) if parent_workdir else None
+    for rel, sha in sorted(files.items()):
+        data = next((s.read(sha) for s in stores if s.has(sha)), None)
+        if data is None:
+            data = _copy_from(parent, rel, sha)
+        if data is None:
+            done.problems.append(f"{rel}: its content ({sha[:12]}) was not kept and the parent's folder no "
+                                 "longer has it")
+            continue
+        path = folder / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(data)
+        done.files += 1
+        done.bytes += len(data)
+    tools = {str(e.get("tool")) for e in events if e.get("type") == "action" and int(e.get("iteration") or 0) < k}
+    if tools & UNBOUNDED_TOOLS:
+        done.caveats.append("steps before this one ran " + " and ".join(sorted(tools & UNBOUNDED_TOOLS))
+                            + ": what they did outside the working directory, and Python variables they set, "
+                            "are not restored")
+    return done
+
+
+def manifest_of(folder: str | Path, config: WorkspaceConfig | None = None) -> dict[str, FileState]:
+    """The files of a restored folder, as a recorder's starting manifest."""
+    cfg = config or WorkspaceConfig()
+    try:
+        return scan(Path(folder).resolve(), {}, cfg.max_files)
+    except TooManyFiles:
+        return {}
+
+
+def remove(folder: str | Path) -> None:
+    """Remove a folder a fork made (a fork that could not be started leaves nothing behind)."""
+    shutil.rmtree(folder, ignore_errors=True)

@@ -1,0 +1,126 @@
+"""Blame by intervention: on every catalogue mode whose failure one step is at fault (the modes
+with a ``[mode.fix]``), blame of the off run names that step within 3x the run's own cost; the
+oracle may be a callable or a command; ``%memfit fork`` and ``%memfit blame`` in a real kernel."""
+
+from __future__ import annotations
+
+import sys
+
+import pytest
+from kernel_cells import execute, outputs, text_of
+
+import memfit_jupyter.catalogue  # noqa: F401  (the module; the package attribute is the function)
+from memfit_jupyter.fork import ForkError
+from memfit_jupyter.intervention import SKIPPED, blame, candidates, corrections
+
+catalogue = sys.modules["memfit_jupyter.catalogue"]
+FIXED = [m.id for m in catalogue.modes() if m.fix]
+RUN_MIME = "application/vnd.memfit.run+json"
+
+
+def test_the_modes_one_step_is_at_fault_in_say_where_to_fork():
+    assert len(FIXED) >= 7
+    table = catalogue.catalogue()
+    lines = dict(zip(table["id"], table["fix"], strict=True))
+    for mode_id in FIXED:
+        m = catalogue.mode(mode_id)
+        assert lines[mode_id].startswith(f"%memfit fork RUN --at {m.fix['at']} --guidance ")
+    assert lines["step-repetition"] == ""  # a spin has no one step at fault
+    assert not any(p for s in ("premature-finish", "diary") for p in catalogue.problems(
+        __import__("memfit_jupyter.llm.scenarios", fromlist=["load_scenario"]).load_scenario(s)))
+
+
+@pytest.mark.parametrize("mode_id", FIXED)
+def test_blame_names_the_step_at_fault_within_three_times_the_runs_cost(mode_id, tmp_path):
+    m = catalogue.mode(mode_id)
+    run = catalogue.start(m, "off", tmp_path / "off")
+    run.run()
+    cost = run.trace()["totals"]["cost_usd"]
+    assert catalogue.check({k: v for k, v in m.on.expect.items() if k in ("status", "answer_contains", "verify")},
+                           catalogue.outcome(m, run.trace(), tmp_path / "off")), "the off run fails"
+    found = blame(run, workdir=tmp_path / "forks")
+    assert found.step == m.fix["at"], found.frame
+    assert found.spent <= 3 * cost
+    assert found.frame.columns == ["step", "change", "outcome", "cost", "status", "run"]
+    assert found.frame.filter(found.frame["outcome"] == "success")["step"].to_list() == [m.fix["at"]]
+    assert found.forks and found.forks[-1].parent["at"] == m.fix["at"] and run.forks == found.forks
+
+
+def test_a_callable_oracle_that_nothing_satisfies_blames_no_step_and_keeps_to_the_budget(tmp_path):
+    m = catalogue.mode("premature-finish")
+    run = catalogue.start(m, "off", tmp_path / "off")
+    run.run()
+    budget = run.trace()["totals"]["cost_usd"]
+    found = blame(run, oracle=lambda child: False, budget=budget, workdir=tmp_path / "forks")
+    assert found.step is None and set(found.frame["outcome"]) <= {"failure"}
+    assert found.stopped.startswith("the budget") or found.frame.height == sum(
+        len(corrections(run.trace(), s)) for s in candidates(run.trace()))
+    assert found.spent - found.frame["cost"].to_list()[-1] < budget  # no fork starts past the budget
+
+
+def test_a_command_oracle_runs_in_each_forks_folder(tmp_path):
+    m = catalogue.mode("premature-finish")
+    run = catalogue.start(m, "off", tmp_path / "off")
+    run.run()
+    found = blame(run, oracle="test -f east.txt && grep -q 295 /dev/null || true", workdir=tmp_path / "forks")
+    assert found.step == run.iteration  # the command passes everywhere: the latest step is named
+    with pytest.raises(ForkError, match="budget must be more than 0"):
+        blame(run, budget=0)
+
+
+def test_candidates_are_the_flagged_steps_and_the_steps_before_them():
+    trace = {"events": [
+        {"type": "run_start", "iteration": 0}, {"type": "action", "iteration": 1, "tool": "shell"},
+        {"type": "observation", "iteration": 1, "ok": True}, {"type": "action", "iteration": 2, "tool": "shell"},
+        {"type": "observation", "iteration": 2, "ok": True}, {"type": "action", "iteration": 3, "tool": "shell"},
+        {"type": "observation", "iteration": 3, "ok": False}, {"type": "action", "iteration": 4, "tool": "x"},
+        {"type": "observation", "iteration": 4, "ok": True},
+        {"type": "reflection", "iteration": 4, "level": 3, "suggestions": ["read the file first"]}],
+        "model": "openai/x"}
+    assert candidates(trace) == [4, 3, 2]
+    assert corrections(trace, 4)[0]["guidance"].endswith("- read the file first")
+    assert corrections(trace, 4)[-1] == {"observation": SKIPPED}
+
+
+@pytest.fixture(scope="module")
+def nb(tmp_path_factory):
+    workdir = tmp_path_factory.mktemp("forkmagic")
+    cells = {
+        "load": "%load_ext memfit_jupyter",
+        "parent": "import sys, memfit_jupyter.catalogue\n"
+                  "cat = sys.modules['memfit_jupyter.catalogue']\n"
+                  "m = cat.mode('premature-finish')\n"
+                  "run = cat.start(m, 'off', 'off'); run.run(); print(run.status, run.iteration)",
+        "fork": "%memfit fork run --at 3 --guidance 'finish refused (premature_finish): east.txt is unread' "
+                "--name child --quiet",
+        "after": "print(child.status, child.result.answer, child.parent['at'], len(run.forks))\n"
+                 "print(repr(child.parent['changes']['guidance']))",
+        "blame": "df = %memfit blame run --name found\nprint(found.step, df.height)",
+        "bad_step": "%memfit fork run --at 99",
+        "bad_change": "%memfit fork run --at 2 --action '{\"tool\": \"nope\"}'",
+        "no_run": "%memfit blame nothing_here",
+    }
+    return execute(cells, workdir, timeout=300)
+
+
+def test_the_fork_magic_runs_the_child_and_binds_it(nb):
+    assert "done 3" in text_of(outputs(nb, "parent"))
+    shown = [o for o in outputs(nb, "fork") if RUN_MIME in o.get("data", {})]
+    assert shown and shown[-1]["data"][RUN_MIME]["parent"]["at"] == 3
+    assert "done The total is 295 crates" in text_of(outputs(nb, "after"))
+    said = text_of(outputs(nb, "after")).strip().splitlines()
+    assert said[0].endswith("3 1") and said[1] == "'finish refused (premature_finish): east.txt is unread'"
+
+
+def test_the_blame_magic_returns_its_frame(nb):
+    assert text_of(outputs(nb, "blame")).strip().splitlines()[-1] == "3 1"
+
+
+@pytest.mark.parametrize("cell, expected", [
+    ("bad_step", "UsageError: step 99 is outside the run: it has steps 1..3"),
+    ("bad_change", "UsageError: unknown tool 'nope'; the run's tools:"),
+    ("no_run", "UsageError: no run named 'nothing_here'"),
+])
+def test_bad_magic_input_is_one_line(nb, cell, expected):
+    said = text_of(outputs(nb, cell)).strip()  # IPython prints a UsageError as one line on stderr
+    assert said.startswith(expected) and "\n" not in said, said

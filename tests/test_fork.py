@@ -1,0 +1,265 @@
+"""Forks: a recorded prefix (no model called, no tool run) and a live suffix with a change; the
+child's trace names its parent and replays byte for byte; bad input is one line, nothing made."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from memfit_jupyter import Agent, load_trajectory, scenarios
+from memfit_jupyter.fork import ForkError, fork
+from memfit_jupyter.llm.backend import LiteLLMBackend
+from memfit_jupyter.llm.scenarios import load_scenario
+from memfit_jupyter.replay import CLOCK_FIELDS, LiveTools
+
+FIXTURES = Path(__file__).parent / "fixtures"
+TIMES = {"ts", *CLOCK_FIELDS}
+
+
+class SpyBackend:
+    """The world's backend, counting its calls and noting what had happened before the first."""
+
+    def __init__(self, tools: SpyTools, stop: bool = False):
+        self.inner = LiteLLMBackend()
+        self.tools = tools
+        self.stop = stop
+        self.run = None
+        self.calls = 0
+        self.first: dict | None = None
+
+    def complete(self, model, messages, **kw):
+        if self.first is None:
+            self.first = {"iteration": self.run.iteration, "tools_run": self.tools.executed,
+                          "events": len(self.run.events)}
+        if self.stop:  # no local server here: the fork stops at its first live call, as a person would
+            raise KeyboardInterrupt
+        self.calls += 1
+        return self.inner.complete(model, messages, **kw)
+
+    def __getattr__(self, name):
+        return getattr(self.inner, name)
+
+
+class SpyTools(LiveTools):
+    """The world's tools, counting the ones that run."""
+
+    executed = 0
+
+    def __call__(self, run, iteration, act, tool):
+        if tool is not None and not getattr(tool, "internal", False):
+            self.executed += 1
+        return super().__call__(run, iteration, act, tool)
+
+
+def _untimed(events):
+    return [{k: v for k, v in e.items() if k not in TIMES} for e in events]
+
+
+def _parent(name, workdir, memory=False):
+    extra = {"oracle": "false", "max_trials": 2} if name == "diary" else {}
+    workdir.mkdir(parents=True, exist_ok=True)
+    run = Agent(model=f"memfit/{name}", workdir=workdir, memory=memory, **extra).start(
+        load_scenario(name).task or "do the task")
+    run.run()
+    return run
+
+
+def _spied_fork(parent, at, tmp_path, **changes):
+    tools = SpyTools()
+    backend = SpyBackend(tools)
+    child = fork(parent, at, workdir=tmp_path / f"fork{at}", backend=backend, tools=tools, **changes)
+    backend.run = child
+    return child, backend, tools
+
+
+@pytest.mark.parametrize("name", sorted(scenarios()))
+def test_a_fork_of_every_scenario_replays_its_prefix_without_calling_anything(name, tmp_path):
+    parent = _parent(name, tmp_path / "parent")
+    last = parent.iteration
+    at = max(1, (last + 1) // 2 + (1 if last > 2 else 0))
+    child, backend, tools = _spied_fork(parent, at, tmp_path, guidance="Check the task again before acting.")
+    child.run()
+    before = [e.to_dict() for e in parent.events if (e.iteration or 0) < at]
+    assert _untimed([e.to_dict() for e in child.events][:len(before)]) == _untimed(before)
+    assert child.events[len(before)].TYPE == "fork"
+    if backend.first is not None:  # the live part asked the model: nothing was called or run before
+        assert backend.first["iteration"] >= at
+        assert backend.first["tools_run"] == 0
+        assert backend.first["events"] > len(before)
+    trace = json.loads(json.dumps(child.trace()))
+    assert trace["parent"]["run"] == parent.id and trace["parent"]["at"] == at
+    again = Agent.replay(trace)
+    again.run()
+    assert [json.dumps(e.to_dict()) for e in again.events] == [json.dumps(e) for e in trace["events"]]
+    assert parent.forks == [child]
+
+
+@pytest.mark.parametrize("name", ["memory-lesson", "diary", "spin-demo"])
+def test_a_fork_with_memory_replays_its_prefix_and_its_trace(name, tmp_path):
+    _parent(name, tmp_path / "parent", memory=None)  # leaves memories that the second run finds
+    parent = _parent(name, tmp_path / "parent", memory=None)
+    at = max(1, parent.iteration // 2)
+    child, backend, tools = _spied_fork(parent, at, tmp_path)
+    child.run()
+    before = [e.to_dict() for e in parent.events if (e.iteration or 0) < at]
+    assert _untimed([e.to_dict() for e in child.events][:len(before)]) == _untimed(before)
+    if backend.first is not None:
+        assert backend.first["tools_run"] == 0
+    trace = json.loads(json.dumps(child.trace()))
+    again = Agent.replay(trace)
+    again.run()
+    assert [json.dumps(e.to_dict()) for e in again.events] == [json.dumps(e) for e in trace["events"]]
+
+
+@pytest.mark.parametrize("fixture", sorted(p.name for p in FIXTURES.glob("local_*_run.json")))
+def test_a_fork_of_a_local_model_recording_reaches_its_first_live_call_untouched(fixture, tmp_path):
+    trace = json.loads((FIXTURES / fixture).read_text())
+    steps = max(e.get("iteration") or 0 for e in trace["events"])
+    for at in range(1, steps + 1):
+        tools = SpyTools()
+        backend = SpyBackend(tools, stop=True)
+        child = fork(trace, at, workdir=tmp_path / f"fork{at}", backend=backend, tools=tools)
+        backend.run = child
+        child.run()  # the spy cancels the run at its first live call
+        before = [e for e in trace["events"] if (e.get("iteration") or 0) < at]
+        assert _untimed([e.to_dict() for e in child.events][:len(before)]) == _untimed(before)
+        assert backend.first is not None and backend.first["iteration"] == at
+        assert backend.first["tools_run"] == 0 and child.status == "cancelled"
+
+
+def test_guidance_at_the_step_goes_where_the_reflection_goes_and_the_trace_says_so(tmp_path):
+    parent = _parent("spin-demo", tmp_path / "parent")
+    child = parent.fork(3, guidance="Stop listing. Read the file and finish.", workdir=tmp_path / "child")
+    child.run()
+    (fork_event,) = [e for e in child.events if e.TYPE == "fork"]
+    assert fork_event.iteration == 3 and fork_event.changes == {"guidance": "Stop listing. Read the file and finish."}
+    entries = [e for e in child.timeline.entries if e.kind == "reflection" and e.iteration == 2]
+    assert [e.content for e in entries] == ["Stop listing. Read the file and finish."]
+    assert child.trace()["parent"]["changes"]["guidance"].startswith("Stop listing")
+
+
+def test_a_replaced_action_runs_for_real_and_a_replaced_observation_does_not(tmp_path):
+    parent = _parent("demo", tmp_path / "parent")
+    acted = parent.fork(2, action={"tool": "write_file", "params": {"path": "made.txt", "content": "hi"}},
+                        workdir=tmp_path / "acted")
+    acted.run()
+    assert (tmp_path / "acted" / "made.txt").read_text() == "hi"
+    assert not (tmp_path / "parent" / "made.txt").exists()
+    (call,) = [e for e in acted.events if e.TYPE == "model_call" and e.iteration == 2 and e.purpose == "action"]
+    assert json.loads(call.reply)["tool"] == "write_file" and call.cost_usd == 0
+    told = parent.fork(2, observation="42.0", workdir=tmp_path / "told")
+    told.run()
+    (obs,) = [e for e in told.events if e.TYPE == "observation" and e.iteration == 2]
+    assert obs.output == "42.0" and obs.ok
+    assert not any(e.TYPE == "observation" and e.iteration == 2 and e.tool == "python" and e.output != "42.0"
+                   for e in told.events)
+
+
+def test_memory_hits_replace_what_step_k_retrieves(tmp_path):
+    parent = _parent("spin-demo", tmp_path / "parent", memory=None)
+    deep = [e for e in parent.events if e.TYPE == "reflection" and e.level >= 2]
+    assert deep, "spin-demo reflects at STANDARD or above, which searches memory"
+    at = deep[0].iteration
+    child = parent.fork(at, memory_hits=["the answer is in notes.txt"], workdir=tmp_path / "child")
+    child.run()
+    (reflected,) = [e for e in child.events if e.TYPE == "reflection" and e.iteration == at]
+    assert reflected.memory_used == ["the answer is in notes.txt"]
+    later = [e for e in child.events if e.TYPE == "reflection" and e.iteration > at and e.level >= 2]
+    assert all(e.memory_used != ["the answer is in notes.txt"] for e in later)
+
+
+def test_settings_change_from_the_fork_step_on(tmp_path):
+    parent = _parent("spin-demo", tmp_path / "parent")
+    child = parent.fork(2, model="memfit/demo", reflection="none", max_iterations=4, workdir=tmp_path / "child")
+    child.run()
+    calls = [e for e in child.events if e.TYPE == "model_call"]
+    assert {e.model for e in calls if e.iteration < 2} == {"memfit/spin-demo"}
+    assert {e.model for e in calls if e.iteration >= 2} == {"memfit/demo"}
+    assert not any(e.TYPE == "reflection" and e.iteration >= 2 for e in child.events)
+    assert any(e.TYPE == "reflection" and e.iteration < 2 for e in child.events)
+    assert child.trace()["settings"]["model"] == "memfit/demo"
+    again = Agent.replay(json.loads(json.dumps(child.trace())))
+    again.run()
+    assert [e.to_dict() for e in again.events] == [e.to_dict() for e in child.events]
+
+
+@pytest.mark.parametrize("changes, expected", [
+    ({"at": 0}, "step 0 is outside the run"),
+    ({"at": 99}, "step 99 is outside the run: it has steps 1.."),
+    ({"at": "2"}, "at must be a step number"),
+    ({"at": 2, "guidence": "x"}, "unknown change(s) guidence; known: step changes: guidance, reflection"),
+    ({"at": 2, "guidance": 3}, "guidance must be text, got int"),
+    ({"at": 2, "action": {"tool": "nope"}}, "unknown tool 'nope'; the run's tools:"),
+    ({"at": 2, "action": "ls"}, 'action must be {"tool": NAME'),
+    ({"at": 2, "memory_hits": "x"}, "memory_hits must be a list"),
+    ({"at": 2, "max_iterations": 0}, "a setting of the fork is not valid: max_iterations must be at least 1"),
+    ({"at": 2, "model": "not a model"}, "a setting of the fork is not valid"),
+    ({"at": 2, "memory": 42}, "memory must be one of overlay, write-through or a store"),
+])
+def test_bad_input_is_one_line_and_makes_nothing(changes, expected, tmp_path):
+    parent = _parent("demo", tmp_path / "parent")
+    before = json.dumps(parent.trace())
+    files_before = sorted(p.name for p in (tmp_path / "parent").iterdir())
+    changes = dict(changes)
+    at = changes.pop("at")
+    with pytest.raises(ForkError) as err:
+        parent.fork(at, workdir=tmp_path / "child", **changes)
+    assert expected in str(err.value) and "\n" not in str(err.value)
+    assert not (tmp_path / "child").exists()
+    assert json.dumps(parent.trace()) == before and parent.forks == []
+    assert sorted(p.name for p in (tmp_path / "parent").iterdir()) == files_before
+
+
+def test_a_run_inside_its_step_cannot_be_forked(tmp_path):
+    (tmp_path / "w").mkdir()
+    run = Agent(model="memfit/demo", workdir=tmp_path / "w", memory=False).start("What is the total?")
+    seen = []
+
+    def try_fork(event):
+        if event.TYPE == "observation" and event.iteration == 2 and not seen:
+            with pytest.raises(ForkError, match="is executing a step") as err:
+                run.fork(1, workdir=tmp_path / "child")
+            seen.append(str(err.value))
+
+    run.subscribe(try_fork)
+    run.run()
+    assert seen and not (tmp_path / "child").exists()
+    with pytest.raises(ForkError, match="has not started"):
+        Agent(model="memfit/demo", workdir=tmp_path / "w", memory=False).start("x").fork(1)
+
+
+def test_an_imported_trajectory_cannot_be_forked_and_says_to_analyze(tmp_path):
+    sample = Path(__file__).parent.parent / "memfit_jupyter" / "trajectories" / "samples" / "mini_swe_v2.traj.json"
+    trace = load_trajectory(sample)
+    with pytest.raises(ForkError, match=r"its prefix cannot be replayed with tools; analyze\(trace"):
+        fork(trace, 1, workdir=tmp_path / "child")
+    assert not (tmp_path / "child").exists()
+
+
+def test_a_fork_from_a_saved_trace_file(tmp_path):
+    parent = _parent("demo", tmp_path / "parent")
+    path = tmp_path / "run.json"
+    path.write_text(json.dumps(parent.trace()))
+    child = fork(path, 2, workdir=tmp_path / "child")
+    child.run()
+    assert child.result.status == "done" and child.parent["run"] == parent.id
+    assert json.loads(path.read_text()) == json.loads(json.dumps(parent.trace()))
+
+
+def test_a_replayed_run_forks_like_the_run_it_replays(tmp_path):
+    parent = _parent("spin-demo", tmp_path / "parent")
+    replayed = Agent.replay(json.loads(json.dumps(parent.trace())), workdir=tmp_path / "elsewhere")
+    replayed.run()
+    child = replayed.fork(3, guidance="Stop listing. Read the file and finish.", workdir=tmp_path / "child")
+    child.run()
+    direct = parent.fork(3, guidance="Stop listing. Read the file and finish.", workdir=tmp_path / "direct")
+    direct.run()
+    def events(run):  # the folders the two children were restored into differ, nothing else
+        return _untimed([{**e.to_dict(), "workspace": {**e.workspace, "folder": ""}} if e.TYPE == "fork"
+                         else e.to_dict() for e in run.events])
+
+    assert events(child) == events(direct)
+    assert replayed.forks == [child] and child.parent["run"] == parent.id
+    assert not (tmp_path / "elsewhere").exists()

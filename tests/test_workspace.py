@@ -1,0 +1,112 @@
+"""The working directory, step by step: a fork at each step sees the parent's files as they were
+at that step (binary and deleted files included), the parent's folder is never written, and a
+limit that was hit is named in the trace and makes the fork say it is not exact."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from memfit_jupyter import Agent
+from memfit_jupyter.fork import ForkError
+from memfit_jupyter.llm.scenarios import load_scenario
+from memfit_jupyter.workspace import EXCLUDED_DIRS, WorkspaceConfig
+
+SCENARIO = "file-edits"
+
+
+def _files(folder: Path) -> dict[str, bytes]:
+    out = {}
+    for path in sorted(folder.rglob("*")):
+        rel = path.relative_to(folder)
+        if path.is_file() and not set(rel.parts) & EXCLUDED_DIRS:
+            out[rel.as_posix()] = path.read_bytes()
+    return out
+
+
+def _parent(workdir: Path, **agent):
+    workdir.mkdir(parents=True, exist_ok=True)
+    (workdir / "given.bin").write_bytes(b"\x00\x01binary that was there before the run\xfe")
+    run = Agent(model=f"memfit/{SCENARIO}", workdir=workdir, memory=False, **agent).start(load_scenario(SCENARIO).task)
+    at_step: dict[int, dict[str, bytes]] = {}
+    # The action of step k is emitted before its tool runs: the folder is as it was at step k's start.
+    run.subscribe(lambda e: at_step.setdefault(e.iteration, _files(workdir)) if e.TYPE == "action" else None)
+    run.run()
+    return run, at_step
+
+
+def test_a_fork_at_each_step_sees_the_parents_files_at_that_step(tmp_path):
+    parent, at_step = _parent(tmp_path / "parent")
+    assert parent.result.status == "done"
+    final = _files(tmp_path / "parent")
+    assert "notes/old.txt" not in final and final["stamp.bin"].startswith(b"\x89PNG")
+    trace_before = json.dumps(parent.trace())
+    assert len(at_step) == parent.iteration >= 6
+    for k, expected in at_step.items():
+        child = parent.fork(k, workdir=tmp_path / f"fork{k}")
+        assert _files(tmp_path / f"fork{k}") == expected, f"step {k}"
+        assert child.parent["workspace"]["exact"], child.parent["workspace"]["problems"]
+    assert at_step[1]["given.bin"].startswith(b"\x00\x01") and "notes/old.txt" in at_step[4]
+    assert "notes/old.txt" not in at_step[5] and at_step[3]["stamp.bin"].endswith(b"\x00\xff")
+    assert at_step[4]["summary.md"].startswith(b"Summary of the notes")
+    assert _files(tmp_path / "parent") == final  # never written by a fork
+    after = parent.trace()
+    assert [f["at"] for f in after.pop("forks")] == sorted(at_step)
+    assert json.dumps(after) == trace_before  # the parent's trace: only the list of its forks is new
+
+
+def test_a_fork_runs_on_in_its_own_folder_and_records_its_own_steps(tmp_path):
+    parent, at_step = _parent(tmp_path / "parent")
+    final = _files(tmp_path / "parent")
+    child = parent.fork(3, workdir=tmp_path / "child")
+    child.run()
+    assert _files(tmp_path / "child") == final  # the scripted model goes on as the parent did
+    assert _files(tmp_path / "parent") == final
+    grandchild = child.fork(5, workdir=tmp_path / "grandchild")
+    assert _files(tmp_path / "grandchild") == at_step[5]
+    assert grandchild.parent["run"] == child.id
+    saved = json.loads(json.dumps(child.trace()))
+    from memfit_jupyter.fork import fork
+
+    from_trace = fork(saved, 6, workdir=tmp_path / "from-trace")
+    assert _files(tmp_path / "from-trace") == at_step[6]
+    assert from_trace.parent["workspace"]["exact"]
+
+
+def test_a_fork_at_the_first_step_keeps_the_base_for_its_own_forks(tmp_path):
+    parent, at_step = _parent(tmp_path / "parent")
+    child = parent.fork(1, workdir=tmp_path / "child")
+    child.run()
+    grandchild = child.fork(3, workdir=tmp_path / "grandchild")
+    assert _files(tmp_path / "grandchild") == at_step[3]
+    assert grandchild.parent["workspace"]["exact"]
+
+
+def test_a_limit_hit_is_named_in_the_trace_and_the_fork_says_it_is_not_exact(tmp_path):
+    parent, at_step = _parent(tmp_path / "parent", extensions=[WorkspaceConfig(max_file_bytes=100)])
+    limits = [o["data"]["workspace"]["limit"] for o in parent.trace()["events"]
+              if o["type"] == "observation" and "limit" in (o.get("data") or {}).get("workspace", {})]
+    assert any("stamp.bin is 258 bytes, over max_file_bytes (100)" in x for x in limits), limits
+    with pytest.raises(ForkError, match="cannot be exact: step 2: stamp.bin is 258 bytes"):
+        parent.fork(4, workdir=tmp_path / "strict", exact=True)
+    assert not (tmp_path / "strict").exists()
+    loose = parent.fork(4, workdir=tmp_path / "loose")
+    workspace = loose.parent["workspace"]
+    assert not workspace["exact"] and any("max_file_bytes" in p for p in workspace["problems"])
+    # the parent's folder no longer holds the first stamp: it is missing, and that is said
+    assert "stamp.bin" not in _files(tmp_path / "loose")
+    assert any("stamp.bin: its content" in p for p in workspace["problems"])
+    assert _files(tmp_path / "loose") == {k: v for k, v in at_step[4].items() if k != "stamp.bin"}
+    loose.run()
+    (event,) = [e for e in loose.events if e.TYPE == "fork"]
+    assert event.workspace["exact"] is False
+
+
+def test_snapshots_off_leave_the_fork_an_empty_folder_and_say_so(tmp_path):
+    parent, _ = _parent(tmp_path / "parent", extensions=[WorkspaceConfig(enabled=False)])
+    assert not any("workspace" in (o.get("data") or {}) for o in parent.trace()["events"] if o["type"] == "observation")
+    child = parent.fork(3, workdir=tmp_path / "child")
+    assert not child.parent["workspace"]["exact"]
+    assert "records no workspace" in child.parent["workspace"]["problems"][0]
