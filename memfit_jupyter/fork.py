@@ -90,6 +90,12 @@ class ForkClock:
     def _live(self) -> bool:
         return not _prefix(self.run, self.at)
 
+    @property
+    def events(self) -> list[dict[str, Any]] | None:
+        """The recorded events while the prefix replays (so the approval gate follows the
+        recording there, as in a replay), None once the child is live."""
+        return None if self._live() else self.recorded.events
+
     def stamp(self, event: ev.Event, index: int, elapsed: float) -> None:
         if not self._live():
             self.recorded.stamp(event, index, elapsed)
