@@ -19,6 +19,7 @@ from traitlets.config import Configurable
 from ..config import DEFAULT_MODEL, OPTIONS, REFLECTION_CHOICES, Option
 from ..llm.structured import CHOICES as STRUCTURED_CHOICES
 from ..records import SynthesisStrategy
+from .display import MAX_LIVE_CARDS, THROTTLE_MS
 
 #: The offline scripted model used when no model is configured anywhere.
 FALLBACK_DEMO_MODEL = DEFAULT_MODEL
@@ -54,10 +55,10 @@ class MemfitSettings(_OptionSettings):  # type: ignore[misc, valid-type]
     """Defaults for ``%%memfit_task``; each option of the magic overrides its setting."""
 
     throttle_ms = Int(
-        100, help="The live widget re-renders at most this often while a run goes (0: every event).",
+        THROTTLE_MS, help="The live widget re-renders at most this often while a run goes (0: every event).",
     ).tag(config=True)
     max_live_cards = Int(
-        100, help="Iteration rows the live view keeps in the page while a run goes; older ones fold "
+        MAX_LIVE_CARDS, help="Iteration rows the live view keeps in the page while a run goes; older ones fold "
                   "into one line that shows them again (0: keep all). The saved output keeps every one.",
     ).tag(config=True)
     read_dotenv = Bool(True, help="Read API keys from a .env file in the working directory.").tag(config=True)

@@ -22,6 +22,11 @@ from ..secrets import redact_obj
 from . import RUN_MIME
 from .html import render_html, render_text
 
+#: The live view re-renders at most this often, in milliseconds (``MemfitMagics.throttle_ms``).
+THROTTLE_MS = 100
+#: Iteration rows the live view keeps in the page (``MemfitMagics.max_live_cards``).
+MAX_LIVE_CARDS = 100
+
 #: Displays whose run may still move (step mode, approvals, overrides): settled after each cell.
 _LIVE: list[RunDisplay] = []
 
@@ -80,8 +85,8 @@ def trace_bundle(trace: dict, *, quiet: bool = False, widget_id: str | None = No
 class RunDisplay:
     """The output of one run in one cell, and (unless quiet) its live widget."""
 
-    def __init__(self, run: Any, *, quiet: bool = False, step: bool = False, throttle_ms: int = 100,
-                 max_cards: int = 100):
+    def __init__(self, run: Any, *, quiet: bool = False, step: bool = False, throttle_ms: int = THROTTLE_MS,
+                 max_cards: int = MAX_LIVE_CARDS):
         self.run = run
         self.quiet = quiet
         self.handle: Any = None
@@ -138,8 +143,8 @@ def settle_all(*_args: Any) -> None:
                 or len(d.run.events) != d._seen]
 
 
-def show(run: Any, *, step: bool = False, quiet: bool = False, throttle_ms: int = 100,
-         max_cards: int = 100) -> RunDisplay:
+def show(run: Any, *, step: bool = False, quiet: bool = False, throttle_ms: int = THROTTLE_MS,
+         max_cards: int = MAX_LIVE_CARDS) -> RunDisplay:
     """Show a ``Run`` from the Python API as ``%%memfit_task`` does: one output, live while it
     runs, kept as the saved record.  With ``step=True`` nothing runs yet; otherwise the run goes
     to its end here.  Warnings raised meanwhile go into the run (and its view), not to stderr.

@@ -33,7 +33,7 @@ import ipywidgets as W
 from traitlets import Dict, Unicode
 
 from .. import __version__
-from .display import captured_logs
+from .display import MAX_LIVE_CARDS, THROTTLE_MS, captured_logs
 
 log = logging.getLogger("memfit_jupyter")
 
@@ -71,9 +71,9 @@ def trace_head(run: Any) -> dict[str, Any]:
 class RunWidget:
     """The live view of one ``Run``. ``model`` is the widget whose id the saved output names."""
 
-    def __init__(self, run: Any, *, step: bool = False, throttle_ms: int = 100,
+    def __init__(self, run: Any, *, step: bool = False, throttle_ms: int = THROTTLE_MS,
                  on_settle: Callable[[], None] | None = None, extra_trials: int = EXTRA_TRIALS,
-                 max_cards: int = 100):
+                 max_cards: int = MAX_LIVE_CARDS):
         self.run = run
         self.step_mode = step
         self.throttle_s = max(0, throttle_ms) / 1000.0
