@@ -159,8 +159,9 @@ def loads(text: str, name: str = "the input") -> Any:
     try:
         return json.loads(text)
     except json.JSONDecodeError as exc:
-        raise TraceError(f"{name} is not a memfit trace: not JSON ({exc.msg} at line {exc.lineno}, "
-                         f"column {exc.colno})") from None
+        # "Unterminated string starting at" names the place itself: no second "at"
+        raise TraceError(f"{name} is not a memfit trace: not JSON ({exc.msg.removesuffix(' at')} at line "
+                         f"{exc.lineno}, column {exc.colno})") from None
     except RecursionError:
         raise TraceError(f"{name} is not a memfit trace: it nests deeper than JSON can be read here "
                          f"(a trace nests at most {MAX_DEPTH} levels)") from None

@@ -160,3 +160,26 @@ def test_a_replay_takes_the_scenario_s_files_from_the_note_s_field(good):
     del _first(old, "note")["files"]
     assert Recording(old).tools().placed == ["data.txt"]
     assert Trace.load(old).events[1] == ev.Note(iteration=0, ts=note["ts"], text=note["text"])
+
+
+def test_a_file_that_is_not_json_says_where_once(tmp_path):
+    (tmp_path / "cut.json").write_text('{"version": 1, "task": "unterminated')
+    with pytest.raises(TraceError) as caught:
+        Trace.load(tmp_path / "cut.json")
+    assert "(Unterminated string starting at line 1, column 24)" in str(caught.value)
+    with pytest.raises(TrajectoryFormatError) as caught:
+        load_trajectory(tmp_path / "cut.json")
+    assert "at at" not in str(caught.value) and "starting at line 1" in str(caught.value)
+
+
+def test_two_traces_that_cannot_be_written_are_both_kept(good, tmp_path, capsys):
+    from memfit_jupyter.__main__ import write_trace
+
+    saved = []
+    for answer in ("first", "second"):
+        assert write_trace({**good, "answer": answer}, str(tmp_path / "no-dir" / "run.json")) == 2
+        saved.append(capsys.readouterr().err.strip().rsplit(" written to ", 1)[1])
+    assert saved[0] != saved[1]
+    assert [json.loads(open(p).read())["answer"] for p in saved] == ["first", "second"]
+    for p in saved:
+        os.unlink(p)
