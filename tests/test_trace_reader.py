@@ -183,3 +183,22 @@ def test_two_traces_that_cannot_be_written_are_both_kept(good, tmp_path, capsys)
     assert [json.loads(open(p).read())["answer"] for p in saved] == ["first", "second"]
     for p in saved:
         os.unlink(p)
+
+
+def test_a_saved_notebook_with_one_run_is_read_and_with_two_refused(good, tmp_path):
+    import nbformat
+
+    def notebook(runs: int):
+        nb = nbformat.v4.new_notebook()
+        nb.cells = [nbformat.v4.new_code_cell("%%memfit_task\nadd up data.txt", outputs=[
+            nbformat.v4.new_output("display_data", data={"application/vnd.memfit.run+json": good,
+                                                         "text/plain": "memfit run"})]) for _ in range(runs)]
+        path = tmp_path / f"runs{runs}.ipynb"
+        nbformat.write(nb, path)
+        return path
+
+    assert Trace.load(notebook(1)).data == good
+    with pytest.raises(TraceError, match="is a notebook with 2 memfit runs in its outputs: one is needed"):
+        Trace.load(notebook(2))
+    out = _cli("replay", "runs1.ipynb", cwd=tmp_path)
+    assert out.returncode == 0 and "status: done" in out.stdout, out.stderr[-300:]
