@@ -54,8 +54,11 @@ def write_trace(trace: dict[str, Any], path: str) -> int:
         Path(path).write_text(text)
         return 0
     except OSError as exc:
-        fallback = Path(tempfile.gettempdir()) / f"memfit-trace-{trace.get('run_id') or 'run'}.json"
-        fallback.write_text(text)
+        # a file of its own: two failed writes of one run's trace must not overwrite each other
+        fd, name = tempfile.mkstemp(prefix=f"memfit-trace-{trace.get('run_id') or 'run'}-", suffix=".json")
+        with open(fd, "w", encoding="utf-8") as out:
+            out.write(text)
+        fallback = Path(name)
         reason = exc.strerror or type(exc).__name__
         print(f"error: cannot write the trace to {path} ({reason}); it was written to {fallback}",
               file=sys.stderr)

@@ -121,9 +121,16 @@ class TraceWarning(UserWarning):
     """A trace was read, but part of it was not understood (an event type this memfit lacks)."""
 
 
-def payload_of(obj: Any) -> Any:
-    """The trace inside ``obj`` when it is a saved output (a MIME bundle, or a notebook output
-    with ``data``); ``obj`` itself otherwise."""
+def payload_of(obj: Any, name: str = "the input") -> Any:
+    """The trace inside ``obj`` when it is a saved output (a MIME bundle, a notebook output with
+    ``data``, or a notebook whose outputs hold one run); ``obj`` itself otherwise."""
+    if isinstance(obj, dict) and isinstance(obj.get("cells"), list) and "nbformat" in obj:
+        runs = [o["data"][RUN_MIME] for c in obj["cells"] if isinstance(c, dict)
+                for o in c.get("outputs") or () if isinstance(o, dict) and RUN_MIME in (o.get("data") or {})]
+        if len(runs) != 1:
+            raise TraceError(f"{name} is a notebook with {len(runs)} memfit runs in its outputs: "
+                             "one is needed (save the one you mean with run.trace())")
+        return runs[0]
     if isinstance(obj, dict):
         if RUN_MIME in obj:
             return obj[RUN_MIME]
@@ -137,7 +144,10 @@ def is_trace(obj: Any) -> bool:
     """Whether ``obj`` has the shape of a memfit trace (or a saved output holding one): a dict with
     a ``version`` and a list of ``events``.  The one test of "is this a trace?"; whether it is a
     good one is ``Trace.load``'s to say."""
-    obj = payload_of(obj)
+    try:
+        obj = payload_of(obj)
+    except TraceError:  # a notebook with several runs, or none: not one trace
+        return False
     return isinstance(obj, dict) and "version" in obj and isinstance(obj.get("events"), list)
 
 
@@ -173,8 +183,9 @@ def loads(text: str, name: str = "the input") -> Any:
     try:
         return json.loads(text)
     except json.JSONDecodeError as exc:
-        raise TraceError(f"{name} is not a memfit trace: not JSON ({exc.msg} at line {exc.lineno}, "
-                         f"column {exc.colno})") from None
+        # "Unterminated string starting at" names the place itself: no second "at"
+        raise TraceError(f"{name} is not a memfit trace: not JSON ({exc.msg.removesuffix(' at')} at line "
+                         f"{exc.lineno}, column {exc.colno})") from None
     except RecursionError:
         raise TraceError(f"{name} is not a memfit trace: it nests deeper than JSON can be read here "
                          f"(a trace nests at most {MAX_DEPTH} levels)") from None
@@ -300,7 +311,7 @@ class Trace:
             obj = _read_json(Path(obj))
         elif callable(getattr(obj, "trace", None)):
             obj = obj.trace()
-        data = payload_of(obj)
+        data = payload_of(obj, name)
         if not isinstance(data, dict) or not isinstance(data.get("events"), list) or "task" not in data:
             raise TraceError(f"{name} is not a memfit trace: a JSON object with 'task' and 'events' is expected")
         if too_deep(data):

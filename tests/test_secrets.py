@@ -76,6 +76,14 @@ def test_a_cell_s_output_bundle_keeps_no_key(run):
     assert hits(json.dumps([data, metadata])) == 0
 
 
+def test_a_memory_ranking_s_bundle_keeps_no_key(run):
+    from memfit_jupyter.jupyter.memory_widget import bundle as ranking_bundle
+    from memfit_jupyter.jupyter.memory_widget import ranking_payload
+
+    payload = ranking_payload([], query=f"what did {SHORT_KEY} unlock?")  # a query typed in a cell
+    assert hits(json.dumps(ranking_bundle(payload))) == 0
+
+
 def test_an_otel_file_export_keeps_no_key(run, tmp_path):
     path = tmp_path / "spans.jsonl"
     otel.export(run, path=path, content=True)

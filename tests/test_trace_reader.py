@@ -160,3 +160,45 @@ def test_a_replay_takes_the_scenario_s_files_from_the_note_s_field(good):
     del _first(old, "note")["files"]
     assert Recording(old).tools().placed == ["data.txt"]
     assert Trace.load(old).events[1] == ev.Note(iteration=0, ts=note["ts"], text=note["text"])
+
+
+def test_a_file_that_is_not_json_says_where_once(tmp_path):
+    (tmp_path / "cut.json").write_text('{"version": 1, "task": "unterminated')
+    with pytest.raises(TraceError) as caught:
+        Trace.load(tmp_path / "cut.json")
+    assert "(Unterminated string starting at line 1, column 24)" in str(caught.value)
+    with pytest.raises(TrajectoryFormatError) as caught:
+        load_trajectory(tmp_path / "cut.json")
+    assert "at at" not in str(caught.value) and "starting at line 1" in str(caught.value)
+
+
+def test_two_traces_that_cannot_be_written_are_both_kept(good, tmp_path, capsys):
+    from memfit_jupyter.__main__ import write_trace
+
+    saved = []
+    for answer in ("first", "second"):
+        assert write_trace({**good, "answer": answer}, str(tmp_path / "no-dir" / "run.json")) == 2
+        saved.append(capsys.readouterr().err.strip().rsplit(" written to ", 1)[1])
+    assert saved[0] != saved[1]
+    assert [json.loads(open(p).read())["answer"] for p in saved] == ["first", "second"]
+    for p in saved:
+        os.unlink(p)
+
+
+def test_a_saved_notebook_with_one_run_is_read_and_with_two_refused(good, tmp_path):
+    import nbformat
+
+    def notebook(runs: int):
+        nb = nbformat.v4.new_notebook()
+        nb.cells = [nbformat.v4.new_code_cell("%%memfit_task\nadd up data.txt", outputs=[
+            nbformat.v4.new_output("display_data", data={"application/vnd.memfit.run+json": good,
+                                                         "text/plain": "memfit run"})]) for _ in range(runs)]
+        path = tmp_path / f"runs{runs}.ipynb"
+        nbformat.write(nb, path)
+        return path
+
+    assert Trace.load(notebook(1)).data == good
+    with pytest.raises(TraceError, match="is a notebook with 2 memfit runs in its outputs: one is needed"):
+        Trace.load(notebook(2))
+    out = _cli("replay", "runs1.ipynb", cwd=tmp_path)
+    assert out.returncode == 0 and "status: done" in out.stdout, out.stderr[-300:]

@@ -14,6 +14,8 @@ import html
 import json
 from typing import Any
 
+from ..secrets import redact_obj
+
 MIME = "application/vnd.memfit.memory+json"
 #: (key, label, colour) in the seed's weight order.
 BARS = (("r", "R relevance", "#4c78a8"), ("c", "C connectivity", "#f58518"), ("t", "T temporality", "#54a24b"),
@@ -91,8 +93,10 @@ def ranking_html(payload: dict[str, Any], sort: str = "final") -> str:
 
 
 def bundle(payload: dict[str, Any]) -> dict[str, Any]:
-    return {MIME: json.loads(json.dumps(payload)), "text/html": ranking_html(payload),
+    """The output bundle of a ranking, redacted (the query is what the person typed)."""
+    data = {MIME: json.loads(json.dumps(payload)), "text/html": ranking_html(payload),
             "text/plain": ranking_text(payload)}
+    return dict(redact_obj(data))
 
 
 class MemoryRanking:

@@ -69,7 +69,7 @@ def read_json(path: str | Path) -> Any:
                 return [json.loads(line) for line in lines]
             except (ValueError, RecursionError):
                 pass
-        raise format_error(f"{p.name} is not JSON ({first.msg} at line {first.lineno})") from None
+        raise format_error(f"{p.name} is not JSON ({first.msg.removesuffix(' at')} at line {first.lineno})") from None
 
 
 def load_trajectory(path_or_dict: str | Path | dict | list, format: str = "auto") -> dict[str, Any]:
