@@ -112,12 +112,26 @@ def _sha_of(path: Path) -> str:
     return digest.hexdigest()
 
 
+MANY_FILES = "the working directory holds more than"
+
+
 class TooManyFiles(Exception):
     """The folder holds more files than ``WorkspaceConfig.max_files``."""
 
 
-def scan(root: Path, previous: dict[str, FileState], max_files: int) -> dict[str, FileState]:
-    """The regular files under ``root`` (relative POSIX paths), hashed where size or mtime moved."""
+#: How a file too large to keep is named instead of by its hash: its size and mtime (reading
+#: gigabytes of data files at every step would cost more than the step).
+STAT_PREFIX = "stat-"
+
+
+def _stat_id(size: int, mtime_ns: int) -> str:
+    return f"{STAT_PREFIX}{size}-{mtime_ns}"
+
+
+def scan(root: Path, previous: dict[str, FileState], max_files: int,
+         max_hash_bytes: int | None = None) -> dict[str, FileState]:
+    """The regular files under ``root`` (relative POSIX paths), hashed where size or mtime moved;
+    a file over ``max_hash_bytes`` is named by its size and mtime instead."""
     found: dict[str, FileState] = {}
     for folder, dirs, files in os.walk(root):
         dirs[:] = sorted(d for d in dirs if d not in EXCLUDED_DIRS)
@@ -133,10 +147,12 @@ def scan(root: Path, previous: dict[str, FileState], max_files: int) -> dict[str
                 old = previous.get(rel)
                 if old is not None and old.size == st.st_size and old.mtime_ns == st.st_mtime_ns:
                     found[rel] = old
+                elif max_hash_bytes is not None and st.st_size > max_hash_bytes:
+                    found[rel] = FileState(st.st_size, st.st_mtime_ns, _stat_id(st.st_size, st.st_mtime_ns))
                 else:
                     found[rel] = FileState(st.st_size, st.st_mtime_ns, _sha_of(full))
                 if len(found) > max_files:
-                    raise TooManyFiles(f"the working directory holds more than {max_files} files")
+                    raise TooManyFiles(f"{MANY_FILES} {max_files} files: it is not recorded")
     return found
 
 
@@ -179,7 +195,7 @@ class WorkspaceRecorder:
         if self.stopped or not self.workdir.is_dir():
             return None
         try:
-            return scan(self.workdir, self.manifest or {}, self.config.max_files)
+            return scan(self.workdir, self.manifest or {}, self.config.max_files, self.config.max_file_bytes)
         except TooManyFiles as exc:
             self.stopped = True
             self.limit = str(exc)
@@ -265,10 +281,12 @@ def records(events: Iterable[dict[str, Any]], before: int) -> list[tuple[int, di
     return found
 
 
-def state_at(events: list[dict[str, Any]], k: int) -> tuple[dict[str, str], list[BlobStore], list[str]]:
-    """The files (path -> sha) at the start of step ``k``, the stores that hold them, and the
-    problems met on the way (a missing base, a limit hit)."""
+def state_at(events: list[dict[str, Any]], k: int) -> tuple[dict[str, str], list[BlobStore], list[str], list[str]]:
+    """The files (path -> sha) at the start of step ``k``, the stores that hold them, the problems
+    met on the way (a missing base, a folder too big to scan) and the limits hit (a file whose
+    bytes were not kept is still exact if the parent's folder has the same content)."""
     problems: list[str] = []
+    limits: list[str] = []
     stores: list[BlobStore] = []
     files: dict[str, str] = {}
     base_seen = False
@@ -286,7 +304,7 @@ def state_at(events: list[dict[str, Any]], k: int) -> tuple[dict[str, str], list
         if it >= k:
             continue
         if rec.get("limit"):
-            problems.append(f"step {it}: {rec['limit']}")
+            (problems if MANY_FILES in rec["limit"] else limits).append(f"step {it}: {rec['limit']}")
         files.update(rec.get("changed") or {})
         for rel in rec.get("deleted") or ():
             files.pop(rel, None)
@@ -296,7 +314,7 @@ def state_at(events: list[dict[str, Any]], k: int) -> tuple[dict[str, str], list
         if writers:
             problems.append("the trace records no workspace (it ran before snapshots, or with them off): "
                             "the files its steps wrote are not restored")
-    return files, stores, problems
+    return files, stores, problems, limits
 
 
 def _copy_from(folder: Path | None, rel: str, sha: str) -> bytes | None:
@@ -305,7 +323,12 @@ def _copy_from(folder: Path | None, rel: str, sha: str) -> bytes | None:
         return None
     candidate = folder / rel
     with contextlib.suppress(OSError):
-        if candidate.is_file() and _sha_of(candidate) == sha:
+        if not candidate.is_file():
+            return None
+        st = candidate.stat()
+        same = (_stat_id(st.st_size, st.st_mtime_ns) == sha) if sha.startswith(STAT_PREFIX) else (
+            _sha_of(candidate) == sha)
+        if same:
             return candidate.read_bytes()
     return None
 
@@ -321,15 +344,16 @@ def restore(events: list[dict[str, Any]], k: int, target: str | Path,
     if folder.exists() and any(folder.iterdir()):
         raise ValueError(f"the fork's working directory {folder} is not empty")
     folder.mkdir(parents=True, exist_ok=True)
-    files, stores, problems = state_at(events, k)
-    done = Restored(folder, problems=list(problems))
+    files, stores, problems, limits = state_at(events, k)
+    done = Restored(folder, problems=list(problems), caveats=[f"a limit was hit ({x})" for x in limits])
     parent = Path(parent_workdir) if parent_workdir else None
     for rel, sha in sorted(files.items()):
         data = next((s.read(sha) for s in stores if s.has(sha)), None)
         if data is None:
             data = _copy_from(parent, rel, sha)
         if data is None:
-            done.problems.append(f"{rel}: its content ({sha[:12]}) was not kept and the parent's folder no "
+            what = f"{sha.split('-')[1]} bytes" if sha.startswith(STAT_PREFIX) else sha[:12]
+            done.problems.append(f"{rel}: its content ({what}) was not kept and the parent's folder no "
                                  "longer has it")
             continue
         path = folder / rel
@@ -349,7 +373,7 @@ def manifest_of(folder: str | Path, config: WorkspaceConfig | None = None) -> di
     """The files of a restored folder, as a recorder's starting manifest."""
     cfg = config or WorkspaceConfig()
     try:
-        return scan(Path(folder).resolve(), {}, cfg.max_files)
+        return scan(Path(folder).resolve(), {}, cfg.max_files, cfg.max_file_bytes)
     except TooManyFiles:
         return {}
 

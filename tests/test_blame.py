@@ -96,6 +96,8 @@ def nb(tmp_path_factory):
         "after": "print(child.status, child.result.answer, child.parent['at'], len(run.forks))\n"
                  "print(repr(child.parent['changes']['guidance']))",
         "blame": "df = %memfit blame run --name found\nprint(found.step, df.height)",
+        "by_id": "%memfit fork $child.id --at 4 --observation 'nothing more' --name grandchild --quiet\n"
+                 "print(grandchild.parent['run'] == child.id, grandchild.status)",
         "bad_step": "%memfit fork run --at 99",
         "bad_change": "%memfit fork run --at 2 --action '{\"tool\": \"nope\"}'",
         "no_run": "%memfit blame nothing_here",
@@ -110,6 +112,10 @@ def test_the_fork_magic_runs_the_child_and_binds_it(nb):
     assert "done The total is 295 crates" in text_of(outputs(nb, "after"))
     said = text_of(outputs(nb, "after")).strip().splitlines()
     assert said[0].endswith("3 1") and said[1] == "'finish refused (premature_finish): east.txt is unread'"
+
+
+def test_a_run_is_found_by_its_id_among_the_forks(nb):
+    assert text_of(outputs(nb, "by_id")).strip().splitlines()[-1] == "True done"
 
 
 def test_the_blame_magic_returns_its_frame(nb):

@@ -89,12 +89,12 @@ def test_a_limit_hit_is_named_in_the_trace_and_the_fork_says_it_is_not_exact(tmp
     limits = [o["data"]["workspace"]["limit"] for o in parent.trace()["events"]
               if o["type"] == "observation" and "limit" in (o.get("data") or {}).get("workspace", {})]
     assert any("stamp.bin is 258 bytes, over max_file_bytes (100)" in x for x in limits), limits
-    with pytest.raises(ForkError, match="cannot be exact: step 2: stamp.bin is 258 bytes"):
+    with pytest.raises(ForkError, match=r"cannot be exact: stamp.bin: its content \(258 bytes\) was not kept"):
         parent.fork(4, workdir=tmp_path / "strict", exact=True)
     assert not (tmp_path / "strict").exists()
     loose = parent.fork(4, workdir=tmp_path / "loose")
     workspace = loose.parent["workspace"]
-    assert not workspace["exact"] and any("max_file_bytes" in p for p in workspace["problems"])
+    assert not workspace["exact"] and any("max_file_bytes" in c for c in workspace["caveats"])
     # the parent's folder no longer holds the first stamp: it is missing, and that is said
     assert "stamp.bin" not in _files(tmp_path / "loose")
     assert any("stamp.bin: its content" in p for p in workspace["problems"])
@@ -110,3 +110,24 @@ def test_snapshots_off_leave_the_fork_an_empty_folder_and_say_so(tmp_path):
     child = parent.fork(3, workdir=tmp_path / "child")
     assert not child.parent["workspace"]["exact"]
     assert "records no workspace" in child.parent["workspace"]["problems"][0]
+
+
+def test_a_large_file_the_run_never_changed_comes_from_the_parents_folder_exactly(tmp_path):
+    work = tmp_path / "parent"
+    work.mkdir()
+    (work / "data.bin").write_bytes(bytes(range(256)) * 8)  # 2 KB: over the limit below
+    parent, at_step = _parent(work, extensions=[WorkspaceConfig(max_file_bytes=1024)])
+    child = parent.fork(3, workdir=tmp_path / "child")
+    assert (tmp_path / "child" / "data.bin").read_bytes() == (work / "data.bin").read_bytes()
+    workspace = child.parent["workspace"]
+    assert any("data.bin is 2048 bytes" in c for c in workspace["caveats"])
+    # the stamp (258 bytes) was kept; the big file is the parent's, unchanged: the fork is exact
+    assert workspace["exact"], workspace["problems"]
+    assert _files(tmp_path / "child") == at_step[3]
+
+
+def test_a_folder_with_too_many_files_is_not_recorded_and_the_fork_says_so(tmp_path):
+    parent, _ = _parent(tmp_path / "parent", extensions=[WorkspaceConfig(max_files=2)])
+    child = parent.fork(3, workdir=tmp_path / "child")
+    assert not child.parent["workspace"]["exact"]
+    assert "holds more than 2 files" in " ".join(child.parent["workspace"]["problems"])

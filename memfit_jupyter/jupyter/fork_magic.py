@@ -7,7 +7,8 @@
                  [--memory overlay|write-through] [--workdir DIR] [--name VAR] [--quiet]
     %memfit blame RUN [--budget USD] [--oracle CMD] [--name VAR]
 
-``RUN`` names a ``Run`` or a trace dict in the namespace, or a saved trace file.  ``fork``
+``RUN`` names a ``Run`` or a trace dict in the namespace, a run id (of a run in the namespace,
+the last run, or one of their forks), or a saved trace file.  ``fork``
 starts the child at once and shows it live, as ``%%memfit_task`` does; ``blame`` returns its
 DataFrame (step, change, outcome, cost) and binds the whole result with ``--name``.
 """
@@ -75,9 +76,35 @@ def _target(magics: Any, name: str) -> Any:
     namespace = magics.shell.user_ns
     if name in namespace:
         return namespace[name]
+    found = find_run(magics, name)
+    if found is not None:
+        return found
     if Path(name).expanduser().is_file():
         return Path(name).expanduser()
-    raise UsageError(f"no run named {name!r}: give a Run or trace variable, or a saved trace file")
+    raise UsageError(f"no run named {name!r}: give a Run or trace variable, a run id, or a saved trace file")
+
+
+def find_run(magics: Any, run_id: str) -> Any:
+    """The ``Run`` with this id among the namespace's runs, the last run and their forks (the run
+    view knows a run by its id: ``%memfit fork <run id> --at K ...``)."""
+    from ..run import Run
+
+    todo = [v for v in magics.shell.user_ns.values() if isinstance(v, Run)]
+    if isinstance(getattr(magics, "last_run", None), Run):
+        todo.append(magics.last_run)
+    seen: set[int] = set()
+    while todo:
+        run = todo.pop()
+        if id(run) in seen:
+            continue
+        seen.add(id(run))
+        if run.id == run_id:
+            return run
+        todo.extend(run.forks)
+        parent = getattr(run, "parent_run", None)
+        if isinstance(parent, Run):
+            todo.append(parent)
+    return None
 
 
 def _unquote(text: str) -> str:
