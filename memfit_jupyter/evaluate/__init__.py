@@ -58,7 +58,7 @@ class Evaluation:
         return chart(self.summary, title)
 
     def _repr_html_(self) -> str:
-        return self.chart() + self.summary._repr_html_()
+        return self.chart() + str(self.summary._repr_html_())
 
 
 def evaluate(tasks: Iterable[Task], variants: Mapping[str, Mapping[str, Any]] | list[str] | None = None, *,
