@@ -12,6 +12,7 @@ import pytest
 from memfit_jupyter.evaluate import VARIANTS, evaluate, summarise
 from memfit_jupyter.evaluate.seeding import SeedRelay
 from memfit_jupyter.evaluate.stats import mcnemar_exact, paired_bootstrap, wilson
+from memfit_jupyter.evaluate.variants import settings_for
 from memfit_jupyter.tasks import Task, get, tasks
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
@@ -100,6 +101,11 @@ def test_the_variants_each_switch_on_one_mechanism():
         assert VARIANTS[name]["memory"] is False
     assert VARIANTS["synthesis"]["samples"] > 1 and VARIANTS["diary"]["max_trials"] > 1
     assert VARIANTS["memory"]["reflection"] == "none" and VARIANTS["memory"]["memory"] is None
+    # synthesis draws its samples through sub_query: it joins the evaluation's tools
+    assert settings_for({"tools": ["read_file", "finish"]}, VARIANTS["synthesis"])["tools"] == [
+        "read_file", "finish", "sub_query"]
+    assert "tools" not in settings_for({}, VARIANTS["synthesis"])
+    assert settings_for({"tools": ["read_file"]}, {"tools": ["shell"]})["tools"] == ["shell"]
 
 
 class _Echo(BaseHTTPRequestHandler):
