@@ -34,7 +34,7 @@ from typing import Any
 from ..tasks.core import Task, check_command
 from .chart import chart
 from .stats import mcnemar_exact, paired_bootstrap, wilson
-from .variants import TASK_ORACLE, VARIANTS, resolve
+from .variants import TASK_ORACLE, VARIANTS, resolve, settings_for
 
 __all__ = ["VARIANTS", "Evaluation", "chart", "evaluate", "summarise"]
 
@@ -58,7 +58,7 @@ class Evaluation:
         return chart(self.summary, title)
 
     def _repr_html_(self) -> str:
-        return self.chart() + self.summary._repr_html_()
+        return self.chart() + str(self.summary._repr_html_())
 
 
 def evaluate(tasks: Iterable[Task], variants: Mapping[str, Mapping[str, Any]] | list[str] | None = None, *,
@@ -153,7 +153,7 @@ def _specs(tasks: list[Task], variants: dict[str, dict[str, Any]], shared: dict[
     specs, plan = [], {}
     for task in tasks:
         for variant, own in variants.items():
-            settings = {**shared, **own}
+            settings = settings_for(shared, own)
             if settings.get("oracle") == TASK_ORACLE:
                 settings["oracle"] = check_command(task)
             for r in range(repeats):

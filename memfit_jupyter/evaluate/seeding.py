@@ -81,14 +81,18 @@ class SeedRelay:
             handler.send_error(502, f"the model server at {self.upstream} did not answer: {exc}")
             return
         with upstream:
-            handler.send_response(upstream.status)
-            for k, v in upstream.headers.items():
-                if k.lower() not in ("content-length", "transfer-encoding", "connection"):
-                    handler.send_header(k, v)
-            handler.end_headers()
-            while chunk := upstream.read1(65536) if hasattr(upstream, "read1") else upstream.read(65536):
-                handler.wfile.write(chunk)
-                handler.wfile.flush()
+            try:
+                handler.send_response(upstream.status)
+                for k, v in upstream.headers.items():
+                    if k.lower() not in ("content-length", "transfer-encoding", "connection"):
+                        handler.send_header(k, v)
+                handler.end_headers()
+                while chunk := upstream.read1(65536) if hasattr(upstream, "read1") else upstream.read(65536):
+                    handler.wfile.write(chunk)
+                    handler.wfile.flush()
+            except (BrokenPipeError, ConnectionResetError):
+                # the run gave up on the call (its time limit): closing upstream stops the generation
+                return
 
     def close(self) -> None:
         self._server.shutdown()

@@ -47,5 +47,5 @@ def mcnemar_exact(only_variant: int, only_baseline: int) -> float:
     if n == 0:
         return 1.0
     k = min(only_variant, only_baseline)
-    tail = sum(math.comb(n, i) for i in range(k + 1)) / 2 ** n
+    tail: float = sum(math.comb(n, i) for i in range(k + 1)) / 2 ** n
     return min(1.0, 2 * tail)

@@ -3,7 +3,9 @@
 ``bare`` is the loop with nothing added (no reflection, no spin detection, no memory);
 ``default`` is the agent as it comes; the others switch on one mechanism over ``bare``.
 A variant's ``oracle`` may be ``TASK_ORACLE``: each task's own oracle command goes there
-(the failure diary judges its trials with it).
+(the failure diary judges its trials with it).  A variant's ``tools`` whose names all start
+with ``+`` add those tools to the evaluation's (``synthesis`` adds ``sub_query``, the tool
+through which K samples are drawn and combined).
 """
 
 from __future__ import annotations
@@ -31,9 +33,24 @@ VARIANTS: dict[str, dict[str, Any]] = {
     "reflection-auto": {"reflection": "auto", "memory": False, **_NO_SPIN},
     "spin": {"reflection": "minimal", "memory": False},
     "memory": {"reflection": "none", "memory": None},
-    "synthesis": {**_BARE, "samples": 3},
+    "synthesis": {**_BARE, "samples": 3, "tools": ["+sub_query"]},
     "diary": {**_BARE, "oracle": TASK_ORACLE, "max_trials": 3},
 }
+
+
+def settings_for(shared: Mapping[str, Any], own: Mapping[str, Any]) -> dict[str, Any]:
+    """A variant's settings over the evaluation's: ``own`` wins, but ``+tool`` names add to the
+    shared tools (to every tool when the evaluation names none)."""
+    settings = {**shared, **own}
+    extra = own.get("tools")
+    if isinstance(extra, list | tuple) and extra and all(str(t).startswith("+") for t in extra):
+        base = shared.get("tools")
+        if base is None:
+            settings.pop("tools")  # every tool is there already
+        else:
+            names = [base] if isinstance(base, str) else list(base)
+            settings["tools"] = list(dict.fromkeys([*names, *(str(t)[1:] for t in extra)]))
+    return settings
 
 
 def resolve(variants: Mapping[str, Mapping[str, Any]] | list[str] | tuple[str, ...] | None

@@ -41,6 +41,8 @@ class Task:
     files: Mapping[str, str] = field(default_factory=dict)
     #: The oracle: ``check(workdir, answer)`` -> Verdict (None: the task cannot be judged).
     check: Callable[[Path, str | None], Verdict] | None = None
+    #: Files that solve the task (written over ``files``): the proof that the oracle can pass.
+    solution: Mapping[str, str] = field(default_factory=dict)
 
     def judge(self, workdir: str | Path, answer: str | None = None) -> Verdict:
         """The oracle on a run's working directory and final answer; an oracle that raises fails."""

@@ -8,6 +8,7 @@ changes between repeats).  Prompts name the files and, for a value, ask for it i
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 
 from .core import ANSWER_FILE, Task, file_check, pytest_check, register, value_check
 
@@ -15,7 +16,8 @@ _ASK = f" Write just the value to {ANSWER_FILE}, then finish with it."
 
 
 def _value(name: str, family: str, prompt: str, files: dict[str, str], expected: str | float) -> Task:
-    return register(Task(name, family, prompt + _ASK, files, value_check(expected, files)))
+    return register(Task(name, family, prompt + _ASK, files, value_check(expected, files),
+                         {ANSWER_FILE: f"{expected}\n"}))
 
 
 # --- arith: arithmetic over files ---------------------------------------------------------
@@ -56,40 +58,49 @@ EXTRACT = [
 
 
 # --- fix: a failing script, judged by its pytest file ---------------------------------------
-def _fix(name: str, module: str, code: str, test: str) -> Task:
+def _fix(name: str, module: str, code: str, test: str, fixed: str) -> Task:
     test_file = f"test_{module}.py"
     prompt = (f"{module}.py has a bug: {test_file} fails. Fix {module}.py so that "
               f"`python -m pytest -q {test_file}` passes (do not change {test_file}), then finish.")
     return register(Task(name, "fix", prompt, {f"{module}.py": code, test_file: test},
-                         pytest_check(test_file, test)))
+                         pytest_check(test_file, test), {f"{module}.py": fixed}))
 
 
 FIX = [
     _fix("fix-add", "add", "def add(a, b):\n    return a - b\n",
-         "from add import add\n\n\ndef test_add():\n    assert add(2, 3) == 5\n"),
+         "from add import add\n\n\ndef test_add():\n    assert add(2, 3) == 5\n",
+         "def add(a, b):\n    return a + b\n"),
     _fix("fix-even", "even", "def is_even(n):\n    return n % 2 == 1\n",
-         "from even import is_even\n\n\ndef test_even():\n    assert is_even(4) and not is_even(7)\n"),
+         "from even import is_even\n\n\ndef test_even():\n    assert is_even(4) and not is_even(7)\n",
+         "def is_even(n):\n    return n % 2 == 0\n"),
     _fix("fix-total", "total", "def total(xs):\n    return sum(xs[1:])\n",
-         "from total import total\n\n\ndef test_total():\n    assert total([1, 2, 3]) == 6\n"),
+         "from total import total\n\n\ndef test_total():\n    assert total([1, 2, 3]) == 6\n",
+         "def total(xs):\n    return sum(xs)\n"),
     _fix("fix-reverse", "rev", "def reverse(s):\n    return s\n",
-         "from rev import reverse\n\n\ndef test_reverse():\n    assert reverse('abc') == 'cba'\n"),
+         "from rev import reverse\n\n\ndef test_reverse():\n    assert reverse('abc') == 'cba'\n",
+         "def reverse(s):\n    return s[::-1]\n"),
     _fix("fix-largest", "largest", "def largest(xs):\n    return min(xs)\n",
-         "from largest import largest\n\n\ndef test_largest():\n    assert largest([3, 9, 4]) == 9\n"),
+         "from largest import largest\n\n\ndef test_largest():\n    assert largest([3, 9, 4]) == 9\n",
+         "def largest(xs):\n    return max(xs)\n"),
     _fix("fix-square", "square", "def square(x):\n    return x * 2\n",
-         "from square import square\n\n\ndef test_square():\n    assert square(3) == 9\n"),
+         "from square import square\n\n\ndef test_square():\n    assert square(3) == 9\n",
+         "def square(x):\n    return x * x\n"),
     _fix("fix-greet", "greet", "def greet(name):\n    return 'Hello ' + name\n",
-         "from greet import greet\n\n\ndef test_greet():\n    assert greet('Ada') == 'Hello, Ada!'\n"),
+         "from greet import greet\n\n\ndef test_greet():\n    assert greet('Ada') == 'Hello, Ada!'\n",
+         "def greet(name):\n    return 'Hello, ' + name + '!'\n"),
 ]
 
 
 # --- multi: read, compute, write a file --------------------------------------------------
-def _multi(name: str, prompt: str, files: dict[str, str], path: str, test, what: str) -> Task:
-    return register(Task(name, "multi", prompt + " Then finish.", files, file_check(path, test, what)))
+def _multi(name: str, prompt: str, files: dict[str, str], path: str, test: Callable[[str], bool], what: str,
+           solved: str) -> Task:
+    return register(Task(name, "multi", prompt + " Then finish.", files, file_check(path, test, what),
+                         {path: solved}))
 
 
-def _json_equals(expected):
+def _json_equals(expected: object) -> Callable[[str], bool]:
     def test(text: str) -> bool:
-        return json.loads(text) == expected
+        return bool(json.loads(text) == expected)
     return test
 
 
@@ -99,24 +110,25 @@ def _lines(text: str) -> list[str]:
 
 MULTI = [
     _multi("multi-total", "Add up the numbers in data.txt and write the total to total.txt.",
-           {"data.txt": "5\n10\n20\n"}, "total.txt", lambda t: t.strip() in ("35", "35.0"), "35"),
+           {"data.txt": "5\n10\n20\n"}, "total.txt", lambda t: t.strip() in ("35", "35.0"), "35", "35\n"),
     _multi("multi-sort", "Write the names in names.txt to sorted.txt in alphabetical order, one per line.",
            {"names.txt": "Grace\nAda\nAlan\n"}, "sorted.txt", lambda t: _lines(t) == ["Ada", "Alan", "Grace"],
-           "Ada, Alan, Grace"),
+           "Ada, Alan, Grace", "Ada\nAlan\nGrace\n"),
     _multi("multi-csv-json", "Read fruit.csv and write prices.json: a JSON object from each fruit to its price "
            "as a number.", {"fruit.csv": "fruit,price\napple,3\npear,5\n"}, "prices.json",
-           _json_equals({"apple": 3, "pear": 5}), '{"apple": 3, "pear": 5}'),
+           _json_equals({"apple": 3, "pear": 5}), '{"apple": 3, "pear": 5}', '{"apple": 3, "pear": 5}'),
     _multi("multi-upper", "Write the text of word.txt in capital letters to upper.txt.",
-           {"word.txt": "memfit\n"}, "upper.txt", lambda t: t.strip() == "MEMFIT", "MEMFIT"),
+           {"word.txt": "memfit\n"}, "upper.txt", lambda t: t.strip() == "MEMFIT", "MEMFIT", "MEMFIT\n"),
     _multi("multi-fahrenheit", "temps.txt holds temperatures in Celsius, one per line. Write each in Fahrenheit "
            "(F = C * 9 / 5 + 32) to fahrenheit.txt, one per line, in the same order.", {"temps.txt": "0\n100\n"},
-           "fahrenheit.txt", lambda t: [float(x) for x in _lines(t)] == [32.0, 212.0], "32 and 212"),
+           "fahrenheit.txt", lambda t: [float(x) for x in _lines(t)] == [32.0, 212.0], "32 and 212", "32\n212\n"),
     _multi("multi-json-flag", 'Set "debug" to true in config.json (keep the other keys as they are).',
            {"config.json": json.dumps({"name": "demo", "debug": False})}, "config.json",
-           _json_equals({"name": "demo", "debug": True}), '{"name": "demo", "debug": true}'),
+           _json_equals({"name": "demo", "debug": True}), '{"name": "demo", "debug": true}',
+           '{"name": "demo", "debug": true}'),
     _multi("multi-concat", "Write the text of a.txt followed by the text of b.txt to c.txt.",
            {"a.txt": "hello\n", "b.txt": "world\n"}, "c.txt", lambda t: _lines(t) == ["hello", "world"],
-           "hello, then world"),
+           "hello, then world", "hello\nworld\n"),
 ]
 
 SUITE: list[Task] = [*ARITH, *EXTRACT, *FIX, *MULTI]

@@ -4,6 +4,7 @@ first build and with OpenHands' StuckDetector re-implemented (``openhands_stuck.
     python tests/benchmarks/spin_eval.py extract DIR...   # once: convert the fetched runs
     python tests/benchmarks/spin_eval.py run [--split dev|test|all] [--write]
     python tests/benchmarks/spin_eval.py check [--n 20] [--seed 0]   # cases to check by hand
+    python tests/benchmarks/spin_eval.py stopping [--write]   # what ending runs early saves and costs
 
 Data (fetched, never committed, never downloaded by the tests): 1,045 SWE-bench Verified runs
 of three models in three formats, with their resolved flags; ``spin_data.py`` says where
@@ -24,6 +25,12 @@ with no labelled loop.  Measured per system and per detector:
 The runs are split by a hash of the instance name into ``dev`` (the rules were tuned on it)
 and ``test`` (looked at only to report); ``--split all`` reports both together.
 ``--write`` stores the tables in ``notebooks/spin_eval.json``, which real_trajectories.ipynb shows.
+
+``stopping`` (``spin_stopping.py``): per detector setting, the steps and tokens that ending
+failed runs where a live run would have ended saves, against the resolved runs it would
+have ended, as a curve over thresholds, and how much more often warnings fall on failed
+runs than on resolved ones; per source and over all runs.  ``--write`` stores it in
+``notebooks/spin_stopping.json``.
 """
 
 from __future__ import annotations
@@ -44,11 +51,13 @@ sys.path.insert(0, str(Path(__file__).parent))
 import openhands_stuck  # noqa: E402
 import spin_data  # noqa: E402
 import spin_labels  # noqa: E402
+import spin_stopping  # noqa: E402
 
 from memfit_jupyter import analyze  # noqa: E402
 from memfit_jupyter.analysis import records_of  # noqa: E402
 
 RESULTS = Path(__file__).resolve().parents[2] / "notebooks" / "spin_eval.json"  # the notebook shows it
+STOPPING = RESULTS.with_name("spin_stopping.json")
 SYSTEMS = {
     "memfit": {},                       # the defaults: spin_rules="progress"
     "memfit seed rules": {"spin_rules": "seed"},
@@ -208,6 +217,21 @@ def check(args: argparse.Namespace) -> None:
             print(f"  {i:3d} {x.action_type:8s} ok={int(x.ok)} {cmd[:120]!r}\n        -> {x.output.strip()[-200:]!r}")
 
 
+def stopping(args: argparse.Namespace) -> None:
+    t0 = time.perf_counter()
+    runs = spin_data.load_runs()
+    curves = spin_stopping.curve(runs, by="source")
+    out: dict[str, Any] = {"sources": spin_data.SOURCES, "all": curves.pop("all"), "by_source": curves}
+    spin_stopping.print_curve(out["all"], f"all {len(runs)} runs")
+    for source, points in sorted(curves.items()):
+        spin_stopping.print_curve(points, f"{source}: {points[0]['failed_runs'] + points[0]['resolved_runs']} runs")
+    out["seconds"] = round(time.perf_counter() - t0, 1)
+    print(f"\n{len(runs)} runs in {out['seconds']:.0f} s")
+    if args.write:
+        STOPPING.write_text(json.dumps(out, indent=1) + "\n")
+        print(f"wrote {STOPPING}")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     sub = ap.add_subparsers(dest="cmd", required=True)
@@ -220,11 +244,15 @@ def main() -> None:
     c = sub.add_parser("check")
     c.add_argument("--n", type=int, default=20)
     c.add_argument("--seed", type=int, default=0)
+    s = sub.add_parser("stopping")
+    s.add_argument("--write", action="store_true")
     args = ap.parse_args()
     if args.cmd == "extract":
         spin_data.extract(args.repos)
     elif args.cmd == "run":
         run(args)
+    elif args.cmd == "stopping":
+        stopping(args)
     else:
         check(args)
 

@@ -1,0 +1,161 @@
+"""evaluate(): the runs of tasks x variants x repeats, judged by each task's oracle, and the
+summary's intervals; one clear error and nothing in ``out`` for bad input."""
+
+from __future__ import annotations
+
+import json
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import pytest
+
+from memfit_jupyter.evaluate import VARIANTS, evaluate, summarise
+from memfit_jupyter.evaluate.seeding import SeedRelay
+from memfit_jupyter.evaluate.stats import mcnemar_exact, paired_bootstrap, wilson
+from memfit_jupyter.evaluate.variants import settings_for
+from memfit_jupyter.tasks import Task, get, tasks
+
+pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
+
+
+def test_wilson_intervals_match_the_textbook():
+    lo, hi = wilson(0, 10)
+    assert lo == 0.0 and hi == pytest.approx(0.2775, abs=1e-4)
+    lo, hi = wilson(5, 10)
+    assert (lo, hi) == (pytest.approx(0.2366, abs=1e-4), pytest.approx(0.7634, abs=1e-4))
+    assert wilson(0, 0) == (0.0, 1.0)
+
+
+def test_mcnemar_and_the_paired_bootstrap():
+    assert mcnemar_exact(0, 5) == pytest.approx(0.0625)  # 2 * 0.5**5
+    assert mcnemar_exact(3, 3) == 1.0 and mcnemar_exact(0, 0) == 1.0
+    assert paired_bootstrap([1, 1, 1, 1]) == (1.0, 1.0)
+    lo, hi = paired_bootstrap([1, 0, 0, -1, 1, 0, 1, 0], resamples=500, seed=3)
+    assert lo < 0.25 < hi and (lo, hi) == paired_bootstrap([1, 0, 0, -1, 1, 0, 1, 0], resamples=500, seed=3)
+
+
+def test_an_evaluation_on_the_scripted_model_is_judged_and_summarised(tmp_path):
+    chosen = tasks(["arith-sum", "fix-add"])
+    out = tmp_path / "ev"
+    ev = evaluate(chosen, ["bare", "default"], model="memfit/demo", repeats=2, out=out, max_parallel=2)
+    runs = ev.runs
+    assert runs.height == 2 * 2 * 2 and ev.baseline == "bare" and ev.out == out.resolve()
+    assert sorted(set(runs["variant"])) == ["bare", "default"] and sorted(set(runs["seed"])) == [0, 1]
+    for row in runs.to_dicts():
+        # each verdict is the task's oracle on what the run left behind, asked again here
+        task = get(row["task"])
+        work = out / "runs" / row["run"] / "work"
+        answer = json.loads(open(row["trace"]).read())["answer"]
+        assert task.judge(work, answer).passed == row["passed"]
+        assert row["calls"] >= 1 and row["tokens"] > 0
+    summary = ev.summary
+    assert summary["variant"].to_list() == ["bare", "default"]
+    for row in summary.to_dicts():
+        group = runs.filter(runs["variant"] == row["variant"])
+        assert row["runs"] == group.height and row["successes"] == int(group["passed"].sum())
+        assert row["success_lo"] <= row["success"] <= row["success_hi"]
+        assert row["tokens_mean"] == pytest.approx(group["tokens"].mean())
+    default = summary.row(1, named=True)
+    assert default["pairs"] == 4 and default["change_lo"] <= default["change"] <= default["change_hi"]
+    bare = summary.row(0, named=True)
+    assert bare["change"] is None
+    assert default["change"] == pytest.approx(default["success"] - bare["success"])
+    assert "<svg" in ev.chart("t") and "bare" in ev.chart()
+    # the same evaluation over the same out reads its runs back instead of running them again
+    again = evaluate(chosen, ["bare", "default"], model="memfit/demo", repeats=2, out=out, max_parallel=2)
+    assert again.runs["run"].to_list() == runs["run"].to_list()
+    assert again.runs["passed"].to_list() == runs["passed"].to_list()
+
+
+def test_the_diary_judges_its_trials_with_the_task_s_own_oracle(tmp_path):
+    ev = evaluate(tasks(["fix-add"]), ["diary"], model="memfit/demo", out=tmp_path / "d", max_parallel=1)
+    trace = json.loads(open(ev.runs["trace"][0]).read())
+    trials = [e for e in trace["events"] if e["type"] == "trial"]
+    # the oracle output is the task's check command's: "$ <python> -m memfit_jupyter.tasks check fix-add"
+    assert trials and all("memfit_jupyter.tasks check fix-add" in t["oracle_output"] for t in trials)
+    assert ev.runs["passed"][0] == any(t["passed"] for t in trials)
+
+
+@pytest.mark.parametrize("kwargs, error, message", [
+    ({"variants": {"odd": {"reflection_depth": 3}}}, ValueError, "variant 'odd': unknown setting 'reflection_depth'"),
+    ({"variants": ["bare", "telepathy"]}, ValueError, "unknown variant(s) telepathy"),
+    ({"tasks": [Task("no-oracle", "arith", "Say hi.", {"a.txt": "x"})]}, ValueError, "has no oracle"),
+    ({"repeats": 0}, ValueError, "repeats must be"),
+    ({"baseline": "default", "variants": ["bare"]}, ValueError, "baseline 'default' is not among"),
+    ({"model": "nosuchprovider/model-x"}, Exception, "nosuchprovider/model-x"),
+    ({"model": "openai/x", "api_base": "http://127.0.0.1:9/v1"}, RuntimeError, "cannot start"),
+])
+def test_bad_input_is_one_error_and_nothing_in_out(tmp_path, kwargs, error, message):
+    out = tmp_path / "never"
+    call = {"tasks": tasks(["arith-sum"]), "variants": ["bare"], "model": "memfit/demo", "out": out, **kwargs}
+    with pytest.raises(error) as info:
+        evaluate(call.pop("tasks"), call.pop("variants"), **call)
+    assert message in str(info.value) and "\n" not in str(info.value)
+    assert not out.exists()
+
+
+def test_the_variants_each_switch_on_one_mechanism():
+    assert VARIANTS["bare"] == {"reflection": "none", "memory": False}
+    assert VARIANTS["default"] == {}
+    for name in ("spin", "synthesis", "diary", "reflection-standard"):
+        assert VARIANTS[name]["memory"] is False
+    assert VARIANTS["synthesis"]["samples"] > 1 and VARIANTS["diary"]["max_trials"] > 1
+    assert VARIANTS["memory"]["reflection"] == "none" and VARIANTS["memory"]["memory"] is None
+    # synthesis draws its samples through sub_query: it joins the evaluation's tools
+    assert settings_for({"tools": ["read_file", "finish"]}, VARIANTS["synthesis"])["tools"] == [
+        "read_file", "finish", "sub_query"]
+    assert "tools" not in settings_for({}, VARIANTS["synthesis"])
+    assert settings_for({"tools": ["read_file"]}, {"tools": ["shell"]})["tools"] == ["shell"]
+
+
+class _Echo(BaseHTTPRequestHandler):
+    """A stand-in model server: answers with the JSON body it got, in two streamed pieces."""
+
+    protocol_version = "HTTP/1.0"
+
+    def log_message(self, *args):
+        pass
+
+    def do_POST(self):
+        body = self.rfile.read(int(self.headers["Content-Length"]))
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.end_headers()
+        half = len(body) // 2
+        self.wfile.write(body[:half])
+        self.wfile.flush()
+        self.wfile.write(body[half:])
+
+
+def test_the_seed_relay_stamps_seed_and_temperature_on_each_request():
+    import urllib.request
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _Echo)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        with SeedRelay(f"http://127.0.0.1:{server.server_address[1]}/v1", temperature=0.7) as relay:
+            for seed in (3, 11):
+                body = json.dumps({"model": "m", "messages": [], "temperature": 0}).encode()
+                req = urllib.request.Request(relay.api_base(seed) + "/chat/completions", body,
+                                             {"Content-Type": "application/json"})
+                with urllib.request.urlopen(req, timeout=10) as r:
+                    got = json.loads(r.read())
+                assert got == {"model": "m", "messages": [], "temperature": 0.7, "seed": seed}
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def test_summarise_pairs_runs_by_task_and_seed():
+    import polars as pl
+
+    rows = []
+    for variant, passed in (("bare", [0, 0, 1, 0]), ("x", [1, 1, 1, 0])):
+        for i, p in enumerate(passed):
+            rows.append({"model": "m", "variant": variant, "task": f"t{i % 2}", "seed": i // 2, "passed": bool(p),
+                         "tokens": 100, "calls": 2, "seconds": 1.0, "error": None})
+    s = summarise(pl.DataFrame(rows, schema_overrides={"error": pl.String}), "bare", resamples=500)
+    x = s.row(1, named=True)
+    assert x["change"] == pytest.approx(0.5) and x["pairs"] == 4
+    assert x["mcnemar_p"] == pytest.approx(0.5)  # 2 discordant pairs, both for x
+    assert x["tokens_per_success"] == pytest.approx(400 / 3)

@@ -1,0 +1,70 @@
+"""The task suite: enough tasks in each family, and oracles that fail on the untouched files,
+pass on the reference solution, and say the same as a command."""
+
+from __future__ import annotations
+
+import subprocess
+from collections import Counter
+
+import pytest
+
+from memfit_jupyter.tasks import FAMILIES, SUITE, Task, check_command, get, prepare, tasks
+
+
+def test_the_suite_has_at_least_24_tasks_in_four_families():
+    assert len(SUITE) >= 24 and len({t.name for t in SUITE}) == len(SUITE)
+    counts = Counter(t.family for t in SUITE)
+    assert set(counts) == set(FAMILIES) and min(counts.values()) >= 6
+    assert all(t.check is not None and t.files and t.solution for t in SUITE)
+
+
+@pytest.mark.parametrize("task", SUITE, ids=lambda t: t.name)
+def test_each_oracle_fails_untouched_and_passes_solved(task: Task, tmp_path):
+    untouched = prepare(task, tmp_path / "untouched")
+    assert not task.judge(untouched).passed
+    solved = prepare(task, tmp_path / "solved")
+    for rel, text in task.solution.items():
+        (solved / rel).write_text(text)
+    verdict = task.judge(solved)
+    assert verdict.passed, verdict.detail
+
+
+def test_value_answers_count_from_the_file_or_the_final_answer_but_not_a_copy_of_the_input(tmp_path):
+    task = get("arith-max")
+    work = prepare(task, tmp_path)
+    assert task.judge(work, "91").passed and task.judge(work, "The largest is 91.").passed
+    assert not task.judge(work, "17 4 91 38").passed  # the input repeated is no answer
+    assert not task.judge(work, "90").passed
+    author = get("extract-author")
+    assert author.judge(work, "ada lovelace").passed
+    assert not author.judge(work, "Meeting notes, 3 March. Written by Ada Lovelace. Next meeting: Friday.").passed
+
+
+def test_a_fix_does_not_pass_by_changing_the_tests(tmp_path):
+    task = get("fix-add")
+    work = prepare(task, tmp_path)
+    (work / "test_add.py").write_text("def test_add():\n    assert True\n")
+    verdict = task.judge(work)
+    assert not verdict.passed and "changed or removed" in verdict.detail
+
+
+def test_the_oracle_command_says_what_the_check_says(tmp_path):
+    task = get("multi-upper")
+    work = prepare(task, tmp_path)
+    failed = subprocess.run(check_command(task), shell=True, cwd=work, capture_output=True, text=True)
+    assert failed.returncode == 1 and failed.stdout.startswith("FAIL: upper.txt was not written")
+    (work / "upper.txt").write_text("MEMFIT\n")
+    passed = subprocess.run(check_command(task), shell=True, cwd=work, capture_output=True, text=True)
+    assert passed.returncode == 0 and passed.stdout.startswith("PASS")
+    bad = subprocess.run(check_command("no-such-task"), shell=True, cwd=work, capture_output=True, text=True)
+    assert bad.returncode == 2 and "unknown task 'no-such-task'" in bad.stderr
+
+
+def test_choosing_tasks_by_name_and_family():
+    two = tasks(per_family=2)
+    assert [t.family for t in two] == [f for f in FAMILIES for _ in range(2)]
+    assert [t.name for t in tasks(["fix-add", "arith-sum"])] == ["fix-add", "arith-sum"]
+    with pytest.raises(ValueError, match="unknown task family"):
+        tasks(families=["poetry"])
+    with pytest.raises(KeyError, match="unknown task"):
+        get("nope")
