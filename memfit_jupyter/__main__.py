@@ -4,7 +4,8 @@
     python -m memfit_jupyter scenarios
     python -m memfit_jupyter replay trace.json [--trace replayed.json]
 
-A replay writes nothing unless ``--trace`` says where.  Bad input gets one line
+A replay writes nothing unless ``--trace`` says where; it exits 0 when it gave the
+recorded events and 1 (saying where they part) when it did not.  Bad input gets one line
 on stderr and exit code 2; a trace that cannot be written where asked is
 written to the temporary directory instead, and its path is printed.
 """
@@ -66,6 +67,17 @@ def write_trace(trace: dict[str, Any], path: str) -> int:
         return 2
 
 
+def _replay_code(recorded: list[dict[str, Any]], replayed: list[dict[str, Any]]) -> int:
+    """0 when the replay gave the recorded events, else 1 with one line on stderr saying where it parted."""
+    from .replay import divergence
+
+    where = divergence(recorded, replayed)
+    if where is None:
+        return 0
+    print(f"error: the replay diverged from the recording: {where}", file=sys.stderr)
+    return 1
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m memfit_jupyter")
     sub = ap.add_subparsers(dest="command", required=True)
@@ -103,6 +115,8 @@ def main(argv: list[str] | None = None) -> int:
     run.subscribe(_print_event)
     result = run.run()
     code = 0 if result.status == "done" else 1
+    if args.command == "replay":  # a replay succeeds when it reproduces the recording, whatever its status
+        code = _replay_code(load_trace(args.input)["events"], run.trace()["events"])
     if args.trace:
         code = write_trace(run.trace(), args.trace) or code
     return code

@@ -184,3 +184,36 @@ def test_a_real_run_whose_last_search_was_refused_by_the_time_limit_replays_byte
     events, replayed = _replayed_events(recorded, tmp_path)
     assert events == [json.dumps(e) for e in recorded["events"]]
     assert replayed.status == "done"
+
+
+def test_a_run_refused_by_its_time_limit_after_a_captured_warning_replays_byte_for_byte(tmp_path):
+    """A local-model run in a notebook cell: its action call was abandoned at the deadline, and the
+    next call was refused by the time limit, whose warning the cell captured as a ``log`` event
+    just before the ``guarantee`` one.  The replay (no cell, nothing captured) still stops at the
+    limit and gives the recorded log line in its place."""
+    recorded = json.loads((Path(__file__).resolve().parent / "fixtures" / "local_time_limit_log_run.json").read_text())
+    kinds = [e["type"] for e in recorded["events"]]
+    assert kinds.index("log") + 1 == kinds.index("guarantee")
+    replayed = Agent.replay(recorded, workdir=tmp_path)
+    replayed.run()
+    assert [json.dumps(e.to_dict(), sort_keys=True) for e in replayed.events] == [
+        json.dumps(e, sort_keys=True) for e in recorded["events"]]
+    assert replayed.status == recorded["status"] == "degraded"
+    assert replayed.result.reason == recorded["reason"]
+
+
+def test_cli_replay_exits_non_zero_and_says_where_when_the_replay_diverges(tmp_path):
+    """A faithful replay exits 0 whatever the recorded status (here a degraded run); a recording
+    whose events the replay does not give again exits 1 with one line naming the first event."""
+    fixture = Path(__file__).resolve().parent / "fixtures" / "local_time_limit_log_run.json"
+    faithful = _cli("replay", str(fixture), cwd=tmp_path)
+    assert faithful.returncode == 0, faithful.stderr
+    assert "status: degraded" in faithful.stdout and "diverged" not in faithful.stderr
+    tampered = json.loads(fixture.read_text())
+    action = next(i for i, e in enumerate(tampered["events"]) if e["type"] == "action")
+    tampered["events"][action]["thought"] = "a thought the model never had"
+    (tmp_path / "tampered.json").write_text(json.dumps(tampered))
+    diverged = _cli("replay", "tampered.json", cwd=tmp_path)
+    assert diverged.returncode == 1
+    (line,) = [ln for ln in diverged.stderr.splitlines() if "diverged" in ln]
+    assert line.startswith(f"error: the replay diverged from the recording: event {action} (action) differs in thought")
