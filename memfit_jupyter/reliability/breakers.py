@@ -14,7 +14,7 @@ it falls back to ``recovery_timeout`` once the tier closes again.
 Which failures count.  The client reports each failed attempt with its kind
 (``ModelCallError.kind``).  Faults of the provider count toward opening and
 fail a probe: ``rate_limit``, ``timeout``, ``server_error`` (5xx, connection
-errors, malformed replies) and ``other`` (an unknown kind counts, to be safe).
+errors, malformed replies), ``unreachable`` (connection refused) and ``other`` (an unknown kind counts, to be safe).
 The kinds of ``llm.failures.NOT_TIER_HEALTH_KINDS`` do not: a 400, a prompt
 over the context window or a content refusal is the provider answering that
 our own request is wrong, and a refused key or an unknown model ends the run
