@@ -19,6 +19,9 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+#: Lines of a tool's output the terminal shows (a file read shows the start of the file).
+OUTPUT_LINES = 5
+
 
 def _print_event(event: Any) -> None:
     d = event.to_dict()
@@ -26,17 +29,37 @@ def _print_event(event: Any) -> None:
     if kind == "action":
         print(f"[{d['iteration']:>3}] {d['tool']}({json.dumps(d['params'])[:100]})  # {d['thought'][:80]}")
     elif kind == "observation":
-        text = (d.get("output") or "") if d.get("ok") else f"ERROR {d.get('error')}"
-        print(f"      -> {text.strip().splitlines()[0][:120] if text.strip() else '(no output)'}")
-    elif kind in ("reflection", "spin", "guarantee", "breaker", "synthesis", "degradation", "context", "trial"):
+        text = ((d.get("output") or "") if d.get("ok") else f"ERROR {d.get('error')}").strip()
+        lines = text.splitlines() or ["(no output)"]
+        more = f"  ... ({len(lines) - OUTPUT_LINES} more lines)" if len(lines) > OUTPUT_LINES else ""
+        print("\n".join(f"      {'->' if i == 0 else '  '} {line[:120]}"
+                        for i, line in enumerate(lines[:OUTPUT_LINES])) + more)
+    elif kind == "context":
+        if d.get("watermark") != "ok":  # a measurement under the warning mark says nothing new
+            window = f" of {d['window']:,}" if d.get("window") else ""
+            print(f"      [context] {d['watermark']}: {d['used_tokens']:,}{window} tokens"
+                  + (f", {d['evicted']} entries moved out" if d.get("evicted") else ""))
+    elif kind in ("reflection", "spin", "guarantee", "breaker", "synthesis", "degradation", "trial"):
         summary = d.get("reason") or d.get("message") or d.get("summary") or d.get("level_name") or ""
         print(f"      [{kind}] {str(summary)[:120]}")
     elif kind == "run_end":
         print(f"status: {d['status']}  answer: {d.get('answer')}  ({d.get('reason')})")
 
 
+def _where_it_writes(agent: Any) -> str | None:
+    """The line that says what a terminal run writes into the working folder, if anything."""
+    what = []
+    if agent.model.startswith("memfit/"):
+        what.append("the scenario's files (those not there yet)")
+    if agent.memory is None:  # the default store, in the working folder (CLI: unless --no-memory)
+        what.append("its memory (.memfit/)")
+    return f"writing {' and '.join(what)} into {agent.workdir.resolve()}" if what else None
+
+
 def load_trace(path: str) -> dict[str, Any]:
     """The trace in the file at ``path``, or ValueError with one line saying what is wrong."""
+    from .errors import json_error_text
+
     p = Path(path)
     if not p.is_file():
         raise ValueError(f"no such file: {path}" if not p.exists() else f"not a file: {path}")
@@ -45,8 +68,7 @@ def load_trace(path: str) -> dict[str, Any]:
     except UnicodeDecodeError:
         raise ValueError(f"{path} is not a memfit trace: it is not text") from None
     except json.JSONDecodeError as exc:
-        raise ValueError(f"{path} is not a memfit trace: not JSON ({exc.msg} at line {exc.lineno}, "
-                         f"column {exc.colno})") from None
+        raise ValueError(f"{path} is not a memfit trace: not JSON ({json_error_text(exc)})") from None
     if not isinstance(data, dict) or not isinstance(data.get("events"), list) or "task" not in data:
         raise ValueError(f"{path} is not a memfit trace: a JSON object with 'task' and 'events' is expected")
     return data
@@ -59,8 +81,11 @@ def write_trace(trace: dict[str, Any], path: str) -> int:
         Path(path).write_text(text)
         return 0
     except OSError as exc:
-        fallback = Path(tempfile.gettempdir()) / f"memfit-trace-{trace.get('run_id') or 'run'}.json"
-        fallback.write_text(text)
+        # A new file each time: a second failure (a replay keeps the run id) must not overwrite the first.
+        handle, name = tempfile.mkstemp(prefix=f"memfit-trace-{trace.get('run_id') or 'run'}-", suffix=".json")
+        with open(handle, "w", encoding="utf-8") as out:
+            out.write(text)
+        fallback = Path(name)
         reason = exc.strerror or type(exc).__name__
         print(f"error: cannot write the trace to {path} ({reason}); it was written to {fallback}",
               file=sys.stderr)
@@ -109,6 +134,9 @@ def main(argv: list[str] | None = None) -> int:
             agent = Agent(model=args.model, max_iterations=args.max_iterations, reflection=args.reflection,
                           memory=False if args.no_memory else None)
             run = agent.start(args.task)
+            where = _where_it_writes(agent)
+            if where:
+                print(where)
     except (MemfitError, ValueError, TypeError) as exc:
         print(f"error: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}", file=sys.stderr)
         return 2

@@ -13,7 +13,7 @@ from typing import Any
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExportResult
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from ..errors import MemfitError
+from ..errors import MemfitError, json_error_text
 from ..secrets import refresh_env_secrets
 from . import conventions, otlp_json, sdk
 from .spans import SpanBuilder
@@ -46,7 +46,7 @@ def load_trace(trace: Any) -> dict[str, Any]:
         try:
             trace = json.loads(path.read_text(encoding="utf-8"))
         except json.JSONDecodeError as exc:
-            raise ValueError(f"{path} is not a memfit trace: not JSON ({exc.msg} at line {exc.lineno})") from None
+            raise ValueError(f"{path} is not a memfit trace: not JSON ({json_error_text(exc)})") from None
     if not isinstance(trace, dict) or not isinstance(trace.get("events"), list):
         raise ValueError("not a memfit trace: a dict with 'version' and an 'events' list is expected")
     return trace

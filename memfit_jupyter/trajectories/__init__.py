@@ -17,6 +17,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from ..errors import json_error_text
 from . import mini_swe, openhands, otlp, swe_agent
 from .common import (
     FORMAT_NAMES,
@@ -71,7 +72,7 @@ def read_json(path: str | Path) -> Any:
                 return [json.loads(line) for line in lines]
             except ValueError:
                 pass
-        raise format_error(f"{p.name} is not JSON ({first.msg} at line {first.lineno})") from None
+        raise format_error(f"{p.name} is not JSON ({json_error_text(first)})") from None
 
 
 def load_trajectory(path_or_dict: str | Path | dict | list, format: str = "auto") -> dict[str, Any]:
