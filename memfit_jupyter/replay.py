@@ -13,9 +13,12 @@ recording instead of the world:
 - ``RecordedStore``: memory searches return the recorded results (a model's tag
   selection is asked again, so its call is replayed too) and adds the recorded
   ids; nothing is written anywhere;
-- ``RecordedClock``: each event gets its recorded timestamps.
+- ``RecordedClock``: each event gets its recorded timestamps, the budget sees the recorded
+  time where a time limit stopped the run, and the recorded ``log`` events (warnings a
+  notebook cell captured) come again in their places.
 
-The loop has no replay branches: it uses whatever it was given.
+The loop has no replay branches: it uses whatever it was given.  ``divergence`` says where
+a replay's events part from the recording's (``python -m memfit_jupyter replay`` exits 1 then).
 """
 
 from __future__ import annotations
