@@ -2,7 +2,7 @@
 
 ``MemfitSettings`` holds the traitlets; ``MemfitMagics`` (in ``magics``) inherits
 them, so IPython's ``%config`` finds them under that name and ``%config
-MemfitMagics`` prints each one with its help.  Defaults are the seeds'.
+MemfitMagics`` prints each one with its help.  The defaults are explained in docs/MECHANISMS.md.
 """
 
 from __future__ import annotations
@@ -62,7 +62,7 @@ class MemfitSettings(Configurable):
     max_recursive_calls = Int(20, help="Most recursive (sub-query) calls a run may make.").tag(config=True)
     reflection = CaselessStrEnum(
         REFLECTION_CHOICES, default_value="auto",
-        help="Reflection level: auto follows the seed's decision tree; any other value forces it.",
+        help="Reflection level: auto decides per action (docs/MECHANISMS.md §1.2); any other value forces it.",
     ).tag(config=True)
     strategy = CaselessStrEnum(
         STRATEGY_CHOICES, default_value="weighted",

@@ -256,7 +256,7 @@ class PostgresStore(SeedRetrieval):
 
     def candidates(self, q: np.ndarray, query: str, *, tags: Iterable[str] = (), only: Iterable[str] | None = None,
                    tag_limit: int = 20, semantic_limit: int = 15, lexical_limit: int = 15) -> Candidates:
-        """Seed 000 §3.3 steps 2-4 (see ``MemoryStore.candidates``): tag, semantic and lexical
+        """MECHANISMS.md §3.3 steps 2-4 (see ``MemoryStore.candidates``): tag, semantic and lexical
         finds, each memory read once with its stored vector."""
         with self._lock:
             self._check_open()

@@ -297,7 +297,7 @@ class MemoryStore(SeedRetrieval):
 
     def candidates(self, q: np.ndarray, query: str, *, tags: Iterable[str] = (), only: Iterable[str] | None = None,
                    tag_limit: int = 20, semantic_limit: int = 15, lexical_limit: int = 15) -> Candidates:
-        """Seed 000 §3.3 steps 2-4 in one snapshot: the memories with ``tags`` (up to
+        """MECHANISMS.md §3.3 steps 2-4 in one snapshot: the memories with ``tags`` (up to
         ``tag_limit``), the ``semantic_limit`` nearest to the query vector ``q`` (among those
         carrying one of ``only``, when given), the ``lexical_limit`` best by BM25 for
         ``query`` (0: none), each memory read once with its stored vector."""
