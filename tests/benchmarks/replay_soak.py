@@ -19,8 +19,8 @@ Exit status 1 when a replay diverged, 2 when the local model cannot run here.
 Measured here (2 cores shared with other work, defaults): ``--runs 3`` and ``--runs 6``, 9 runs
 in 387 s, all degraded by the 40 s limit with a call abandoned at its deadline and the limit's
 warning captured as a log line (the path of tests/fixtures/local_time_limit_log_run.json);
-18 replays, 0 diverged.  Before the recorded clock looked past recorded log lines, every such
-replay outside a cell went on past the limit.
+18 replays, 0 diverged.  That path is the one whose replay, before the recorded clock looked
+past recorded log lines, went on past the limit outside a cell (the fixture's test fails then).
 """
 
 from __future__ import annotations
