@@ -6,8 +6,9 @@
 
 ``run`` takes the options of ``%%memfit_task`` that set the agent (``config.OPTIONS``: the
 model tiers, every limit, reflection, memory, the oracle ...) and works in the current
-folder: the scenario's files and the memory store (``.memfit/``) go there.
-A replay writes nothing unless ``--trace`` says where.  Bad input gets one line
+folder: the scenario's files and the memory store (``.memfit/``) go there, and it says so.
+A replay writes nothing unless ``--trace`` says where; it exits 0 when it gave the
+recorded events and 1 (saying where they part) when it did not.  Bad input gets one line
 on stderr and exit code 2; a trace that cannot be written where asked is
 written to the temporary directory instead, and its path is printed.
 """
@@ -23,21 +24,41 @@ from typing import Any, NoReturn
 
 from .config import OPTIONS, agent_kwargs, check_bounds
 
+#: Lines of a tool's output the terminal shows (a file read shows the start of the file).
+OUTPUT_LINES = 5
+
 
 def _print_event(event: Any) -> None:
-    from . import events as ev
+    d = event.to_dict()
+    kind = d["type"]
+    if kind == "action":
+        print(f"[{d['iteration']:>3}] {d['tool']}({json.dumps(d['params'])[:100]})  # {d['thought'][:80]}")
+    elif kind == "observation":
+        text = ((d.get("output") or "") if d.get("ok") else f"ERROR {d.get('error')}").strip()
+        lines = text.splitlines() or ["(no output)"]
+        more = f"  ... ({len(lines) - OUTPUT_LINES} more lines)" if len(lines) > OUTPUT_LINES else ""
+        print("\n".join(f"      {'->' if i == 0 else '  '} {line[:120]}"
+                        for i, line in enumerate(lines[:OUTPUT_LINES])) + more)
+    elif kind == "context":
+        if d.get("watermark") != "ok":  # a measurement under the warning mark says nothing new
+            window = f" of {d['window']:,}" if d.get("window") else ""
+            print(f"      [context] {d['watermark']}: {d['used_tokens']:,}{window} tokens"
+                  + (f", {d['evicted']} entries moved out" if d.get("evicted") else ""))
+    elif kind in ("reflection", "spin", "guarantee", "breaker", "synthesis", "degradation", "trial"):
+        summary = d.get("reason") or d.get("message") or d.get("summary") or d.get("level_name") or ""
+        print(f"      [{kind}] {str(summary)[:120]}")
+    elif kind == "run_end":
+        print(f"status: {d['status']}  answer: {d.get('answer')}  ({d.get('reason')})")
 
-    if isinstance(event, ev.Action):
-        print(f"[{event.iteration:>3}] {event.tool}({json.dumps(event.params)[:100]})  # {event.thought[:80]}")
-    elif isinstance(event, ev.Observation):
-        text = (event.output or "") if event.ok else f"ERROR {event.error}"
-        print(f"      -> {text.strip().splitlines()[0][:120] if text.strip() else '(no output)'}")
-    elif event.TYPE in ("reflection", "spin", "guarantee", "breaker", "synthesis", "degradation", "context", "trial"):
-        summary = event.get("reason") or event.get("message") or event.get("summary") or event.get("level_name") or ""
-        if summary:  # a context measurement with nothing to say is not a line
-            print(f"      [{event.TYPE}] {str(summary)[:120]}")
-    elif isinstance(event, ev.RunEnd):
-        print(f"status: {event.status}  answer: {event.answer}  ({event.reason})")
+
+def _where_it_writes(agent: Any) -> str | None:
+    """The line that says what a terminal run writes into the working folder, if anything."""
+    what = []
+    if agent.model.startswith("memfit/"):
+        what.append("the scenario's files (those not there yet)")
+    if agent.memory is None:  # the default store, in the working folder (CLI: unless --no-memory)
+        what.append("its memory (.memfit/)")
+    return f"writing {' and '.join(what)} into {agent.workdir.resolve()}" if what else None
 
 
 def load_trace(path: str) -> dict[str, Any]:
@@ -54,9 +75,9 @@ def write_trace(trace: dict[str, Any], path: str) -> int:
         Path(path).write_text(text)
         return 0
     except OSError as exc:
-        # a file of its own: two failed writes of one run's trace must not overwrite each other
-        fd, name = tempfile.mkstemp(prefix=f"memfit-trace-{trace.get('run_id') or 'run'}-", suffix=".json")
-        with open(fd, "w", encoding="utf-8") as out:
+        # A new file each time: a second failure (a replay keeps the run id) must not overwrite the first.
+        handle, name = tempfile.mkstemp(prefix=f"memfit-trace-{trace.get('run_id') or 'run'}-", suffix=".json")
+        with open(handle, "w", encoding="utf-8") as out:
             out.write(text)
         fallback = Path(name)
         reason = exc.strerror or type(exc).__name__
@@ -70,6 +91,17 @@ class _Parser(argparse.ArgumentParser):
 
     def error(self, message: str) -> NoReturn:
         self.exit(2, f"error: {message} (see {self.prog} --help)\n")
+
+
+def _replay_code(recorded: list[dict[str, Any]], replayed: list[dict[str, Any]]) -> int:
+    """0 when the replay gave the recorded events, else 1 with one line on stderr saying where it parted."""
+    from .replay import divergence
+
+    where = divergence(recorded, replayed)
+    if where is None:
+        return 0
+    print(f"error: the replay diverged from the recording: {where}", file=sys.stderr)
+    return 1
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -102,13 +134,19 @@ def main(argv: list[str] | None = None) -> int:
         else:
             values = vars(args)
             check_bounds(values)
-            run = Agent(**agent_kwargs(values)).start(args.task)
+            agent = Agent(**agent_kwargs(values))
+            run = agent.start(args.task)
+            where = _where_it_writes(agent)
+            if where:
+                print(where)
     except (MemfitError, ValueError, TypeError) as exc:
         print(f"error: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}", file=sys.stderr)
         return 2
     run.subscribe(_print_event)
     result = run.run()
     code = 0 if result.status == "done" else 1
+    if args.command == "replay":  # a replay succeeds when it reproduces the recording, whatever its status
+        code = _replay_code(load_trace(args.input)["events"], run.trace()["events"])
     if args.trace:
         code = write_trace(run.trace(), args.trace) or code
     return code

@@ -24,6 +24,17 @@ from __future__ import annotations
 from typing import Any
 
 
+def json_error_text(exc: ValueError) -> str:
+    """Where a JSON text stops being JSON, as one phrase: ``Expecting value at line 1, column 1``,
+    or ``Unterminated string starting at line 2, column 5`` (a message that already ends in "at")."""
+    msg = str(getattr(exc, "msg", exc))
+    lineno, colno = getattr(exc, "lineno", None), getattr(exc, "colno", None)
+    if lineno is None:
+        return msg
+    where = f"line {lineno}, column {colno}"
+    return f"{msg} {where}" if msg.endswith(" at") else f"{msg} at {where}"
+
+
 class MemfitError(Exception):
     """Base class for errors a user can act on."""
 
@@ -51,8 +62,8 @@ class StoreError(MemfitError):
 class ModelCallError(MemfitError):
     """A model call that failed at the transport: rate limit, timeout, server error.
 
-    ``kind`` is one of rate_limit, timeout, server_error, bad_request, auth,
-    circuit_open, budget, other.
+    ``kind`` is one of rate_limit, timeout, server_error, unreachable, bad_request, auth,
+    circuit_open, budget, other (``llm/failures.py``).
     """
 
     #: Seconds the provider asked to wait before trying again (a 429's Retry-After), if it said.

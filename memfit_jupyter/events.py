@@ -228,7 +228,7 @@ class Approval(Event):
 # --- reflection and spin ------------------------------------------------------------------
 @event("reflection")
 class Reflection(Event):
-    """A reflection on the last action (seed 000, 1.3)."""
+    """A reflection on the last action (MECHANISMS.md §1.3)."""
 
     level: int
     level_name: str
@@ -339,7 +339,7 @@ class BreakerRejected(Event):
 
 @event("synthesis")
 class Synthesis(Event):
-    """Sampled answers combined (SPEC-10.04): clusters, the answer, its confidence."""
+    """Sampled answers combined (MECHANISMS.md §4.2): clusters, the answer, its confidence."""
 
     strategy: str
     question: str
@@ -374,7 +374,7 @@ class SynthesisChoice(Event):
 
 @event("degradation")
 class Degradation(Event):
-    """The graceful degradation plan of a run that stopped short (SPEC-10.13)."""
+    """The graceful degradation plan of a run that stopped short (MECHANISMS.md §4.4)."""
 
     reason: str
     partial_result: str | None

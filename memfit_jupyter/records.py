@@ -14,7 +14,7 @@ STATUSES = ("done", "failed", "degraded", "spin_exit", "cancelled", "escalated")
 
 
 class ReflectionLevel(enum.IntEnum):
-    """How hard to think about an action that just ran (seed 000, 1.1)."""
+    """How hard to think about an action that just ran (docs/MECHANISMS.md §1.1)."""
 
     NONE = 0
     MINIMAL = 1
@@ -36,7 +36,7 @@ class ReflectionLevel(enum.IntEnum):
 
 
 class SynthesisStrategy(enum.StrEnum):
-    """How recursive results are combined (SPEC-10.04)."""
+    """How recursive results are combined (MECHANISMS.md §4.2)."""
 
     WEIGHTED = "weighted"
     CONSENSUS = "consensus"
@@ -78,7 +78,7 @@ class ActionRecord:
 
 @dataclass(slots=True)
 class BudgetMetrics:
-    """What something cost (SPEC-05 budget tracking, as SPEC-10.02 uses it)."""
+    """What something cost (the budget of MECHANISMS.md §4.3, as §4.1 uses it)."""
 
     cost_usd: float = 0.0
     prompt_tokens: int = 0
@@ -96,7 +96,7 @@ class BudgetMetrics:
 
 @dataclass(slots=True)
 class RecursiveResult:
-    """SPEC-10.02: the result of a recursive (sub-query) call."""
+    """The result of a recursive (sub-query) call (MECHANISMS.md §4.1)."""
 
     content: str
     confidence: float
@@ -106,7 +106,7 @@ class RecursiveResult:
 
 @dataclass(slots=True)
 class GracefulDegradationPlan:
-    """SPEC-10.13: what a user gets when a run stops short."""
+    """What a user gets when a run stops short (MECHANISMS.md §4.4)."""
 
     reason: str
     partial_result: str | None

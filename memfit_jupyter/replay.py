@@ -13,9 +13,12 @@ recording instead of the world:
 - ``RecordedStore``: memory searches return the recorded results (a model's tag
   selection is asked again, so its call is replayed too) and adds the recorded
   ids; nothing is written anywhere;
-- ``RecordedClock``: each event gets its recorded timestamps.
+- ``RecordedClock``: each event gets its recorded timestamps, the budget sees the recorded
+  time where a time limit stopped the run, and the recorded ``log`` events (warnings a
+  notebook cell captured) come again in their places.
 
-The loop has no replay branches: it uses whatever it was given.
+The loop has no replay branches: it uses whatever it was given.  ``divergence`` says where
+a replay's events part from the recording's (``python -m memfit_jupyter replay`` exits 1 then).
 """
 
 from __future__ import annotations
@@ -26,7 +29,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from .events import BreakerRejected, Event
+from .events import BreakerRejected, Event, from_dict
 from .memory.entity import MemoryEntity, ScoredMemory, SearchResults
 from .records import ToolResult
 
@@ -47,7 +50,13 @@ class LiveClock:
 
 
 class RecordedClock:
-    """Timestamps of the recording: event ``index`` of the trace gets the recorded event's times."""
+    """Timestamps of the recording: event ``index`` of the trace gets the recorded event's times.
+
+    It also answers for the recorded ``log`` events: a warning or log line is something the world
+    (a library, the logging set-up of the kernel that ran it) gave the run, not a step of the loop,
+    so each recorded one is emitted again in its place, before the event that followed it.  A log
+    line the replay raises itself where the recording has the same one is that event.
+    """
 
     def __init__(self, events: list[dict[str, Any]]):
         self.events = events
@@ -60,13 +69,19 @@ class RecordedClock:
         index = len(self.run.events) if self.run is not None else 0
         return float(self.events[min(index, len(self.events) - 1)].get("ts", 0.0) or 0.0)
 
+    def _next_step(self) -> dict[str, Any] | None:
+        """The recorded event the loop emits next, past the log lines recorded before it."""
+        index = len(self.run.events)
+        while index < len(self.events) and self.events[index].get("type") == "log":
+            index += 1
+        return self.events[index] if index < len(self.events) else None
+
     def refusal_next(self) -> dict[str, Any] | None:
         """The recorded guarantee violation, when it is the event the run emits next: the
         recording was refused there (a limit reached before a model call or an iteration)."""
         if self.run is None:
             return None
-        index = len(self.run.events)
-        nxt = self.events[index] if index < len(self.events) else None
+        nxt = self._next_step()
         return nxt if nxt is not None and nxt.get("type") == "guarantee" and nxt.get("violated") else None
 
     def budget_time(self, running: float) -> float:
@@ -79,9 +94,17 @@ class RecordedClock:
             return max(running, float(refusal["elapsed_s"]))
         return running
 
+    def _emit_recorded_logs(self) -> None:
+        """Emit the recorded log lines that come next, so the event being emitted lands after them."""
+        while len(self.run.events) < len(self.events) and self.events[len(self.run.events)].get("type") == "log":
+            self.run.emit(from_dict(self.events[len(self.run.events)]))
+
     def stamp(self, event: Event, index: int, elapsed: float) -> None:
+        if index >= 0 and self.run is not None and event.TYPE != "log":
+            self._emit_recorded_logs()
+            index = len(self.run.events)
         event.ts = round(elapsed, 6)
-        if index < len(self.events) and self.events[index].get("type") == event.TYPE:
+        if 0 <= index < len(self.events) and self.events[index].get("type") == event.TYPE:
             recorded = self.events[index]
             event.ts = recorded.get("ts", event.ts)
             names = event._names()
@@ -326,3 +349,24 @@ class Recording:
 
     def has(self, type_name: str) -> bool:
         return any(e.get("type") == type_name for e in self.events)
+
+
+def divergence(recorded: list[dict[str, Any]], replayed: list[dict[str, Any]]) -> str | None:
+    """Where a replay's events part from the recording's, in one line, or None when they are equal.
+
+    >>> print(divergence([{"type": "note", "text": "a"}], [{"type": "note", "text": "b"}]))
+    event 0 (note) differs in text: recorded 'a', replayed 'b'
+    """
+    for index, (was, now) in enumerate(zip(recorded, replayed, strict=False)):
+        if was == now:
+            continue
+        if was.get("type") != now.get("type"):
+            return f"event {index} is {now.get('type')!r} where the recording has {was.get('type')!r}"
+        keys = sorted(k for k in {*was, *now} if was.get(k) != now.get(k))
+        first = keys[0]
+        return (f"event {index} ({was.get('type')}) differs in {', '.join(keys)}: "
+                f"recorded {str(was.get(first))[:80]!r}, replayed {str(now.get(first))[:80]!r}")
+    if len(recorded) != len(replayed):
+        shorter = "the replay ends" if len(replayed) < len(recorded) else "the recording ends"
+        return f"{shorter} after {min(len(recorded), len(replayed))} events (recorded {len(recorded)}, replayed {len(replayed)})"
+    return None

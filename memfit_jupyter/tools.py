@@ -71,7 +71,7 @@ class Tool:
     description: str
     params: dict[str, Param]
     fn: Callable[..., ToolResult]
-    #: A reflection level this tool always asks for (seed 000, 1.2.3), or None.
+    #: A reflection level this tool always asks for (MECHANISMS.md §1.2), or None.
     reflection_level: ReflectionLevel | None = None
     #: Complex actions get DEEP reflection.
     complex: bool = False

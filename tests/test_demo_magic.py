@@ -6,6 +6,8 @@ from __future__ import annotations
 import pytest
 from kernel_cells import execute, outputs, text_of
 
+pytestmark = pytest.mark.kernel
+
 RUN_MIME = "application/vnd.memfit.run+json"
 WIDGET_MIME = "application/vnd.jupyter.widget-view+json"
 COMPARE_MIME = "application/vnd.memfit.compare+json"

@@ -88,6 +88,7 @@ SESSION = textwrap.dedent("""
 """)
 
 
+@pytest.mark.slow
 def test_a_new_process_finds_the_lesson_and_passes_on_the_first_trial(first_session, tmp_path):
     script = tmp_path / "session2.py"
     script.write_text(SESSION)

@@ -89,6 +89,7 @@ def test_reopen_is_the_one_way_a_finished_run_goes_on(tmp_path):
     assert offenders == []
 
 
+@pytest.mark.slow
 def test_a_whole_run_with_memory_loads_neither_ipython_nor_ipywidgets(tmp_path):
     code = ("import sys\nfrom memfit_jupyter import Agent\n"
             f"run = Agent(model='memfit/memory-lesson', workdir={str(tmp_path)!r}).start('add up numbers.txt')\n"

@@ -20,6 +20,8 @@ from queue import Empty
 import pytest
 from jupyter_client import KernelManager
 
+pytestmark = pytest.mark.kernel
+
 RUN_MIME = "application/vnd.memfit.run+json"
 
 

@@ -12,6 +12,8 @@ import nbformat
 import pytest
 from nbclient import NotebookClient
 
+pytestmark = pytest.mark.kernel
+
 RUN_MIME = "application/vnd.memfit.run+json"
 WIDGET_MIME = "application/vnd.jupyter.widget-view+json"
 

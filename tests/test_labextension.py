@@ -37,6 +37,7 @@ def _jest() -> Path:
     return jest
 
 
+@pytest.mark.labextension
 def test_renderer_unit_tests_pass_on_fresh_engine_traces(tmp_path):
     from memfit_jupyter import Agent
 
@@ -59,6 +60,7 @@ def test_renderer_unit_tests_pass_on_fresh_engine_traces(tmp_path):
     assert summary and "failed" not in summary.group(1) and "passed" in summary.group(1), report[-3000:]
 
 
+@pytest.mark.labextension
 def test_pip_install_enabled_the_extension():
     proc = subprocess.run([sys.executable, "-m", "jupyter", "labextension", "list"],
                           capture_output=True, text=True, timeout=120)
@@ -68,6 +70,7 @@ def test_pip_install_enabled_the_extension():
     assert "enabled" in line and "OK" in line, line
 
 
+@pytest.mark.labextension
 def test_built_extension_has_its_renderers_and_its_widget_of_this_version():
     import memfit_jupyter
 

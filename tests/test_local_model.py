@@ -22,7 +22,8 @@ from nbclient import NotebookClient
 RUN_MIME = "application/vnd.memfit.run+json"
 TASK = "Read the file missing.txt and say what it holds."
 
-pytestmark = pytest.mark.skipif(missing() is not None, reason=str(missing()))
+pytestmark = [pytest.mark.local_model, pytest.mark.kernel,
+              pytest.mark.skipif(missing() is not None, reason=str(missing()))]
 
 
 @pytest.fixture(scope="session")

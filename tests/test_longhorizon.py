@@ -92,6 +92,7 @@ SCRIPT = textwrap.dedent("""
 """)
 
 
+@pytest.mark.slow  # a child process killed and started again
 def test_a_killed_run_resumes_from_the_files_and_redoes_nothing_that_passed(tmp_path):
     _git_repo(tmp_path)
     script = tmp_path.parent / f"{tmp_path.name}_plan_script.py"

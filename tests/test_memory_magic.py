@@ -107,6 +107,7 @@ def test_ranking_html_is_self_contained_and_sorted(tmp_path):
     store.close()
 
 
+@pytest.mark.kernel
 def test_ranking_panel_in_a_real_kernel(tmp_path):
     cells = [
         "%load_ext memfit_jupyter",

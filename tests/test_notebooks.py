@@ -19,6 +19,8 @@ from kernel_cells import text_of as outputs_text
 
 from memfit_jupyter.memory.ranking import RankingConfig
 
+pytestmark = pytest.mark.kernel
+
 ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOKS = ROOT / "notebooks"
 RUN_MIME = "application/vnd.memfit.run+json"
@@ -203,6 +205,7 @@ def test_long_horizon(copy_of_notebooks):
     assert text_of(cell(nb, "print(one_try.status")).startswith("escalated")
 
 
+@pytest.mark.local_model
 def test_real_models_drives_the_local_model_or_replays_its_recording(copy_of_notebooks):
     """Where a local model can run (tests/local_model.py) the notebook drives it for real; elsewhere it
     replays recorded_run.json, recorded from the same model.  Either way: schema-valid actions."""

@@ -161,6 +161,7 @@ CELLS = {
 }
 
 
+@pytest.mark.kernel
 def test_the_magic_exports_with_the_flag_and_the_setting(tmp_path):
     notebook = nbformat.v4.new_notebook()
     notebook.cells = [nbformat.v4.new_code_cell(src, metadata={"name": name}) for name, src in CELLS.items()]

@@ -28,6 +28,8 @@ from memfit_jupyter import Agent, otel
 from memfit_jupyter.llm.scenarios import load_scenario
 from memfit_jupyter.otel.otlp_json import attributes
 
+pytestmark = pytest.mark.phoenix
+
 ROOT = Path(__file__).resolve().parent.parent
 PROJECT = "memfit-e2e"
 RESOURCE = {"openinference.project.name": PROJECT}

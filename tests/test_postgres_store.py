@@ -21,6 +21,8 @@ from memfit_jupyter import Agent, MemoryStore
 from memfit_jupyter.errors import StoreError
 from memfit_jupyter.memory import open_store
 
+pytestmark = pytest.mark.postgres
+
 ROOT = Path(__file__).resolve().parents[1]
 
 

@@ -142,3 +142,45 @@ def test_a_bad_reply_is_not_a_lesson_about_the_task(server, tmp_path, key):
     with MemoryStore(tmp_path / "mem") as store:
         kept = [r.content for r in store.search("reply could not be used JSON", k=20)]
     assert not [c for c in kept if "could not be used" in c or "SYSTEM" in c]
+
+
+def test_a_provider_litellm_does_not_know_is_one_line_without_litellm_words(tmp_path):
+    agent = Agent(model="nosuchprovider/foo", workdir=tmp_path, memory=False, tools=["finish"])
+    result = agent.start("say hello").run()
+    assert result.status == "failed"
+    assert result.reason == ("unknown model 'nosuchprovider/foo': litellm knows no provider for it "
+                             "(use provider/model, e.g. openai/gpt-4o-mini, or memfit/<scenario> offline)")
+
+
+def test_a_server_that_is_not_listening_ends_the_run_at_once_saying_it_is_unreachable(tmp_path):
+    """A wrong port in api_base: the first call is refused and the run ends there, saying so,
+    rather than after max_iterations with the refusal only in the events."""
+    from otel_servers import closed_port
+
+    base = f"http://127.0.0.1:{closed_port()}/v1"
+    agent = Agent(model="openai/local", api_base=base, workdir=tmp_path, memory=False, tools=["finish"],
+                  reflection="none", max_iterations=5)
+    run = agent.start("say hello")
+    result = run.run()
+    assert result.status == "failed"
+    assert result.reason == (f"the server at {base} is unreachable (connection refused) for openai/local: "
+                             "is it running, and is the address right?")
+    (call,) = calls(run)
+    assert call["error_kind"] == "unreachable"
+
+
+def test_an_unreachable_primary_with_a_fallback_model_does_not_end_the_run_at_once(server, tmp_path, key):
+    """Another model to go to: the refusal counts toward the primary's breaker, as a server error
+    does, instead of ending the run at the first call."""
+    from otel_servers import closed_port
+
+    server.script("fallback", [FINISH])
+    agent = Agent(model="openai/local", fallback_model="openai/fallback",
+                  api_base={"primary": f"http://127.0.0.1:{closed_port()}/v1", "fallback": server.api_base},
+                  workdir=tmp_path, memory=False, tools=["finish"], reflection="none", max_iterations=6)
+    run = agent.start("say hello")
+    result = run.run()
+    kinds = [c["error_kind"] for c in calls(run)]
+    assert kinds[:2] == ["unreachable", "unreachable"]
+    assert not result.reason.startswith("the server at")
+    assert agent.breakers.metrics()["primary"]["total_failures"] >= 2

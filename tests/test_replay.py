@@ -82,6 +82,7 @@ def _cli(*args, cwd):
                           text=True, env=env, timeout=300)
 
 
+@pytest.mark.slow  # python -m memfit_jupyter in a new process, more than once
 def test_cli_replay_leaves_its_input_unchanged_and_writes_only_when_told(tmp_path):
     work = tmp_path / "work"
     work.mkdir()
@@ -98,6 +99,7 @@ def test_cli_replay_leaves_its_input_unchanged_and_writes_only_when_told(tmp_pat
     assert json.loads((work / "again.json").read_text())["events"] == json.loads(before)["events"]
 
 
+@pytest.mark.slow  # a new process each
 @pytest.mark.parametrize("content,expected", [
     (None, "error: no such file: missing.json"),
     ("hello", "is not a memfit trace: not JSON (Expecting value at line 1, column 1)"),
@@ -112,6 +114,7 @@ def test_cli_replay_of_bad_input_says_one_line(tmp_path, content, expected):
     assert "Traceback" not in out.stderr
 
 
+@pytest.mark.slow  # python -m memfit_jupyter in a new process, more than once
 def test_cli_run_with_a_trace_path_that_cannot_be_written_keeps_the_trace(tmp_path):
     work = tmp_path / "work"
     work.mkdir()
@@ -184,3 +187,50 @@ def test_a_real_run_whose_last_search_was_refused_by_the_time_limit_replays_byte
     events, replayed = _replayed_events(recorded, tmp_path)
     assert events == [json.dumps(e) for e in recorded["events"]]
     assert replayed.status == "done"
+
+
+def test_a_run_refused_by_its_time_limit_after_a_captured_warning_replays_byte_for_byte(tmp_path):
+    """A local-model run in a notebook cell: its action call was abandoned at the deadline, and the
+    next call was refused by the time limit, whose warning the cell captured as a ``log`` event
+    just before the ``guarantee`` one.  The replay (no cell, nothing captured) still stops at the
+    limit and gives the recorded log line in its place."""
+    recorded = json.loads((Path(__file__).resolve().parent / "fixtures" / "local_time_limit_log_run.json").read_text())
+    kinds = [e["type"] for e in recorded["events"]]
+    assert kinds.index("log") + 1 == kinds.index("guarantee")
+    replayed = Agent.replay(recorded, workdir=tmp_path)
+    replayed.run()
+    assert [json.dumps(e.to_dict(), sort_keys=True) for e in replayed.events] == [
+        json.dumps(e, sort_keys=True) for e in recorded["events"]]
+    assert replayed.status == recorded["status"] == "degraded"
+    assert replayed.result.reason == recorded["reason"]
+
+
+def test_cli_replay_exits_non_zero_and_says_where_when_the_replay_diverges(tmp_path, monkeypatch, capsys):
+    """A faithful replay exits 0 whatever the recorded status (here a degraded run); a recording
+    whose events the replay does not give again exits 1 with one line naming the first event."""
+    from memfit_jupyter.__main__ import main
+
+    fixture = Path(__file__).resolve().parent / "fixtures" / "local_time_limit_log_run.json"
+    monkeypatch.chdir(tmp_path)
+    assert main(["replay", str(fixture)]) == 0
+    faithful = capsys.readouterr()
+    assert "status: degraded" in faithful.out and "diverged" not in faithful.err
+    tampered = json.loads(fixture.read_text())
+    action = next(i for i, e in enumerate(tampered["events"]) if e["type"] == "action")
+    tampered["events"][action]["thought"] = "a thought the model never had"
+    (tmp_path / "tampered.json").write_text(json.dumps(tampered))
+    assert main(["replay", "tampered.json"]) == 1
+    (line,) = [ln for ln in capsys.readouterr().err.splitlines() if "diverged" in ln]
+    assert line.startswith(f"error: the replay diverged from the recording: event {action} (action) differs in thought")
+
+
+@pytest.mark.parametrize("fixture", sorted(p.name for p in (Path(__file__).resolve().parent / "fixtures").glob("local_*.json")))
+def test_every_recorded_local_model_run_replays_byte_for_byte(fixture, tmp_path):
+    """The local model's recorded runs, those the replay soak (tests/benchmarks/replay_soak.py)
+    saved when their replay diverged included: each replays to the recorded events and status."""
+    recorded = json.loads((Path(__file__).resolve().parent / "fixtures" / fixture).read_text())
+    replayed = Agent.replay(recorded, workdir=tmp_path)
+    replayed.run()
+    assert [json.dumps(e.to_dict(), sort_keys=True) for e in replayed.events] == [
+        json.dumps(e, sort_keys=True) for e in recorded["events"]]
+    assert replayed.status == recorded["status"]

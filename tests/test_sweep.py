@@ -52,6 +52,7 @@ def by_run(df: pl.DataFrame) -> dict[str, tuple]:
     return {row["run"]: tuple(row[k] for k in KEYS) for row in df.iter_rows(named=True)}
 
 
+@pytest.mark.slow  # worker processes
 def test_24_runs_equal_one_by_one(tmp_path):
     # "local" and "solo_" have the same length: the runs' prompts are the same size.
     df = sweep(TASKS, GRID, settings=SHARED, out=tmp_path / "local", max_parallel=2, progress=False)
@@ -133,6 +134,7 @@ def _wait_for(predicate, seconds: float = 120):
     raise AssertionError("timed out")
 
 
+@pytest.mark.slow  # worker processes
 def test_killed_sweep_resumes_without_redoing_finished_runs(tmp_path):
     out = tmp_path / "out"
     proc = _start(tmp_path, out)
@@ -151,6 +153,7 @@ def test_killed_sweep_resumes_without_redoing_finished_runs(tmp_path):
     assert not list(out.glob("runs/*/.trace.json.*"))  # no half-written trace anywhere
 
 
+@pytest.mark.slow  # worker processes
 def test_a_worker_that_dies_mid_run_is_retried(tmp_path):
     out = tmp_path / "out"
     proc = _start(tmp_path, out)
@@ -168,6 +171,7 @@ def test_a_worker_that_dies_mid_run_is_retried(tmp_path):
     assert any(e and "LostWorker" in e[0] for e in errors)
 
 
+@pytest.mark.slow  # worker processes
 def test_sweep_budget_is_hard(tmp_path):
     # Each run may spend up to 0.012 (a run's first call must afford a whole reply: 1,024 tokens
     # at $8e-6); the sweep 0.025: two run at once, and a run starts only when the finished runs'
@@ -191,6 +195,7 @@ def test_sweep_budget_is_hard(tmp_path):
     assert more.filter(pl.col("run").is_in(ran["run"].to_list()))["attempts"].to_list() == [1] * ran.height
 
 
+@pytest.mark.slow  # worker processes
 def test_a_run_whose_attempts_file_holds_other_json_counts_from_scratch(tmp_path):
     # attempts.json is the sweep's own bookkeeping; one that holds valid JSON of another shape
     # (edited by hand, or written by something else) is treated like an unreadable one, as no
@@ -235,6 +240,7 @@ def test_package_name_stays_callable_and_import_is_light():
     assert out.strip() == "[]"
 
 
+@pytest.mark.kernel
 def test_sweep_magic_in_a_real_kernel(tmp_path):
     cells = [
         "%load_ext memfit_jupyter",

@@ -24,6 +24,8 @@ from test_sweep import GRID, SHARED, TASKS, solo_results
 
 from memfit_jupyter.sweep.spec import expand
 
+pytestmark = pytest.mark.slow  # a local Ray cluster in a child process
+
 ROOT = Path(__file__).resolve().parents[1]
 CHILD = ROOT / "tests" / "sweep_ray_child.py"
 KEYS = ("status", "iterations", "cost_usd")

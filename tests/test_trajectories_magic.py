@@ -10,6 +10,8 @@ from pathlib import Path
 import pytest
 from kernel_cells import execute, outputs
 
+pytestmark = pytest.mark.kernel
+
 RUN_MIME = "application/vnd.memfit.run+json"
 SAMPLES = Path(__file__).parent.parent / "memfit_jupyter" / "trajectories" / "samples"
 

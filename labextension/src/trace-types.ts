@@ -125,7 +125,7 @@ export interface ApprovalEvent {
   reason?: string;
 }
 
-/** A reflection on the last action (seed 000, 1.3). */
+/** A reflection on the last action (MECHANISMS.md §1.3). */
 export interface ReflectionEvent {
   type: 'reflection';
   iteration: number;
@@ -242,7 +242,7 @@ export interface BreakerRejectedEvent {
   state: string;
 }
 
-/** Sampled answers combined (SPEC-10.04): clusters, the answer, its confidence. */
+/** Sampled answers combined (MECHANISMS.md §4.2): clusters, the answer, its confidence. */
 export interface SynthesisEvent {
   type: 'synthesis';
   iteration: number;
@@ -279,7 +279,7 @@ export interface SynthesisChoiceEvent {
   rationale: string;
 }
 
-/** The graceful degradation plan of a run that stopped short (SPEC-10.13). */
+/** The graceful degradation plan of a run that stopped short (MECHANISMS.md §4.4). */
 export interface DegradationEvent {
   type: 'degradation';
   iteration: number;

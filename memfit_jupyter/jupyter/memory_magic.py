@@ -32,7 +32,7 @@ from ..memory.ranking import RANKINGS
 @magic_arguments()
 @argument("query", nargs="+", help="what to look for")
 @argument("-k", type=int, default=10, help="most results (default 10)")
-@argument("--bytes", type=int, default=None, help="byte limit of the selection (seed: 2048-10240)")
+@argument("--bytes", type=int, default=None, help="byte limit of the selection (reflection searches 2048-10240)")
 @argument("--tags", default=None, help="only memories with one of these tags (comma-separated)")
 @argument("--ranking", default=None, choices=RANKINGS, help="ranking formula")
 def _search(line): ...

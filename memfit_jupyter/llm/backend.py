@@ -131,10 +131,9 @@ def check_model(model: str) -> None:
     try:
         litellm.get_llm_provider(model)
     except Exception:
-        raise UnknownModelError(
-            f"unknown model {model!r}: litellm knows no provider for it "
-            "(use provider/model, e.g. openai/gpt-4o-mini, or memfit/<scenario> offline)"
-        ) from None
+        from .failures import unknown_model_message
+
+        raise UnknownModelError(unknown_model_message(model)) from None
 
 
 #: The key sent to a server at a custom api_base when no key is set: local servers need none,
@@ -191,7 +190,12 @@ class LiteLLMBackend:
             from .failures import classify
 
             failure = classify(exc, model)
-            error = ModelCallError(failure.kind, failure.message)
+            message = failure.message
+            if failure.kind == "unreachable":  # the address is the user's to check: name it
+                from .failures import unreachable_message
+
+                message = unreachable_message(model, options.get("api_base"))
+            error = ModelCallError(failure.kind, message)
             error.retry_after = failure.retry_after
             raise error from None
         return completion_of(litellm, response)

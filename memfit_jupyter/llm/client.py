@@ -204,7 +204,7 @@ class LLMClient:
                                                                     attempt, max_tokens)
             except ModelCallError as exc:
                 result.error, result.error_kind = str(exc), exc.kind
-                if exc.kind in FATAL_KINDS:
+                if exc.kind in FATAL_KINDS or (exc.kind == "unreachable" and self._nowhere_else()):
                     raise ProviderRejected(exc.kind, str(exc)) from None
                 retry_after = exc.retry_after
                 if exc.kind == "rate_limit" and retry_after is not None and waits < MAX_RATE_LIMIT_WAITS \
@@ -248,6 +248,10 @@ class LLMClient:
                         f"only, with the fields: {_schema_hint(schema)}.")},
                 ]
         return result
+
+    def _nowhere_else(self) -> bool:
+        """Whether every tier names the same model: an unreachable server then fails every call."""
+        return len({model for model in self.tiers.values() if model}) <= 1
 
     def _can_wait(self, seconds: float) -> bool:
         if seconds > MAX_RETRY_AFTER_S:

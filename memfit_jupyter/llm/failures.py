@@ -10,7 +10,10 @@ Kinds, and what the run does with each::
                     flushes and the call is tried once more
     content_policy  the provider refused the content: the reply is unusable, not counted
     bad_request     400: our request is wrong, not the provider: not counted
-    server_error    5xx, connection refused, a reply that is not JSON: counts
+    unreachable     connection refused: nothing listens at the address (a server that is
+                    not running, a wrong port in api_base): counts; the run ends at once,
+                    saying so, when no tier has another model to fall back to
+    server_error    5xx, a dropped connection, a reply that is not JSON: counts
     timeout         the call ran past its timeout: counts
     other           anything else: counts, to be safe
 
@@ -25,7 +28,7 @@ from dataclasses import dataclass
 from ..errors import RunFailed
 
 #: Failures that say the tier is unhealthy: they count toward opening its breaker.
-TIER_HEALTH_KINDS = frozenset({"rate_limit", "timeout", "server_error", "other"})
+TIER_HEALTH_KINDS = frozenset({"rate_limit", "timeout", "server_error", "unreachable", "other"})
 #: Failures after which no later call of the run can succeed: the run ends at once.
 FATAL_KINDS = frozenset({"auth", "unknown_model"})
 #: Failures that are not the tier's fault: they neither open nor reset a breaker.
@@ -110,6 +113,30 @@ def first_line(exc: Exception) -> str:
     return text[0][:300] if text else type(exc).__name__
 
 
+def unknown_model_message(model: str) -> str:
+    return (f"unknown model {model!r}: litellm knows no provider for it "
+            "(use provider/model, e.g. openai/gpt-4o-mini, or memfit/<scenario> offline)")
+
+
+def _refused(exc: BaseException) -> bool:
+    """Whether a connection was refused somewhere down ``exc``'s chain (litellm wraps the OSError
+    of the HTTP client in its own exceptions, which say only "Connection error.")."""
+    seen: BaseException | None = exc
+    for _ in range(10):
+        if seen is None:
+            return False
+        if isinstance(seen, ConnectionRefusedError) or "connection refused" in str(seen).lower():
+            return True
+        seen = seen.__cause__ or seen.__context__
+    return False
+
+
+def unreachable_message(model: str, api_base: str | None) -> str:
+    where = f"at {api_base} " if api_base else ""
+    return (f"the server {where}is unreachable (connection refused) for {model}: "
+            "is it running, and is the address right?")
+
+
 def classify(exc: Exception, model: str) -> Failure:
     """The kind of a litellm exception for a call to ``model``, with a message a person can act on."""
     from .backend import import_litellm
@@ -125,7 +152,9 @@ def classify(exc: Exception, model: str) -> Failure:
         return Failure("context_window", f"the prompt is longer than {model}'s context window: {line}")
     if isinstance(exc, litellm.ContentPolicyViolationError):
         return Failure("content_policy", f"{model} refused the content: {line}")
-    if isinstance(exc, litellm.NotFoundError) or "llm provider not provided" in lowered:
+    if "llm provider not provided" in lowered:
+        return Failure("unknown_model", unknown_model_message(model))
+    if isinstance(exc, litellm.NotFoundError):
         return Failure("unknown_model", f"unknown model {model!r}: the provider does not serve it ({line})")
     if isinstance(exc, litellm.RateLimitError):
         return Failure("rate_limit", line, _retry_after(exc))
@@ -137,6 +166,8 @@ def classify(exc: Exception, model: str) -> Failure:
         if any(t in lowered for t in _POLICY_TEXTS):
             return Failure("content_policy", f"{model} refused the content: {line}")
         return Failure("bad_request", line)
+    if _refused(exc):
+        return Failure("unreachable", unreachable_message(model, None))
     if isinstance(exc, litellm.InternalServerError | litellm.ServiceUnavailableError
                   | litellm.APIConnectionError | litellm.BadGatewayError):
         return Failure("server_error", line)

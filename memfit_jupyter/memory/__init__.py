@@ -1,4 +1,4 @@
-"""Long-term memory (seed 000 §3): C.O.R.E. P.A.C.T. entities in a durable store.
+"""Long-term memory (docs/MECHANISMS.md §3): C.O.R.E. P.A.C.T. entities in a durable store.
 
 - ``MemoryStore(path)``: SQLite (WAL) as the source of truth, a usearch index
   for nearest neighbours, FTS5 for BM25 (``store``);
@@ -48,7 +48,7 @@ class MemoryConfig:
     lives is ``Agent(memory=...)``.
     """
 
-    #: Seed 000 §3.7.2: how much memory a completed task's search returns, in bytes.
+    #: MECHANISMS.md §3.7: how much memory a completed task's search returns, in bytes.
     task_search_bytes: int = 4096
     #: What the memory_search tool returns at most, in bytes.
     tool_search_bytes: int = 4096

@@ -1,6 +1,6 @@
 """Which stored memories a new memory could repeat: the candidates that dedup compares it with.
 
-With two of three dimensions needed (seed 000 §3.6), a duplicate either has its content
+With two of three dimensions needed (docs/MECHANISMS.md §3.6), a duplicate either has its content
 at the threshold (so it is among the probe's nearest neighbours) or shares enough tags to
 reach the Jaccard threshold.  The second kind comes from the tag index, reading at most
 ``TAG_SCAN`` of the newest memories per tag so that a popular tag does not scan the

@@ -1,4 +1,4 @@
-"""Seed 000 §3.6: 2-of-3 deduplication.
+"""2-of-3 deduplication (docs/MECHANISMS.md §3.6).
 
 Three dimensions are compared between a new memory and an existing one: tag
 overlap (Jaccard), similarity of the potential questions, similarity of the
@@ -43,7 +43,7 @@ from .text import keywords, tokens
 
 @dataclass(slots=True)
 class DedupConfig:
-    """Seed 000 §3.6.1, plus the switch and how many neighbours to compare with."""
+    """The thresholds of MECHANISMS.md §3.6, plus the switch and how many neighbours to compare with."""
 
     #: Jaccard overlap of the tag sets at or above which tags repeat.
     tag_overlap_threshold: float = 0.8

@@ -1,4 +1,4 @@
-"""The memory entity of seed 000 §3.1 and the scored search result."""
+"""The memory entity (docs/MECHANISMS.md §3.1) and the scored search result."""
 
 from __future__ import annotations
 

@@ -256,7 +256,7 @@ class PostgresStore(SeedRetrieval):
 
     def candidates(self, q: np.ndarray, query: str, *, tags: Iterable[str] = (), only: Iterable[str] | None = None,
                    tag_limit: int = TAG_LIMIT, semantic_limit: int = SEMANTIC_LIMIT, lexical_limit: int = SEMANTIC_LIMIT) -> Candidates:
-        """Seed 000 §3.3 steps 2-4 (see ``MemoryStore.candidates``): tag, semantic and lexical
+        """MECHANISMS.md §3.3 steps 2-4 (see ``MemoryStore.candidates``): tag, semantic and lexical
         finds, each memory read once with its stored vector."""
         with self._lock:
             self._check_open()

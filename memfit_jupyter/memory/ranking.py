@@ -1,4 +1,4 @@
-"""Ranking: the C.O.R.E. P.A.C.T. score, the keyword bonus (seed 000 §3.4-3.5) and the
+"""Ranking: the C.O.R.E. P.A.C.T. score, the keyword bonus (docs/MECHANISMS.md §3.4-3.5) and the
 retrieval term that this package adds.
 
 The seed's score is ``seed = min(1, core + keyword_bonus)`` with the bonus capped at
@@ -37,9 +37,9 @@ import numpy as np
 from .entity import MemoryEntity, ScoredMemory
 from .text import keywords, tokens
 
-#: Seed 000 §3.4.
+#: MECHANISMS.md §3.4.
 WEIGHTS = {"r": 0.25, "c": 0.20, "t": 0.15, "a": 0.15, "p": 0.10, "o": 0.10, "e": 0.05}
-#: Seed 000 §3.5: content, tags, questions, any keyword in content, all keywords in content.
+#: MECHANISMS.md §3.5: content, tags, questions, any keyword in content, all keywords in content.
 BONUS = {"content": 0.10, "tags": 0.08, "questions": 0.05, "contains": 0.05, "all": 0.03}
 BONUS_CAP = 0.3
 RANKINGS = ("hybrid", "semantic", "seed")
@@ -99,7 +99,7 @@ def token_set(text: str) -> frozenset[str]:
 
 
 def keyword_bonus(entity: MemoryEntity, query: str, kws: list[str] | None = None) -> float:
-    """Seed 000 §3.5: the keyword bonus, capped at 0.3 (``kws``: the query's keywords, if known)."""
+    """The keyword bonus (MECHANISMS.md §3.5), capped at 0.3 (``kws``: the query's keywords, if known)."""
     kws = keywords(query) if kws is None else kws
     return float(_bonuses([entity], kws)[0]) if kws else 0.0
 
@@ -133,7 +133,7 @@ def _count(kws: list[str], probes: list[str], text: str) -> int:
 
 
 def seed_score(entity: MemoryEntity, query: str, weights: dict[str, float] = WEIGHTS) -> float:
-    """Seed 000 §3.4: ``min(1, core + keyword_bonus)``."""
+    """The reference score ``min(1, core + keyword_bonus)`` (MECHANISMS.md §3.4)."""
     return min(1.0, core_score(entity, weights) + keyword_bonus(entity, query))
 
 
@@ -223,7 +223,7 @@ def rank(entities: list[MemoryEntity], query: str, *, semantic: dict[str, float]
 
 
 def select_by_bytes(ranked: list[ScoredMemory], bytes_limit: int | None) -> list[ScoredMemory]:
-    """Seed 000 §3.3 step 6: take memories in rank order while their content fits the limit.
+    """MECHANISMS.md §3.3 step 6: take memories in rank order while their content fits the limit.
 
     A memory too large for what is left is skipped, so a smaller one further down may fit.
     """

@@ -58,7 +58,7 @@ class SeedRetrieval:
     def search(self, query: str, k: int | None = 10, bytes_limit: int | None = None,
                tags: Iterable[str] | None = None, *, llm: LLMClient | None = None, disable_ai: bool | None = None,
                ranking: str | RankingConfig | None = None, iteration: int = 0) -> SearchResults:
-        """Seed 000 §3.3: tag search, semantic (and lexical) search, dedup, ranking, byte limit.
+        """MECHANISMS.md §3.3: tag search, semantic (and lexical) search, dedup, ranking, byte limit.
 
         ``k``: at most this many results (None: as many as ``bytes_limit`` lets in).
         ``tags`` restricts the results to memories carrying one of them.  With

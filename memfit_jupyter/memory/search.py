@@ -1,4 +1,4 @@
-"""Seed 000 §3.3: the retrieval pipeline.
+"""The retrieval pipeline (docs/MECHANISMS.md §3.3).
 
 1. AI tag selection (the "tags" purpose), unless ``disable_ai``.
 2. Tag search, limit 20.

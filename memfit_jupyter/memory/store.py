@@ -315,7 +315,7 @@ class MemoryStore(SeedRetrieval):
 
     def candidates(self, q: np.ndarray, query: str, *, tags: Iterable[str] = (), only: Iterable[str] | None = None,
                    tag_limit: int = TAG_LIMIT, semantic_limit: int = SEMANTIC_LIMIT, lexical_limit: int = SEMANTIC_LIMIT) -> Candidates:
-        """Seed 000 §3.3 steps 2-4 in one snapshot: the memories with ``tags`` (up to
+        """MECHANISMS.md §3.3 steps 2-4 in one snapshot: the memories with ``tags`` (up to
         ``tag_limit``), the ``semantic_limit`` nearest to the query vector ``q`` (among those
         carrying one of ``only``, when given), the ``lexical_limit`` best by BM25 for
         ``query`` (0: none), each memory read once with its stored vector."""

@@ -1,4 +1,4 @@
-"""Seed 000 §3.7: memory triage, the model turning an iteration into memories.
+"""Memory triage (docs/MECHANISMS.md §3.7), the model turning an iteration into memories.
 
 ``handle_memory(store, contextual_input, llm)`` asks the model (the "triage"
 purpose, schema ``MemoryTriage``) for entities: content, tags, potential
@@ -43,7 +43,7 @@ class TriageConfig:
     TriageConfig(format='seed', every=1)
     """
 
-    #: "english" (labels in English) or "seed" (seed 000 §3.7.1's labels, as written there).
+    #: "english" (labels in English) or "seed" (the reference design's labels, as first built).
     format: str = "english"
     #: Triage at least every this many iterations with new content (1: every iteration, the seed's).
     #: A failure, a finish or a fact written down triage at once; this catches the facts a long
@@ -136,7 +136,7 @@ def render_entries(entries: Iterable[Entry], format: str = "english") -> str:
 
 def contextual_input(iteration: int, task_id: str, diff: str, status: str, done: bool, reason: str | None,
                      format: str = "english", task: str = "") -> str:
-    """Seed 000 §3.7.1's contextual input: in the seed's own labels, or in English (the task,
+    """The contextual input of triage (MECHANISMS.md §3.7): in the seed's own labels, or in English (the task,
     the steps, whether it finished, and the reason when the steps do not already say it)."""
     if format == "english":
         head = f"Task: {_clip(task, TASK_CHARS)}" if task else f"Task {task_id}"

@@ -1,4 +1,4 @@
-"""Adaptive self-reflection and spin detection (seed 000, sections 1 and 2).
+"""Adaptive self-reflection and spin detection (docs/MECHANISMS.md §1 and §2).
 
 After every action the extension decides a reflection level (``levels``),
 runs the five-stage pipeline (``pipeline``), runs the spin detectors

@@ -33,7 +33,7 @@ PROMPT_PLACES = ("end", "system")
 
 @dataclass
 class ReflectionConfig:
-    """How reflection and spin detection behave.  Every default is seed 000's number.
+    """How reflection and spin detection behave.  Every default is in docs/MECHANISMS.md §1-2.
 
     ``Agent(reflection=..., spin_threshold=..., max_consecutive_spin_warnings=...,
     detectors=...)`` fill the common fields; to change the others, give it whole::

@@ -1,4 +1,4 @@
-"""Which reflection level an action gets: the decision tree of seed 000, 1.2."""
+"""Which reflection level an action gets: the decision tree of docs/MECHANISMS.md §1.2."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ def actions(records: Sequence[ActionRecord]) -> list[ActionRecord]:
 
 
 def same_action_type_spin(records: Sequence[ActionRecord], threshold: int) -> bool:
-    """Layer 1 (seed 000, 2.1.1): the last ``threshold`` actions share action type and tool."""
+    """Layer 1 (MECHANISMS.md §2.1): the last ``threshold`` actions share action type and tool."""
     history = actions(records)
     if threshold <= 0 or len(history) < threshold:
         return False

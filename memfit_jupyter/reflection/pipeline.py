@@ -1,4 +1,4 @@
-"""The reflection pipeline of seed 000, 1.3, in five stages.
+"""The reflection pipeline of docs/MECHANISMS.md §1.3, in five stages.
 
 1. data collection: an ``ActionReflection`` of the action;
 2. environmental impact (STANDARD and up): an ``EnvironmentalImpact``, measured here

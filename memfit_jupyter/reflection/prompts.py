@@ -1,6 +1,6 @@
 """The prompts of reflection and spin analysis, and the texts they put in the timeline.
 
-The timeline wording follows seed 000 (1.3 stage 4, 2.3.3, 2.4); the seed's
+The timeline wording follows the reference design (MECHANISMS.md §1.3 stage 4, §2.3, §2.5); its
 Chinese spin texts are given in English with the same structure and markers.
 """
 
@@ -23,7 +23,7 @@ LEVEL_GUIDANCE = {
     ReflectionLevel.CRITICAL: "The action failed: find the root cause and say how to avoid it.",
 }
 
-#: Seed 000, 2.1.2: the suggestions layer 1 gives on its own.
+#: MECHANISMS.md §2.1: the suggestions layer 1 gives on its own.
 LAYER1_SUGGESTIONS = [
     "Try a different action type",
     "Check that the goal of the task is clear",
@@ -76,7 +76,7 @@ def reflection_messages(task: str, record: ActionRecord, level: ReflectionLevel,
 
 
 def spin_messages(task: str, recent: Sequence[ActionRecord], timeline: str) -> list[dict[str, str]]:
-    """Layer 2 (seed 000, 2.2.2): the model judges whether the last actions are a spin."""
+    """Layer 2 (MECHANISMS.md §2.2): the model judges whether the last actions are a spin."""
     system = json_system(
         "spin",
         "You are an expert in analysing the behaviour of AI agents. Analyse the action history "
@@ -106,7 +106,7 @@ def spin_messages(task: str, recent: Sequence[ActionRecord], timeline: str) -> l
 
 
 def reflection_timeline_text(reflection: ActionReflection) -> str:
-    """Stage 4: the reflection as the model will read it (seed 000 wording)."""
+    """Stage 4: the reflection as the model will read it (the reference design's wording)."""
     if reflection.success:
         lines = [f"✓ [REFLECTION] Action '{reflection.action_type}' EXECUTED SUCCESSFULLY"]
     else:
@@ -164,7 +164,7 @@ def spin_warning_text(results: Sequence[SpinDetectionResult], warning: int, max_
 
 
 def code_spin_text(start: int, end: int, reason: str) -> str:
-    """Seed 000, 2.3.3: the targeted intervention after small edits in the same region."""
+    """The targeted intervention (MECHANISMS.md §2.3) after small edits in the same region."""
     return f"""[CODE MODIFICATION SPIN WARNING]
 
 {reason}

@@ -1,4 +1,4 @@
-"""The records of seed 000 that reflection and spin detection produce.
+"""The records that reflection and spin detection produce (docs/MECHANISMS.md §1-2).
 
 Plain dataclasses with the seed's fields (snake_case, as the seed's JSON tags
 spell them), plus a few fields the trace and the widget need (tool, trigger,
@@ -13,7 +13,7 @@ from typing import Any
 
 @dataclass(slots=True)
 class EnvironmentalImpact:
-    """Stage 2: what an action did to its environment (seed 000, 1.3)."""
+    """Stage 2: what an action did to its environment (MECHANISMS.md §1.3)."""
 
     state_changes: list[str] = field(default_factory=list)
     resource_usage: dict[str, Any] = field(default_factory=dict)
@@ -27,7 +27,7 @@ class EnvironmentalImpact:
 
 @dataclass(slots=True)
 class ActionReflection:
-    """Stage 1 onwards: one reflection on one action (seed 000, 1.3)."""
+    """Stage 1 onwards: one reflection on one action (MECHANISMS.md §1.3)."""
 
     action_type: str
     action_params: dict[str, Any]
@@ -53,7 +53,7 @@ class ActionReflection:
 
 @dataclass(slots=True)
 class SpinDetectionResult:
-    """What a spin detector found (seed 000, 2.1.2), with the layer or detector that found it."""
+    """What a spin detector found (MECHANISMS.md §2), with the layer or detector that found it."""
 
     is_spinning: bool
     reason: str = ""

@@ -101,7 +101,7 @@ def empty_replies(records: Sequence[ActionRecord], threshold: int) -> SpinDetect
 
 @dataclass(slots=True)
 class ModifyRecord:
-    """Seed 000, 2.3.1: one modify_code edit."""
+    """One modify_code edit (MECHANISMS.md §2.3)."""
 
     start_line: int
     end_line: int

@@ -1,4 +1,4 @@
-"""SPEC-10 reliability: execution guarantees, circuit breakers, confidence-weighted synthesis,
+"""Reliability (docs/MECHANISMS.md §4): execution guarantees, circuit breakers, confidence-weighted synthesis,
 and the guards of ``guards.py`` (off unless switched on).
 
 ``extension_for(run)`` plugs it into every run: the run's model calls go
@@ -23,7 +23,7 @@ if TYPE_CHECKING:
 
 
 class ReliabilityExtension(Hooks):
-    """The run's hooks for SPEC-10; provides ``breakers`` (the run's model calls go through them)."""
+    """The run's hooks for reliability; provides ``breakers`` (the run's model calls go through them)."""
 
     def __init__(self, run: Run):
         from .breakers import RunBreakers, breakers_for

@@ -1,4 +1,4 @@
-"""Circuit breakers per model tier (SPEC-10.20 to 10.26).
+"""Circuit breakers per model tier (docs/MECHANISMS.md §4.5).
 
 Each tier (primary, fast, fallback) has its own breaker::
 
@@ -14,7 +14,7 @@ it falls back to ``recovery_timeout`` once the tier closes again.
 Which failures count.  The client reports each failed attempt with its kind
 (``ModelCallError.kind``).  Faults of the provider count toward opening and
 fail a probe: ``rate_limit``, ``timeout``, ``server_error`` (5xx, connection
-errors, malformed replies) and ``other`` (an unknown kind counts, to be safe).
+errors, malformed replies), ``unreachable`` (connection refused) and ``other`` (an unknown kind counts, to be safe).
 The kinds of ``llm.failures.NOT_TIER_HEALTH_KINDS`` do not: a 400, a prompt
 over the context window or a content refusal is the provider answering that
 our own request is wrong, and a refused key or an unknown model ends the run
@@ -67,7 +67,7 @@ def counts_as_failure(kind: str | None) -> bool:
 
 
 class CircuitState(enum.StrEnum):
-    """SPEC-10.21: the states of a breaker."""
+    """The states of a breaker (MECHANISMS.md §4.5)."""
 
     CLOSED = "CLOSED"
     OPEN = "OPEN"
@@ -76,7 +76,7 @@ class CircuitState(enum.StrEnum):
 
 @dataclass(slots=True)
 class FallbackResult:
-    """SPEC-10.24: what a call to an OPEN tier got instead, at once.
+    """What a call to an OPEN tier got instead, at once (MECHANISMS.md §4.5).
 
     ``answered_by`` is the tier that takes the call, or None when no tier could:
     then ``open_tiers`` says which tiers are open and when each is next probed
@@ -132,7 +132,7 @@ class BreakerSet:
 
     ``route(tier)`` says which tier an attempt goes to (or raises
     ``CircuitOpenError``); ``record(tier, ok)`` reports how it went.
-    ``metrics()`` gives each tier's state and counters (SPEC-10.26).
+    ``metrics()`` gives each tier's state and counters (MECHANISMS.md §4.5).
 
     >>> s = BreakerSet({"primary": "memfit/demo"}, failure_threshold=1, recovery_timeout=60)
     >>> s.record("primary", ok=False, error="boom")
@@ -298,7 +298,7 @@ class BreakerSet:
                 # A failure reported while OPEN came from a call admitted before the circuit opened.
         self._emit(pending, emit)
 
-    # --- monitoring (SPEC-10.26) ----------------------------------------------------------
+    # --- monitoring (MECHANISMS.md §4.5) --------------------------------------------------
     def state(self, tier: str) -> CircuitState | None:
         b = self.breakers.get(tier)
         return b.state if b else None

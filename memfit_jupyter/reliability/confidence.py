@@ -1,4 +1,4 @@
-"""Confidence of sampled answers (SPEC-10.01, 10.03, 10.06).
+"""Confidence of sampled answers (docs/MECHANISMS.md §4.1).
 
 Each sample ``i`` of a sub-query gets a confidence in [0, 1]::
 

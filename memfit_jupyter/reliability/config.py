@@ -1,4 +1,4 @@
-"""Settings of SPEC-10's breakers and synthesis, with the seed's numbers as defaults."""
+"""Settings of the breakers and synthesis, with the defaults of docs/MECHANISMS.md §4."""
 
 from __future__ import annotations
 
@@ -9,18 +9,18 @@ from .limits import check_number
 
 @dataclass(frozen=True)
 class ReliabilityConfig:
-    """How the circuit breakers and recursive sampling behave (seed 001, SPEC-10).
+    """How the circuit breakers and recursive sampling behave (MECHANISMS.md §4.1-4.5).
 
     ``Agent(failure_threshold=..., recovery_timeout=..., strategy=..., samples=...)`` fill it;
     or give one whole: ``Agent(configs=[ReliabilityConfig(samples=5)])``.  The hard limits are
     ``ExecutionGuarantees`` (``guarantees=``).
     """
 
-    #: Consecutive provider failures that open a tier's circuit (SPEC-10.22).
+    #: Consecutive provider failures that open a tier's circuit (MECHANISMS.md §4.5).
     failure_threshold: int = 3
-    #: Seconds an open circuit waits before one probe call goes through (SPEC-10.23).
+    #: Seconds an open circuit waits before one probe call goes through (MECHANISMS.md §4.5).
     recovery_timeout: float = 60.0
-    #: How sampled answers are combined: weighted, consensus or diverse (SPEC-10.04).
+    #: How sampled answers are combined: weighted, consensus or diverse (MECHANISMS.md §4.2).
     strategy: str = "weighted"
     #: Samples per sub-query (1 = no fan-out).
     samples: int = 1

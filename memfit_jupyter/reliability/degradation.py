@@ -1,4 +1,4 @@
-"""The graceful degradation plan of a run that stopped short (SPEC-10.13).
+"""The graceful degradation plan of a run that stopped short (docs/MECHANISMS.md §4.4).
 
 Its recommendations follow from which limit ran out (``LimitsExceeded.limit``),
 never from the wording of the reason.

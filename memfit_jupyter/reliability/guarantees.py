@@ -1,4 +1,4 @@
-"""Hard execution guarantees (SPEC-10.10 to 10.15).
+"""Hard execution guarantees (docs/MECHANISMS.md §4.3).
 
 Limits are hard: before every model call its output tokens and its timeout
 are capped to what the remaining budget allows (the prompt's estimated tokens,
@@ -56,7 +56,7 @@ PROMPT_TOKEN_MARGIN = 1.2
 
 @dataclass(frozen=True)
 class ExecutionGuarantees:
-    """The hard limits of a run (SPEC-10.11).
+    """The hard limits of a run (MECHANISMS.md §4.3).
 
     >>> ExecutionGuarantees(max_cost_usd=0.5, max_duration_seconds=60)
     ExecutionGuarantees(max_cost_usd=0.5, max_duration_seconds=60, max_recursive_calls=20)
@@ -110,7 +110,7 @@ class BudgetTracker:
             self.on_violation(message, context)
         raise LimitsExceeded(message, limit=kind)
 
-    # --- checks before each operation (SPEC-10.12) ------------------------------------
+    # --- checks before each operation (MECHANISMS.md §4.3) ----------------------------
     def check_time(self, operation: str) -> float:
         left = self.remaining_time()
         if left < MIN_CALL_SECONDS:
@@ -202,7 +202,7 @@ _LIMITS = ("max_cost_usd", "max_duration_seconds", "max_recursive_calls")
 
 
 def override(run: Run, *, confirm: bool = False, **limits: Any) -> ExecutionGuarantees:
-    """SPEC-10.14: raise a run's limits, with explicit confirmation; a degraded run goes on.
+    """Raise a run's limits (MECHANISMS.md §4.3), with explicit confirmation; a degraded run goes on.
 
     >>> run.override(confirm=True, max_cost_usd=2.0)   # doctest: +SKIP
     """

@@ -1,4 +1,4 @@
-"""Recursive calls (SPEC-10.01, 10.02): ``sub_query`` asks a model a sub-question, K times.
+"""Recursive calls (docs/MECHANISMS.md §4.1): ``sub_query`` asks a model a sub-question, K times.
 
 Each sample is one recursive call: it is checked against ``max_recursive_calls``
 (and the time and cost limits) before it goes, on the fast tier when one is

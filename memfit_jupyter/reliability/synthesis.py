@@ -1,4 +1,4 @@
-"""Synthesis of sampled answers (SPEC-10.04, 10.05): weighted, consensus, diverse.
+"""Synthesis of sampled answers (docs/MECHANISMS.md §4.2): weighted, consensus, diverse.
 
 All three start from the same semantic clusters: samples are taken in order
 of confidence, and each joins the first cluster whose representative (its

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from ..trace import MAX_DEPTH, Trace, TraceError, is_trace, too_deep
+from ..errors import json_error_text
 from . import mini_swe, openhands, otlp, swe_agent
 from .common import (
     FORMAT_NAMES,
@@ -69,7 +70,7 @@ def read_json(path: str | Path) -> Any:
                 return [json.loads(line) for line in lines]
             except (ValueError, RecursionError):
                 pass
-        raise format_error(f"{p.name} is not JSON ({first.msg.removesuffix(' at')} at line {first.lineno})") from None
+        raise format_error(f"{p.name} is not JSON ({json_error_text(first)})") from None
 
 
 def load_trajectory(path_or_dict: str | Path | dict | list, format: str = "auto") -> dict[str, Any]:

@@ -8,14 +8,14 @@ cd "$(dirname "$0")/../.."
 if ! command -v chromium >/dev/null 2>&1; then
     export DEBIAN_FRONTEND=noninteractive
     apt-get update -qq
-    apt-get install -y -qq chromium
+    apt-get install -y -qq --no-upgrade chromium
 fi
 
 # node and npm build the labextension during `pip install`; this machine kind has them.
 if ! command -v node >/dev/null 2>&1; then
     export DEBIAN_FRONTEND=noninteractive
     apt-get update -qq
-    apt-get install -y -qq nodejs npm
+    apt-get install -y -qq --no-upgrade nodejs npm
 fi
 
 python -m pip install -q "playwright>=1.45"

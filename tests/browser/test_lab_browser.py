@@ -23,6 +23,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = [pytest.mark.browser, pytest.mark.kernel]
+
 ROOT = Path(__file__).resolve().parents[2]
 FIXTURE = ROOT / "tests" / "fixtures" / "saved_runs.ipynb"
 BUILT = ROOT / "memfit_jupyter" / "labextension"

