@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from .errors import MemfitError
+from .errors import MemfitError, json_error_text
 from .event_base import REGISTRY, Event
 from .secrets import redact_obj
 
@@ -183,9 +183,7 @@ def loads(text: str, name: str = "the input") -> Any:
     try:
         return json.loads(text)
     except json.JSONDecodeError as exc:
-        # "Unterminated string starting at" names the place itself: no second "at"
-        raise TraceError(f"{name} is not a memfit trace: not JSON ({exc.msg.removesuffix(' at')} at line "
-                         f"{exc.lineno}, column {exc.colno})") from None
+        raise TraceError(f"{name} is not a memfit trace: not JSON ({json_error_text(exc)})") from None
     except RecursionError:
         raise TraceError(f"{name} is not a memfit trace: it nests deeper than JSON can be read here "
                          f"(a trace nests at most {MAX_DEPTH} levels)") from None

@@ -12,7 +12,7 @@ from typing import Any
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExportResult
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from ..errors import MemfitError, json_error_text
+from ..errors import MemfitError
 from ..secrets import refresh_env_secrets
 from ..trace import Trace
 from . import conventions, otlp_json, sdk

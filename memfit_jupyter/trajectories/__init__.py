@@ -17,8 +17,8 @@ import json
 from pathlib import Path
 from typing import Any
 
-from ..trace import MAX_DEPTH, Trace, TraceError, is_trace, too_deep
 from ..errors import json_error_text
+from ..trace import MAX_DEPTH, Trace, TraceError, is_trace, too_deep
 from . import mini_swe, openhands, otlp, swe_agent
 from .common import (
     FORMAT_NAMES,
