@@ -109,7 +109,7 @@ READ_VERSIONS = (TRACE_VERSION,)
 MAX_DEPTH = 100
 #: Keys other tools put on an event beside its fields (``analyze`` marks the events it placed).
 ANNOTATIONS = ("analysis",)
-#: The MIME type a notebook keeps a run under (``jupyter/__init__.py`` names it for the views).
+#: The MIME type a notebook keeps a run under (the views import it from here).
 RUN_MIME = "application/vnd.memfit.run+json"
 
 

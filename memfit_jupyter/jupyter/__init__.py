@@ -11,4 +11,4 @@ This is the only layer that imports IPython and ipywidgets.  Modules:
 - ``display``: the output bundle (``application/vnd.memfit.run+json`` and friends).
 """
 
-RUN_MIME = "application/vnd.memfit.run+json"
+from ..trace import RUN_MIME as RUN_MIME  # the type a notebook keeps a run under
