@@ -263,3 +263,18 @@ def test_a_replayed_run_forks_like_the_run_it_replays(tmp_path):
     assert events(child) == events(direct)
     assert replayed.forks == [child] and child.parent["run"] == parent.id
     assert not (tmp_path / "elsewhere").exists()
+
+
+def test_a_replacement_reflection_is_written_as_the_pipeline_writes_one(tmp_path):
+    parent = _parent("spin-demo", tmp_path / "parent")
+    child = parent.fork(3, reflection={"summary": "Listing again will not help.",
+                                       "suggestions": ["read report.txt", "then finish"]}, workdir=tmp_path / "child")
+    child.run()
+    (entry,) = [e for e in child.timeline.entries if e.kind == "reflection" and e.iteration == 2]
+    assert "Listing again will not help." in entry.content
+    assert "MANDATORY RECOMMENDATIONS FOR FUTURE ACTIONS:\n1. read report.txt\n2. then finish" in entry.content
+    again = Agent.replay(json.loads(json.dumps(child.trace())))
+    again.run()
+    assert [e.to_dict() for e in again.events] == [e.to_dict() for e in child.events]
+    with pytest.raises(ForkError, match="not both"):
+        parent.fork(3, guidance="x", reflection={"summary": "y"}, workdir=tmp_path / "both")
