@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from html import escape
 from typing import Any
 
+from .jupyter.html import fmt_value
 from .jupyter.state import RunFacts, facts
 
 COMPARE_MIME = "application/vnd.memfit.compare+json"
@@ -93,11 +94,7 @@ class Comparison:
         width = max(len(r[0]) for r in self.rows)
         lines = [f"{'':{width}}  {self.labels[0]}  |  {self.labels[1]}"]
         for label, kind, va, vb in self.rows:
-            def fmt(v: Any, kind: str = kind) -> str:
-                if v is None:
-                    return "—"
-                return f"${v:.4f}" if kind == "money" else f"{v:.1f} s" if kind == "seconds" else str(v)[:60]
-            lines.append(f"{label:{width}}  {fmt(va)}  |  {fmt(vb)}")
+            lines.append(f"{label:{width}}  {fmt_value(kind, va, 60)}  |  {fmt_value(kind, vb, 60)}")
         if self.diverged_at is not None and self.diverged_actions:
             lines.append(f"diverged at iteration {self.diverged_at}: {self.diverged_actions[0]} vs "
                          f"{self.diverged_actions[1]}")
@@ -107,8 +104,8 @@ class Comparison:
 
     def _html(self) -> str:
         head = (f"<tr><th></th><th>{escape(self.labels[0])}</th><th>{escape(self.labels[1])}</th></tr>")
-        body = "".join(f"<tr><th style='text-align:left'>{escape(label)}</th><td>{escape(str(va))}</td>"
-                       f"<td>{escape(str(vb))}</td></tr>" for label, _, va, vb in self.rows)
+        body = "".join(f"<tr><th style='text-align:left'>{escape(label)}</th><td>{escape(fmt_value(kind, va))}</td>"
+                       f"<td>{escape(fmt_value(kind, vb))}</td></tr>" for label, kind, va, vb in self.rows)
         if self.diverged_at is not None and self.diverged_actions:
             where = (f"diverged at iteration {self.diverged_at}: <code>{escape(self.diverged_actions[0])}</code>"
                      f" vs <code>{escape(self.diverged_actions[1])}</code>")

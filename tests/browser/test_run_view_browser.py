@@ -200,3 +200,80 @@ def test_error_text_reads_in_both_themes(browser, lab):
         _theme(page, "Light")
     finally:
         page.close()
+
+
+#: Heights in the page: the demo cell's outputs together, and each of them.
+DEMO_HEIGHT_JS = """() => { const cell = [...document.querySelectorAll('.jp-Notebook .jp-CodeCell')]
+  .find(c => c.querySelector('.memfit-compare')); if (!cell) return null;
+  const wrap = cell.querySelector('.jp-Cell-outputWrapper');
+  return { total: wrap.getBoundingClientRect().height, live: cell.querySelectorAll('.memfit-live').length,
+    parts: [...cell.querySelectorAll('.jp-OutputArea-child')].map(o => Math.round(o.getBoundingClientRect().height)),
+    text: wrap.innerText }; }"""
+#: A demo cell with its iterations closed, live or reopened, fits in about one screen.
+DEMO_MAX_PX = 1200
+
+
+def test_a_demo_is_one_compact_view_live_and_reopened(browser, lab):
+    """``%memfit_demo``: one compare view, each side live while it runs (no widget container), its
+    height measured live and reopened with no kernel."""
+    import urllib.request
+
+    cells = ["%load_ext memfit_jupyter", "%memfit_demo step-repetition --dir spin-demo-cell"]
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(c) for c in cells], metadata={
+        "kernelspec": {"name": "python3", "display_name": "Python 3 (ipykernel)", "language": "python"}})
+    nbformat.write(nb, lab["root"] / "demo.ipynb")
+    page = browser.new_page(viewport={"width": 1400, "height": 1000})
+    errors: list[str] = []
+    _watch(page, errors)
+    try:
+        _open(page, lab, "demo.ipynb")
+        _kernel_idle(page)
+        page.evaluate("() => { window.jupyterapp.commands.execute('notebook:run-all-cells'); }")
+        # live while the runs go: both sides drawn from their widget models inside the compare view
+        page.wait_for_function("() => document.querySelectorAll('.jp-Notebook .memfit-compare .memfit-side .memfit-live')"
+                               ".length === 2", timeout=LIVE_TIMEOUT_MS)
+        page.wait_for_selector(".jp-Notebook .memfit-demo-outcome", timeout=LIVE_TIMEOUT_MS)
+        page.wait_for_selector(".jp-Notebook .memfit-side .memfit-live-status[data-status=failed]", timeout=LIVE_TIMEOUT_MS)
+        _kernel_idle(page)
+        live = page.evaluate(DEMO_HEIGHT_JS)
+        page.screenshot(path=str(ARTIFACTS / "demo_live_light.png"), full_page=True)
+        assert live["live"] == 2 and len(live["parts"]) == 3, live["parts"]  # note, the pair, the table
+        assert live["total"] <= DEMO_MAX_PX, f"the live demo cell is {live['total']:.0f} px: {live['parts']}"
+        assert "HBox(" not in live["text"] and "VBox(" not in live["text"]
+        page.evaluate("window.jupyterapp.commands.execute('docmanager:save')")
+        page.wait_for_function("() => !window.jupyterapp.shell.currentWidget.context.model.dirty",
+                               timeout=RENDER_TIMEOUT_MS)
+    finally:
+        page.close()
+    for kind in ("sessions", "kernels"):
+        for item in json.loads(urllib.request.urlopen(f"{lab['url']}/api/{kind}?token={base.TOKEN}").read()):
+            req = urllib.request.Request(f"{lab['url']}/api/{kind}/{item['id']}?token={base.TOKEN}", method="DELETE")
+            urllib.request.urlopen(req, timeout=30).close()
+    saved = json.loads((lab["root"] / "demo.ipynb").read_text())
+    assert not [o for c in saved["cells"] for o in c.get("outputs", [])
+                if "application/vnd.jupyter.widget-view+json" in o.get("data", {})]
+    for key in ("kernelspec", "language_info"):
+        saved["metadata"].pop(key, None)
+    (lab["root"] / "demo_reopened.ipynb").write_text(json.dumps(saved))
+    page = browser.new_page(viewport={"width": 1400, "height": 1000})
+    _watch(page, errors)
+    try:
+        _open(page, lab, "demo_reopened.ipynb")
+        try:
+            page.wait_for_selector(".jp-Dialog button:has-text('No Kernel')", timeout=15_000).click()
+        except Exception:
+            pass
+        page.wait_for_selector(".jp-Notebook .memfit-compare .memfit-side .memfit-run", timeout=RENDER_TIMEOUT_MS)
+        reopened = page.evaluate(DEMO_HEIGHT_JS)
+        page.screenshot(path=str(ARTIFACTS / "demo_reopened_light.png"), full_page=True)
+        _theme(page, "Dark")
+        page.screenshot(path=str(ARTIFACTS / "demo_reopened_dark.png"), full_page=True)
+        _theme(page, "Light")
+        assert reopened["live"] == 0 and len(reopened["parts"]) == 3, reopened["parts"]
+        assert reopened["total"] <= DEMO_MAX_PX, f"the reopened demo cell is {reopened['total']:.0f} px: {reopened['parts']}"
+        assert "HBox(" not in reopened["text"] and "model not found" not in reopened["text"]
+        print(f"demo cell height: live {live['total']:.0f} px {live['parts']}, "
+              f"reopened {reopened['total']:.0f} px {reopened['parts']}")
+        assert not errors, errors
+    finally:
+        page.close()
