@@ -114,6 +114,13 @@ class Comparison:
         return (f'<div class="memfit-compare-summary"><b>memfit compare</b>'
                 f'<table style="border-collapse:collapse">{head}{body}</table><div>{where}</div></div>')
 
+    def to_html(self, path: Any) -> Any:
+        """Write this comparison as one offline HTML file with the full interactive view
+        (``memfit_jupyter.jupyter.report``); returns the path."""
+        from .jupyter.report import write_report
+
+        return write_report(self, path)
+
     def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, Any]:
         return {COMPARE_MIME: self.payload(), "text/html": self._html(), "text/plain": self._text()}
 

@@ -184,9 +184,15 @@ class MemfitMagics(MemfitSettings, Magics):
         """Status and settings: model tiers (and breaker states), defaults, the scenarios.
 
         ``%memfit`` shows everything; ``%memfit tiers|defaults|scenarios`` one part.
+        ``%memfit export RUN PATH`` writes RUN's offline HTML report (jupyter/report.py).
         """
         from .status import status_html, status_text
 
+        if (line or "").split(None, 1)[:1] == ["export"]:
+            from .report import export_magic
+
+            export_magic(self.shell.user_ns, line.split(None, 1)[1] if len(line.split(None, 1)) > 1 else "")
+            return
         sub = (line or "").strip() or "status"
         if sub not in MEMFIT_SUBCOMMANDS:
             raise UsageError(f"unknown subcommand {sub!r} for %memfit; valid: {', '.join(MEMFIT_SUBCOMMANDS)}")

@@ -277,3 +277,59 @@ def test_a_demo_is_one_compact_view_live_and_reopened(browser, lab):
         assert not errors, errors
     finally:
         page.close()
+
+
+def test_the_exported_report_opens_offline_and_reads_as_the_live_view(browser, lab):
+    """``%memfit export RUN report.html``: the file opens from file:// with every request off the
+    disk refused, draws the full view (the same renderer) and, with "expand all", says what the
+    live view says; light and dark follow the reader's system."""
+    cells = ["%load_ext memfit_jupyter",
+             "%%memfit_task --model memfit/spin-demo --no-memory --name exported\n" + STEP_TASK,
+             "%memfit export exported report.html"]
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(c) for c in cells], metadata={
+        "kernelspec": {"name": "python3", "display_name": "Python 3 (ipykernel)", "language": "python"}})
+    nbformat.write(nb, lab["root"] / "export.ipynb")
+    page = browser.new_page(viewport={"width": 1400, "height": 1000})
+    errors: list[str] = []
+    _watch(page, errors)
+    try:
+        _open(page, lab, "export.ipynb")
+        _kernel_idle(page)
+        page.evaluate("() => { window.jupyterapp.commands.execute('notebook:run-all-cells'); }")
+        page.wait_for_selector(f"{LIVE} .memfit-live-status[data-status=done]", timeout=LIVE_TIMEOUT_MS)
+        page.wait_for_function("() => document.querySelector('.jp-Notebook').innerText.includes('opens offline')",
+                               timeout=LIVE_TIMEOUT_MS)
+        live = page.locator(f"{LIVE} .memfit-run").first
+        live.locator(".memfit-expand-all").click()
+        live_text = live.inner_text()
+    finally:
+        page.close()
+    report = lab["root"] / "report.html"
+    assert report.is_file()
+    for scheme in ("light", "dark"):
+        ctx = browser.new_context(viewport={"width": 1400, "height": 1000}, color_scheme=scheme)
+        fetched: list[str] = []
+
+        def only_the_file(route, fetched=fetched):
+            url = route.request.url
+            if url.startswith("file:"):
+                route.continue_()
+            else:
+                fetched.append(url)
+                route.abort()
+
+        ctx.route("**/*", only_the_file)
+        offline = ctx.new_page()
+        _watch(offline, errors)
+        offline.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+        offline.goto(report.as_uri())
+        offline.wait_for_selector(".memfit-run", timeout=RENDER_TIMEOUT_MS)
+        offline.locator(".memfit-run .memfit-expand-all").click()
+        assert offline.locator(".memfit-run").inner_text() == live_text
+        assert offline.evaluate("document.body.dataset.jpThemeLight") == ("true" if scheme == "light" else "false")
+        found = offline.evaluate(ERROR_CONTRAST_JS)
+        assert found and not [c for c in found if c["ratio"] < 4.5], found
+        offline.screenshot(path=str(ARTIFACTS / f"report_{scheme}.png"), full_page=True)
+        assert fetched == [], f"the report asked the network for {fetched}"
+        ctx.close()
+    assert not errors, errors
