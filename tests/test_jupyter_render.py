@@ -175,3 +175,27 @@ def test_export_says_what_is_wrong_in_one_line(tmp_path, line, message):
     with pytest.raises(UsageError) as err:
         export_magic({"number": 1, "trace": TRACE}, line)
     assert message in str(err.value) and "\n" not in str(err.value)
+
+
+def test_a_memory_list_shows_stored_scores_and_a_nonsense_search_says_nothing_is_relevant():
+    from memfit_jupyter.jupyter.memory_widget import bundle, ranking_payload
+    from memfit_jupyter.memory.entity import MemoryEntity
+    from memfit_jupyter.memory.ranking import core_score, rank, relevance_floor
+
+    memories = [MemoryEntity(id="m1", content="CSV exports from billing use semicolons", tags=["csv"], r_score=0.9),
+                MemoryEntity(id="m2", content="The quarterly report lives in data/reports", tags=["reports"])]
+    listed = ranking_payload(memories)
+    assert listed["score_label"] == "stored score" and "floor" not in listed
+    assert [r["score"] for r in listed["results"]] == [round(core_score(m), 6) for m in memories]
+    assert all(r["score"] > 0 for r in listed["results"])
+    # the floor is what hybrid convex ranking gives a memory with no word of the query at most
+    assert relevance_floor() == pytest.approx(0.05 + 0.95 * 0.3)
+    # a query no memory shares a word with: the closest by embedding still gets alpha
+    nonsense = rank(memories, "zebra quantum", semantic={"m1": 0.04, "m2": 0.02}, lexical={})
+    shown = ranking_payload(nonsense, "zebra quantum")
+    assert shown["results"][0]["score"] > 0.25 and shown["nothing_relevant"] is True
+    assert "Nothing relevant" in bundle(shown)["text/html"] and "Nothing relevant" in bundle(shown)["text/plain"]
+    found = ranking_payload(rank(memories, "csv semicolons", semantic={"m1": 0.6, "m2": 0.1},
+                                 lexical={"m1": 3.2}), "csv semicolons")
+    assert found["nothing_relevant"] is False and found["results"][0]["id"] == "m1"
+    assert found["results"][0]["score"] > found["floor"]

@@ -333,3 +333,41 @@ def test_the_exported_report_opens_offline_and_reads_as_the_live_view(browser, l
         assert fetched == [], f"the report asked the network for {fetched}"
         ctx.close()
     assert not errors, errors
+
+
+def test_memory_ranking_bars_are_absolute_and_a_nonsense_query_says_so(browser, lab):
+    cells = ["%load_ext memfit_jupyter",
+             "%memfit_memory add CSV exports from the billing system use semicolons --tags csv,billing",
+             "%memfit_memory add The quarterly report lives in data/reports --tags reports",
+             "_ = %memfit_memory search zebra quantum",
+             "_ = %memfit_memory list"]
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(c) for c in cells], metadata={
+        "kernelspec": {"name": "python3", "display_name": "Python 3 (ipykernel)", "language": "python"}})
+    nbformat.write(nb, lab["root"] / "ranking.ipynb")
+    page = browser.new_page(viewport={"width": 1400, "height": 1000})
+    errors: list[str] = []
+    _watch(page, errors)
+    try:
+        _open(page, lab, "ranking.ipynb")
+        _kernel_idle(page)
+        page.evaluate("() => { window.jupyterapp.commands.execute('notebook:run-all-cells'); }")
+        page.wait_for_function("() => document.querySelectorAll('.jp-Notebook .memfit-memory').length === 2",
+                               timeout=LIVE_TIMEOUT_MS)
+        search, listed = page.locator(".jp-Notebook .memfit-memory").all()
+        assert "Nothing relevant" in search.locator(".memfit-nothing-relevant").inner_text()
+        rows = search.locator(".memfit-rank-row").all()
+        assert rows and all("memfit-below-floor" in r.get_attribute("class") for r in rows)
+        for r in rows:  # the bar is the score itself (0 to 1), not a share of the best
+            width = r.locator(".memfit-final .memfit-bar-fill").evaluate("n => parseFloat(n.style.width)")
+            value = float(r.locator(".memfit-final").inner_text())
+            assert abs(width - 100 * value) < 1 and width < 50, (width, value)
+        assert listed.locator("th[data-key=final]").inner_text() == "stored score"
+        stored = [float(x) for x in listed.locator(".memfit-final").all_inner_texts()]
+        assert stored and all(v > 0 for v in stored), stored
+        search.screenshot(path=str(ARTIFACTS / "memory_nothing_relevant_light.png"))
+        _theme(page, "Dark")
+        search.screenshot(path=str(ARTIFACTS / "memory_nothing_relevant_dark.png"))
+        _theme(page, "Light")
+        assert not errors, errors
+    finally:
+        page.close()
