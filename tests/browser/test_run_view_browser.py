@@ -371,3 +371,44 @@ def test_memory_ranking_bars_are_absolute_and_a_nonsense_query_says_so(browser, 
         assert not errors, errors
     finally:
         page.close()
+
+
+#: Records, in the page, what the live view said while it ran: notes and the rows shown.
+LIVE_WATCH_JS = """
+() => { window.__memfitSeen = { notes: [], rows: [] };
+  new MutationObserver(() => { const v = document.querySelector('.jp-Notebook .memfit-live'); if (!v) return;
+    const note = v.querySelector('.memfit-live-note'); if (note) window.__memfitSeen.notes.push(note.textContent);
+    const n = v.querySelectorAll('.memfit-iteration').length; const seen = window.__memfitSeen.rows;
+    if (!seen.length || seen[seen.length - 1] !== n) seen.push(n); })
+  .observe(document.body, { childList: true, subtree: true, characterData: true }); }
+"""
+
+
+def test_the_first_run_of_a_kernel_says_it_loads_the_model_client(browser, lab):
+    """The first model call of a kernel imports litellm (seconds): the view says so meanwhile,
+    then shows the iterations as they come, not all at once."""
+    cells = ["%load_ext memfit_jupyter",
+             "import sys; assert 'litellm' not in sys.modules, 'litellm is imported already'",
+             "%config MemfitMagics.throttle_ms = 0",  # every event sent as it comes
+             "%%memfit_task --model memfit/spin-demo --no-memory --name first\n" + STEP_TASK]
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(c) for c in cells], metadata={
+        "kernelspec": {"name": "python3", "display_name": "Python 3 (ipykernel)", "language": "python"}})
+    nbformat.write(nb, lab["root"] / "first.ipynb")
+    page = browser.new_page(viewport={"width": 1400, "height": 1000})
+    errors: list[str] = []
+    _watch(page, errors)
+    try:
+        _open(page, lab, "first.ipynb")
+        _kernel_idle(page)
+        page.evaluate(LIVE_WATCH_JS)
+        page.evaluate("() => { window.jupyterapp.commands.execute('notebook:run-all-cells'); }")
+        page.wait_for_selector(f"{LIVE} .memfit-live-status[data-status=done]", timeout=LIVE_TIMEOUT_MS)
+        outputs = page.locator(".jp-Notebook .jp-OutputArea-output").all_inner_texts()
+        assert not [o for o in outputs if "AssertionError" in o or "UsageError" in o], outputs
+        seen = page.evaluate("window.__memfitSeen")
+        assert any(n.startswith("loading the model client") for n in seen["notes"]), seen["notes"][:5]
+        assert page.locator(f"{LIVE} .memfit-live-note").count() == 0  # gone once loaded
+        assert len([n for n in seen["rows"] if n > 0]) >= 3, seen["rows"]  # rows came one by one
+        assert not errors, errors
+    finally:
+        page.close()
