@@ -63,7 +63,6 @@ export class LiveRunView {
       this.run.update(this._source.head, change.events);
       this._syncBadge();
       this._followNewest();
-      this._closeWhenEnded();
       this._drawStatus();
     } else if (change.kind === 'delta') {
       this.run.setStreaming(this._source.streaming ?? null);
@@ -76,18 +75,7 @@ export class LiveRunView {
     } else {
       this._drawControls();
       this._syncBadge();
-      this._closeWhenEnded();
     }
-  }
-
-  /** Once the run has ended, the row opened for following it closes: the view ends as saved. */
-  private _closeWhenEnded(): void {
-    const status = str(this._source.head.status);
-    if (!this._autoOpened || this._followed === null || !status || status === 'running' || status === 'pending') {
-      return;
-    }
-    this.run.block(this._followed)?.removeAttribute('open');
-    this._autoOpened = false;
   }
 
   /**
