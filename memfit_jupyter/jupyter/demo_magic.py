@@ -44,7 +44,9 @@ def explanation(m: Any, model: str | None = None) -> tuple[str, str]:
         rows.append(("Model", f"{model}: a real model; the scripted outcomes are not expected of it"))
     plain = f"{m.name} ({m.id}, scenario {m.scenario})\n" + "\n".join(f"  {k}: {v}" for k, v in rows)
     # One line each, tight: the note sits above the comparison, which is what the cell is for.
-    lines = "".join(f"<div><b>{html.escape(k)}</b>: {html.escape(v)}</div>" for k, v in rows)
+    # The task and the two settings are the comparison's title and labels right below: not repeated.
+    lines = "".join(f"<div><b>{html.escape(k)}</b>: {html.escape(v)}</div>" for k, v in rows
+                    if k not in ("Task", "On", "Off"))
     rich = (f"<div class='memfit-demo' style='line-height:1.35'><div style='font-size:1.15em'>"
             f"<b>{html.escape(m.name)}</b> ({html.escape(m.id)}, scenario <code>{html.escape(m.scenario)}</code>)"
             f"</div><div style='margin:2px 0'>{html.escape(m.description)}</div>{lines}</div>")

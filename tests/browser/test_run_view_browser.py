@@ -210,7 +210,7 @@ DEMO_HEIGHT_JS = """() => { const cell = [...document.querySelectorAll('.jp-Note
     parts: [...cell.querySelectorAll('.jp-OutputArea-child')].map(o => Math.round(o.getBoundingClientRect().height)),
     text: wrap.innerText }; }"""
 #: A demo cell with its iterations closed, live or reopened, fits in about one screen.
-DEMO_MAX_PX = 1200
+DEMO_MAX_PX = 1100
 
 
 def test_a_demo_is_one_compact_view_live_and_reopened(browser, lab):
