@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from .events import Action
+from .jupyter.html import fmt_value
 from .jupyter.state import RunFacts, facts
 from .secrets import redact_obj
 from .trace import Trace
@@ -91,11 +92,7 @@ class Comparison:
         width = max(len(r[0]) for r in self.rows)
         lines = [f"{'':{width}}  {self.labels[0]}  |  {self.labels[1]}"]
         for label, kind, va, vb in self.rows:
-            def fmt(v: Any, kind: str = kind) -> str:
-                if v is None:
-                    return "—"
-                return f"${v:.4f}" if kind == "money" else f"{v:.1f} s" if kind == "seconds" else str(v)[:60]
-            lines.append(f"{label:{width}}  {fmt(va)}  |  {fmt(vb)}")
+            lines.append(f"{label:{width}}  {fmt_value(kind, va, 60)}  |  {fmt_value(kind, vb, 60)}")
         if self.diverged_at is not None and self.diverged_actions:
             lines.append(f"diverged at iteration {self.diverged_at}: {self.diverged_actions[0]} vs "
                          f"{self.diverged_actions[1]}")
@@ -105,8 +102,8 @@ class Comparison:
 
     def _html(self) -> str:
         head = (f"<tr><th></th><th>{escape(self.labels[0])}</th><th>{escape(self.labels[1])}</th></tr>")
-        body = "".join(f"<tr><th style='text-align:left'>{escape(label)}</th><td>{escape(str(va))}</td>"
-                       f"<td>{escape(str(vb))}</td></tr>" for label, _, va, vb in self.rows)
+        body = "".join(f"<tr><th style='text-align:left'>{escape(label)}</th><td>{escape(fmt_value(kind, va))}</td>"
+                       f"<td>{escape(fmt_value(kind, vb))}</td></tr>" for label, kind, va, vb in self.rows)
         if self.diverged_at is not None and self.diverged_actions:
             where = (f"diverged at iteration {self.diverged_at}: <code>{escape(self.diverged_actions[0])}</code>"
                      f" vs <code>{escape(self.diverged_actions[1])}</code>")
@@ -114,6 +111,13 @@ class Comparison:
             where = "the two runs took the same actions"
         return (f'<div class="memfit-compare-summary"><b>memfit compare</b>'
                 f'<table style="border-collapse:collapse">{head}{body}</table><div>{where}</div></div>')
+
+    def to_html(self, path: Any) -> Any:
+        """Write this comparison as one offline HTML file with the full interactive view
+        (``memfit_jupyter.jupyter.report``); returns the path."""
+        from .jupyter.report import write_report
+
+        return write_report(self, path)
 
     def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, Any]:
         bundle = {COMPARE_MIME: self.payload(), "text/html": self._html(), "text/plain": self._text()}

@@ -429,5 +429,12 @@ class Run:
 
         return trace_of(self)
 
+    def to_html(self, path: Any) -> Any:
+        """Write the run as one offline HTML file with the full interactive view (the trace and
+        the run view's renderer inside: no CDN, no server); returns the path."""
+        from .jupyter.report import write_report
+
+        return write_report(self, path)
+
     def __repr__(self) -> str:
         return f"<Run {self.id} {self.status} iteration={self.iteration} task={self.task[:40]!r}>"

@@ -1,7 +1,10 @@
-"""``%memfit_demo`` in a real kernel (nbclient): the note, the two live runs side by side, the
-saved outputs and the on/off table; the catalogue with no mode; one-line errors."""
+"""``%memfit_demo`` in a real kernel (nbclient): the note, one view of the pair (the compare view,
+each side live from its run's widget model, saved as the comparison) and the on/off table; the
+catalogue with no mode; one-line errors."""
 
 from __future__ import annotations
+
+import re
 
 import pytest
 from kernel_cells import execute, outputs, text_of
@@ -34,16 +37,23 @@ def test_a_mode_runs_on_and_off_side_by_side(nb):
     note = outs[0].data
     assert "Same-action spin (step-repetition, scenario spin-demo)" in note["text/plain"]
     assert "FM-1.3 Step repetition (system design)" in note["text/plain"] and "Look at:" in note["text/plain"]
-    assert "<h3>Same-action spin" in note["text/html"]
-    # One widget: the HBox holding both live runs.
-    assert sum(WIDGET_MIME in o.get("data", {}) for o in outs) == 1
-    traces = [o.data[RUN_MIME] for o in outs if RUN_MIME in o.get("data", {})]
+    assert "<b>Same-action spin</b>" in note["text/html"]
+    # One view of the pair: no widget view (its repr would be the saved output), no run drawn twice.
+    assert not [o for o in outs if WIDGET_MIME in o.get("data", {}) or RUN_MIME in o.get("data", {})]
+    assert "HBox(" not in text_of(outs) and "VBox(" not in text_of(outs)
+    (pair_out,) = [o for o in outs if COMPARE_MIME in o.get("data", {})]
+    pair_view = pair_out.data[COMPARE_MIME]
+    traces = pair_view["runs"]
     assert [t["status"] for t in traces] == ["done", "failed"]
     assert traces[1]["settings"]["reflection"] == "none"
-    # The compare view of the pair: both runs, under their sides' labels.
-    (pair_view,) = [o.data for o in outs if COMPARE_MIME in o.get("data", {})]
-    assert "on: reflection auto" in str(pair_view[COMPARE_MIME]) and "off: reflection none" in str(pair_view[COMPARE_MIME])
-    assert "compare view could not be built" not in text_of(outs)
+    assert pair_view["labels"] == ["on: reflection auto", "off: reflection none"]
+    # each side names the live widget model that drew it while it ran
+    ids = pair_out.metadata[COMPARE_MIME]["live_widgets"]
+    assert len(ids) == 2 and all(isinstance(i, str) and i for i in ids) and ids[0] != ids[1]
+    # the fallback for viewers without the extension reads like the view: no raw floats, no None
+    fallback = pair_out.data["text/html"]
+    assert "None" not in fallback and "$0.0" in fallback
+    assert not re.search(r"\d\.\d{5,}", fallback), fallback
     table = outs[-1].data
     assert "as_stated" in table["text/html"] and "spin:same_action_type" in table["text/html"]
     assert table["text/plain"].splitlines()[1].startswith("off (reflection none): failed, 8 iterations")
@@ -61,7 +71,9 @@ def test_each_side_works_in_its_own_folder(nb):
 def test_quiet_shows_no_widget_and_the_guard(nb):
     outs = outputs(nb, "quiet")
     assert not any(WIDGET_MIME in o.get("data", {}) for o in outs)
-    traces = [o.data[RUN_MIME] for o in outs if RUN_MIME in o.get("data", {})]
+    (pair_out,) = [o for o in outs if COMPARE_MIME in o.get("data", {})]
+    assert pair_out.metadata[COMPARE_MIME]["live_widgets"] == [None, None]
+    traces = pair_out.data[COMPARE_MIME]["runs"]
     assert ["295" in (t["answer"] or "") for t in traces] == [True, False]
     assert "guard:premature_finish" in outs[-1].data["text/html"]
 

@@ -132,3 +132,83 @@ def test_import_is_light(module):
             "print(heavy)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
+
+
+def test_compare_fallback_writes_values_as_the_view_does():
+    from memfit_jupyter import compare
+    from memfit_jupyter.jupyter.html import fmt_value
+
+    assert [fmt_value("money", 0.016807999999999997), fmt_value("money", 2.5), fmt_value("seconds", 6.296698523994564),
+            fmt_value("seconds", 12.4), fmt_value("count", 12345), fmt_value("text", None)] == [
+        "$0.0168", "$2.50", "6.30 s", "12 s", "12,345", "—"]
+    pending = {"status": "pending", "events": []}
+    cmp = compare(TRACE, pending, labels=("a", "b"))
+    page = cmp._repr_mimebundle_()["text/html"]
+    assert "None" not in page and "—" in page and "$0.5000" in page
+    assert "None" not in cmp._text()
+
+
+def test_the_report_is_one_offline_page_with_the_trace_inside(tmp_path):
+    import json
+    import re
+
+    from memfit_jupyter import compare
+    from memfit_jupyter.jupyter.report import SCRIPT, report_html, write_report
+
+    if not SCRIPT.is_file():
+        pytest.fail("the report's renderer is not built: `jlpm build` in labextension/")
+    trace = {**TRACE, "task": "a task that says </script><script>alert(1)</script>"}
+    page = report_html(trace)
+    # the trace comes back whole out of its script element; nothing in it closes the element
+    data = re.search(r'<script type="application/json" id="memfit-report-data">(.*?)</script>', page, re.S)
+    assert json.loads(data.group(1)) == {"kind": "run", "data": trace}
+    assert page.count("</script>") == 2
+    # nothing is fetched: no URL to load from, and the page forbids it
+    assert not re.search(r'(src|href)\s*=\s*["\']?(https?:)?//', page)
+    assert "default-src 'none'" in page
+    target = write_report(compare(trace, TRACE, labels=("x", "y")), tmp_path / "pair.html")
+    assert '"kind": "compare"' in target.read_text() and not list(tmp_path.glob(".*.tmp"))
+    with pytest.raises(IsADirectoryError):
+        write_report(trace, tmp_path)
+    with pytest.raises(TypeError):
+        report_html(42)
+
+
+@pytest.mark.parametrize("line, message", [
+    ("", "usage: %memfit export RUN PATH"),
+    ("nothing here.html", "no variable 'nothing'"),
+    ("number out.html", "a report draws a run, a trace or a comparison, got int"),
+    ("trace 'unclosed", "%memfit export: No closing quotation"),
+])
+def test_export_says_what_is_wrong_in_one_line(tmp_path, line, message):
+    from IPython.core.error import UsageError
+
+    from memfit_jupyter.jupyter.report import export_magic
+
+    with pytest.raises(UsageError) as err:
+        export_magic({"number": 1, "trace": TRACE}, line)
+    assert message in str(err.value) and "\n" not in str(err.value)
+
+
+def test_a_memory_list_shows_stored_scores_and_a_nonsense_search_says_nothing_is_relevant():
+    from memfit_jupyter.jupyter.memory_widget import bundle, ranking_payload
+    from memfit_jupyter.memory.entity import MemoryEntity
+    from memfit_jupyter.memory.ranking import core_score, rank, relevance_floor
+
+    memories = [MemoryEntity(id="m1", content="CSV exports from billing use semicolons", tags=["csv"], r_score=0.9),
+                MemoryEntity(id="m2", content="The quarterly report lives in data/reports", tags=["reports"])]
+    listed = ranking_payload(memories)
+    assert listed["score_label"] == "stored score" and "floor" not in listed
+    assert [r["score"] for r in listed["results"]] == [round(core_score(m), 6) for m in memories]
+    assert all(r["score"] > 0 for r in listed["results"])
+    # the floor is what hybrid convex ranking gives a memory with no word of the query at most
+    assert relevance_floor() == pytest.approx(0.05 + 0.95 * 0.3)
+    # a query no memory shares a word with: the closest by embedding still gets alpha
+    nonsense = rank(memories, "zebra quantum", semantic={"m1": 0.04, "m2": 0.02}, lexical={})
+    shown = ranking_payload(nonsense, "zebra quantum")
+    assert shown["results"][0]["score"] > 0.25 and shown["nothing_relevant"] is True
+    assert "Nothing relevant" in bundle(shown)["text/html"] and "Nothing relevant" in bundle(shown)["text/plain"]
+    found = ranking_payload(rank(memories, "csv semicolons", semantic={"m1": 0.6, "m2": 0.1},
+                                 lexical={"m1": 3.2}), "csv semicolons")
+    assert found["nothing_relevant"] is False and found["results"][0]["id"] == "m1"
+    assert found["results"][0]["score"] > found["floor"]

@@ -24,6 +24,7 @@ pytestmark = pytest.mark.kernel
 ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOKS = ROOT / "notebooks"
 RUN_MIME = "application/vnd.memfit.run+json"
+COMPARE_MIME = "application/vnd.memfit.compare+json"
 MEMORY_MIME = "application/vnd.memfit.memory+json"
 WIDGET_MIME = "application/vnd.jupyter.widget-view+json"
 
@@ -63,8 +64,16 @@ def text_of(c) -> str:
 
 
 def runs_in(c) -> list[dict]:
-    """The run traces a cell saved (application/vnd.memfit.run+json), in output order."""
-    return [o.data[RUN_MIME] for o in c.outputs if RUN_MIME in o.get("data", {})]
+    """The run traces a cell saved (application/vnd.memfit.run+json, or both sides of a
+    %memfit_demo comparison), in output order."""
+    found = []
+    for o in c.outputs:
+        data = o.get("data", {})
+        if RUN_MIME in data:
+            found.append(data[RUN_MIME])
+        elif c.source.startswith("%memfit_demo ") and COMPARE_MIME in data:
+            found.extend(data[COMPARE_MIME]["runs"])
+    return found
 
 
 def no_errors(nb) -> None:

@@ -39,7 +39,11 @@ function cell(kind: string, value: unknown, other: unknown, label: string): HTML
   return td;
 }
 
-export function renderCompare(data: unknown): HTMLElement {
+/**
+ * Draw a comparison.  `side(trace, i)` draws each run (default: the saved run view); the
+ * renderer passes one that draws a run live while the kernel streams it.
+ */
+export function renderCompare(data: unknown, side: (trace: unknown, i: number) => HTMLElement = renderRun): HTMLElement {
   const root = h('div', { class: 'memfit-root memfit-compare' });
   try {
     const raw = obj(data);
@@ -76,16 +80,16 @@ export function renderCompare(data: unknown): HTMLElement {
           h('code', null, str(d.b) || '(nothing)')
         )
       : h('div', { class: 'memfit-diverged memfit-muted' }, 'The two runs took the same actions.');
-    const side = h(
+    const sides = h(
       'div',
       { class: 'memfit-side-by-side' },
-      ...runs.map((t, i) => h('div', { class: 'memfit-side' }, h('div', { class: 'memfit-section-title' }, labels[i] ?? ''), renderRun(t)))
+      ...runs.map((t, i) => h('div', { class: 'memfit-side' }, h('div', { class: 'memfit-section-title' }, labels[i] ?? ''), side(t, i)))
     );
     root.append(
       h('div', { class: 'memfit-header' }, h('span', { class: 'memfit-badge memfit-badge-kind' }, 'memfit compare'), h('span', { class: 'memfit-title' }, `${labels[0]} vs ${labels[1]}`)),
       table,
       diverged,
-      side
+      sides
     );
   } catch (err) {
     root.replaceChildren(failureBox(err, data));

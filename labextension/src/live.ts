@@ -11,7 +11,7 @@ import { diffLines } from 'diff';
 
 import { h, seconds, str, num, obj, clip, money } from './dom';
 import { Controls, CostEstimate, LiveChange, LiveSource } from './liveregistry';
-import { RunView } from './run';
+import { RunView, STATUS_KIND } from './run';
 
 const BUTTONS: Record<string, [string, string, string]> = {
   step: ['Step', 'primary', 'run one iteration'],
@@ -48,6 +48,7 @@ export class LiveRunView {
     this.run.update(source.head, source.events);
     this.run.setStreaming(source.streaming ?? null);
     this._drawControls();
+    this._syncBadge();
     this._stop = source.listen(change => this._onChange(change));
   }
 
@@ -60,6 +61,7 @@ export class LiveRunView {
     if (change.kind === 'batch') {
       this._headAt = Date.now();
       this.run.update(this._source.head, change.events);
+      this._syncBadge();
       this._followNewest();
       this._drawStatus();
     } else if (change.kind === 'delta') {
@@ -69,9 +71,36 @@ export class LiveRunView {
     } else if (change.kind === 'reset') {
       this.run.reset();
       this.run.update(this._source.head, this._source.events);
+      this._syncBadge();
     } else {
       this._drawControls();
+      this._syncBadge();
     }
+  }
+
+  /**
+   * What the run is doing, in one word, the same in the header's badge and the status line: the
+   * kernel's word for it (paused, waiting for approval...) while the run goes on; once it has
+   * ended, the trace's (what the saved view says).
+   */
+  status(): string {
+    const ended = str(this._source.head.status);
+    if (ended && ended !== 'running' && ended !== 'pending') {
+      return ended;
+    }
+    return str(this._source.controls.status) || ended || 'pending';
+  }
+
+  /** The header's badge says what the status line says (the trace says "running" while paused). */
+  private _syncBadge(): void {
+    const badge = this.run.root.querySelector('.memfit-header .memfit-status');
+    const word = this.status();
+    if (!badge || badge.textContent === word) {
+      return;
+    }
+    badge.textContent = word;
+    badge.setAttribute('data-status', word);
+    badge.className = `memfit-badge memfit-badge-${STATUS_KIND[word] ?? 'muted'} memfit-status`;
   }
 
   /** While the run goes on, its newest iteration is open and in view; the one before closes. */
@@ -132,9 +161,10 @@ export class LiveRunView {
       'div',
       { class: 'memfit-live-status', 'data-status': str(c.status) },
       running ? h('span', { class: 'memfit-spinner', 'aria-label': 'working' }) : null,
-      h('span', { class: 'memfit-live-label' }, str(c.status) || str(this._source.head.status) || 'pending'),
+      h('span', { class: 'memfit-live-label' }, this.status()),
       ' ',
       clock,
+      c.note ? h('span', { class: 'memfit-live-note' }, c.note) : null,
       stream
         ? h('span', { class: 'memfit-streaming-note', 'data-purpose': stream.purpose }, `streaming the ${stream.purpose || 'reply'} · ${stream.chars} characters`)
         : null,
@@ -315,15 +345,17 @@ export class LiveRunView {
       h('summary', null, `full prompt (${prompt.length} messages)`),
       ...prompt.map(m => message(m, 'same'))
     );
-    this._xray.replaceChildren(
-      h(
-        'details',
-        { class: 'memfit-xray' },
-        h('summary', null, `X-ray: the next prompt · ${what} since the last step${guidance ? ` · ${guidance} guidance` : ''}`),
-        ...parts,
-        full
-      )
+    const xray = h(
+      'details',
+      { class: 'memfit-xray' },
+      h('summary', null, `X-ray: the next prompt · ${what} since the last step${guidance ? ` · ${guidance} guidance` : ''}`),
+      ...parts,
+      full
     );
+    // Opened once, the X-ray stays open (and its full prompt too) while the person steps.
+    keepOpen(xray, this._xrayOpen, 'xray');
+    keepOpen(full, this._xrayOpen, 'full');
+    this._xray.replaceChildren(xray);
   }
 
   private _source: LiveSource;
@@ -338,6 +370,18 @@ export class LiveRunView {
   /** The prompt shown now, and the one before it (what the X-ray compares with). */
   private _shown: Message[] | null = null;
   private _base: Message[] | null = null;
+  /** Whether the person has the X-ray (and its full prompt) open: kept across redraws. */
+  private _xrayOpen: Record<string, boolean> = {};
+}
+
+/** Open `el` if the person had it open, and remember when they open or close it. */
+function keepOpen(el: HTMLElement, state: Record<string, boolean>, key: string): void {
+  if (state[key]) {
+    el.setAttribute('open', '');
+  }
+  el.addEventListener('toggle', () => {
+    state[key] = el.hasAttribute('open');
+  });
 }
 
 function samePrompt(a: Message[], b: Message[]): boolean {

@@ -12,6 +12,8 @@ import { Streaming } from './stream';
 export interface Controls {
   /** What the run is doing, in words: running, paused, waiting for approval, done... */
   status?: string;
+  /** What the run is waiting for now, when it is not the model (e.g. "loading the model client"). */
+  note?: string | null;
   /** A button's action is running in the kernel: every button waits. */
   busy?: boolean;
   /** The buttons to show, by action name. */

@@ -4,7 +4,7 @@
  * similarity.  Payload shape: see `payload.ts`.
  */
 
-import { badge, bar, clip, count, h, num } from './dom';
+import { badge, bar, clip, count, h, num, obj, str } from './dom';
 import { checkMemory, MemoryRow } from './payload';
 import { problemBox, failureBox } from './problems';
 
@@ -48,10 +48,11 @@ function sortValue(row: MemoryRow, index: number, key: string): number {
   return num(row.breakdown[key]) ?? -Infinity;
 }
 
-function rowOf(row: MemoryRow, i: number, top: number): HTMLElement {
+function rowOf(row: MemoryRow, i: number, floor: number | null): HTMLElement {
+  const below = floor !== null && (row.final ?? 0) <= floor;
   return h(
     'tr',
-    { class: 'memfit-rank-row', 'data-rank': String(i + 1), 'data-id': row.id },
+    { class: `memfit-rank-row${below ? ' memfit-below-floor' : ''}`, 'data-rank': String(i + 1), 'data-id': row.id },
     h('td', { class: 'memfit-rank' }, String(i + 1)),
     h(
       'td',
@@ -59,7 +60,8 @@ function rowOf(row: MemoryRow, i: number, top: number): HTMLElement {
       h('div', { class: 'memfit-memory-content' }, clip(row.content, 400)),
       h('div', { class: 'memfit-memory-meta' }, row.id ? h('code', null, row.id) : null, ...row.tags.slice(0, 12).map(tag => badge(tag, 'tag')))
     ),
-    h('td', { class: 'memfit-final' }, bar((row.final ?? 0) / top, score(row.final), 2, 2)),
+    // On an absolute scale (0 to 1): a weak best match is drawn weak, not as a full bar.
+    h('td', { class: 'memfit-final' }, bar(row.final ?? 0, score(row.final), 2, 2)),
     ...DIMENSIONS.map(([key, name]) => dimCell(row, key, name)),
     h('td', { class: 'memfit-num' }, score(row.breakdown.keyword_bonus)),
     h('td', { class: 'memfit-num' }, score(row.breakdown.semantic))
@@ -70,17 +72,25 @@ function rowOf(row: MemoryRow, i: number, top: number): HTMLElement {
  * The ranking table for rows already read (also used inside `memory` events).
  * A click on a column header sorts by it (highest first; a second click reverses).
  */
-export function rankingTable(rows: MemoryRow[]): HTMLElement {
+export interface RankingOptions {
+  /** What the score column holds: "final score" (a search), "stored score" (a list). */
+  scoreLabel?: string;
+  /** The most a memory with no word of the query can score (memory/ranking.py relevance_floor). */
+  floor?: number | null;
+}
+
+export function rankingTable(rows: MemoryRow[], options: RankingOptions = {}): HTMLElement {
   if (rows.length === 0) {
     return h('div', { class: 'memfit-empty' }, 'No memories matched.');
   }
-  const top = Math.max(...rows.map(r => r.final ?? 0), 1e-9);
-  const drawn = rows.map((row, i) => ({ row, i, el: rowOf(row, i, top) }));
+  const floor = options.floor ?? null;
+  const scoreLabel = options.scoreLabel || 'final score';
+  const drawn = rows.map((row, i) => ({ row, i, el: rowOf(row, i, floor) }));
   const body = h('tbody', null, ...drawn.map(d => d.el));
   const columns: [string, string, string][] = [
     ['rank', '#', 'rank'],
     ['', 'memory', ''],
-    ['final', 'final score', 'final score'],
+    ['final', scoreLabel, scoreLabel],
     ...DIMENSIONS.map(([key, name]): [string, string, string] => [key, key.toUpperCase(), name]),
     ['keyword_bonus', 'kw', 'keyword bonus'],
     ['semantic', 'sem', 'semantic similarity']
@@ -103,10 +113,19 @@ export function rankingTable(rows: MemoryRow[]): HTMLElement {
       heads.push(th);
     }
   }
-  heads[1].setAttribute('aria-sort', 'descending'); // rows arrive ranked by final score
+  heads[1].setAttribute('aria-sort', 'descending'); // rows arrive ranked by their score
+  const nothing = floor !== null && rows.every(r => (r.final ?? 0) <= floor);
   return h(
     'div',
     { class: 'memfit-ranking-box' },
+    nothing
+      ? h(
+          'div',
+          { class: 'memfit-nothing-relevant' },
+          `Nothing relevant: no memory shares a word with the query; these are only the closest by embedding ` +
+            `(every score is at most ${floor.toFixed(2)}, the most a memory can get without a matching word).`
+        )
+      : null,
     h('table', { class: 'memfit-ranking' }, h('thead', null, h('tr', null, ...heads.slice(0, 1), h('th', null, 'memory'), ...heads.slice(1))), body),
     h(
       'div',
@@ -115,6 +134,12 @@ export function rankingTable(rows: MemoryRow[]): HTMLElement {
         ' · click a header to sort'
     )
   );
+}
+
+/** The score column's label and the relevance floor a payload names (older payloads: none). */
+function memoryOptions(data: unknown): RankingOptions {
+  const raw = obj(data) ?? {};
+  return { scoreLabel: str(raw.score_label) || undefined, floor: num(raw.floor) };
 }
 
 /** Render an `application/vnd.memfit.memory+json` payload; never throws. */
@@ -144,7 +169,7 @@ export function renderMemory(data: unknown): HTMLElement {
             (value.bytesLimit !== null ? ` (limit ${count(value.bytesLimit)})` : '')
         )
       ),
-      rankingTable(value.rows)
+      rankingTable(value.rows, memoryOptions(data))
     );
   } catch (err) {
     root.replaceChildren(failureBox(err, data));

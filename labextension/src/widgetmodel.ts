@@ -34,12 +34,25 @@ export class MemfitRunModel extends DOMWidgetModel implements LiveSource {
     };
   }
 
+  /**
+   * Backbone calls this from its constructor, before the fields of a subclass exist: what the
+   * model holds is set up here, not in field initializers (they would run after, and wipe it).
+   */
   initialize(attributes: any, options: any): void {
+    this._state = new LiveState();
+    this._listeners = new Set();
+    this._ended = false;
     super.initialize(attributes, options);
     this.on('msg:custom', (content: any) => this._onMessage(content));
     this.on('change:controls', () => this._emit({ kind: 'controls' }));
     this.on('destroy', () => this._close());
     this.on('comm:close', () => this._close());
+    if (!this.comm_live) {
+      // Restored from a notebook's saved widget state: a record of a past kernel, not a run
+      // that moves.  The run's own output (the saved trace) draws it; nothing listens here.
+      this._ended = true;
+      return;
+    }
     registerLive(this);
     const have = (this.get('controls') as Controls)?.count ?? 0;
     if (have > 0) {
@@ -109,9 +122,10 @@ export class MemfitRunModel extends DOMWidgetModel implements LiveSource {
     return this._state.streaming;
   }
 
-  private _state = new LiveState();
-  private _listeners = new Set<(change: LiveChange) => void>();
-  private _ended = false;
+  // Set in initialize(); declared without initializers, which would run after it (see there).
+  private _state!: LiveState;
+  private _listeners!: Set<(change: LiveChange) => void>;
+  private _ended!: boolean;
 }
 
 /** The view, for `display(widget)`: the same live view the run renderer draws. */

@@ -324,7 +324,7 @@ function ranking(): any {
 }
 
 describe('memory ranking renderer', () => {
-  it('draws one row per result with score bars relative to the best', () => {
+  it('draws one row per result with score bars on an absolute scale', () => {
     const root = renderMemory(ranking());
     expect(root.querySelector('.memfit-problems')).toBeNull();
     expect(root.querySelector('.memfit-header')!.textContent).toContain('“csv parsing” 2 results');
@@ -333,7 +333,16 @@ describe('memory ranking renderer', () => {
     const rows = root.querySelectorAll('.memfit-rank-row');
     expect(rows.length).toBe(2);
     const finals = Array.from(root.querySelectorAll('.memfit-final .memfit-bar-fill')).map(n => (n as HTMLElement).style.width);
-    expect(finals).toEqual(['100%', '50%']);
+    expect(finals).toEqual(['80%', '40%']); // the scores themselves, not a share of the best
+    expect(root.querySelector('.memfit-nothing-relevant')).toBeNull();
+    // every result at or under the floor (no word of the query in any): said, and the rows muted
+    const weak = renderMemory({ ...ranking(), floor: 0.9, score_label: 'final score' });
+    expect(weak.querySelector('.memfit-nothing-relevant')!.textContent).toContain('Nothing relevant');
+    expect(weak.querySelectorAll('.memfit-below-floor').length).toBe(2);
+    expect(renderMemory({ ...ranking(), floor: 0.5 }).querySelector('.memfit-nothing-relevant')).toBeNull();
+    // a list has no query: the stored score, named so
+    const listed = renderMemory({ ...ranking(), query: '', score_label: 'stored score' });
+    expect(listed.querySelector('th[data-key=final]')!.textContent).toBe('stored score');
     const first = rows[0];
     expect(first.querySelector('.memfit-memory-content')!.textContent).toBe('CSV uses semicolons');
     expect(first.querySelector('code')!.textContent).toBe('a1');

@@ -6,11 +6,11 @@
     %memfit_demo MODE [--model M] [--dir PATH] [--name VAR] [--quiet]
 
 ``MODE`` is a mode id or its scenario's name (``%memfit_demo step-repetition``,
-``%memfit_demo spin-demo``).  The two runs go side by side, live, under a short note on
-what the mode is, which published class it belongs to and what to look at; below them,
-each run's saved output, the compare view of the two (``memfit_jupyter.compare``, where
-the package has it), and a table that holds what each side showed against what the
-catalogue says it shows.  Offline by default (the scenario's scripted model); with
+``%memfit_demo spin-demo``).  Under a short note on what the mode is, which published
+class it belongs to and what to look at, one view holds the pair: the compare view
+(``memfit_jupyter.compare``), each side drawn live while it runs and saved as the
+comparison of the two runs; below it, a table that holds what each side showed against
+what the catalogue says it shows.  Offline by default (the scenario's scripted model); with
 ``--model`` any model runs the same task and settings, and the table then tells what it
 did without holding it to the scripted model's outcomes.  Each side works in its own
 folder under ``--dir`` (default: a new scratch folder), with its own memory store.
@@ -19,7 +19,6 @@ folder under ``--dir`` (default: a new scratch folder), with its own memory stor
 from __future__ import annotations
 
 import html
-import importlib.util
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -44,11 +43,13 @@ def explanation(m: Any, model: str | None = None) -> tuple[str, str]:
     if model:
         rows.append(("Model", f"{model}: a real model; the scripted outcomes are not expected of it"))
     plain = f"{m.name} ({m.id}, scenario {m.scenario})\n" + "\n".join(f"  {k}: {v}" for k, v in rows)
-    cells = "".join(f"<tr><th style='text-align:left;padding-right:1em'>{html.escape(k)}</th>"
-                    f"<td style='text-align:left'>{html.escape(v)}</td></tr>" for k, v in rows)
-    rich = (f"<div class='memfit-demo'><h3>{html.escape(m.name)} <small>({html.escape(m.id)}, "
-            f"scenario <code>{html.escape(m.scenario)}</code>)</small></h3>"
-            f"<p>{html.escape(m.description)}</p><table>{cells}</table></div>")
+    # One line each, tight: the note sits above the comparison, which is what the cell is for.
+    # The task and the two settings are the comparison's title and labels right below: not repeated.
+    lines = "".join(f"<div><b>{html.escape(k)}</b>: {html.escape(v)}</div>" for k, v in rows
+                    if k not in ("Task", "On", "Off"))
+    rich = (f"<div class='memfit-demo' style='line-height:1.35'><div style='font-size:1.15em'>"
+            f"<b>{html.escape(m.name)}</b> ({html.escape(m.id)}, scenario <code>{html.escape(m.scenario)}</code>)"
+            f"</div><div style='margin:2px 0'>{html.escape(m.description)}</div>{lines}</div>")
     return plain, rich
 
 
@@ -97,7 +98,7 @@ class DemoMagics(Magics):
     @argument("--model", help="run the mode's task with this model instead of its scripted one")
     @argument("--dir", metavar="PATH", help="folder for the two runs (default: a new scratch folder)")
     @argument("--name", metavar="VAR", help="bind {'on': run, 'off': run} to this variable")
-    @argument("--quiet", action="store_true", help="no live widgets: the saved outputs and the table only")
+    @argument("--quiet", action="store_true", help="nothing live: the comparison once both runs have ended, and the table")
     @line_magic
     def memfit_demo(self, line: str) -> Any:
         """Run a failure mode's on/off pair side by side; with no mode, show the catalogue."""
@@ -131,42 +132,38 @@ class DemoMagics(Magics):
         return runs
 
     def _show(self, m: Any, runs: dict[str, Any], root: Path, model: str | None, quiet: bool) -> None:
+        """The note, then one view of the pair: the compare view, each side live while it runs
+        (its widget model streams it; no output holds a widget), saved as the comparison of the
+        two finished runs; then the on/off table."""
         from IPython.display import display
 
         from ..catalogue import outcome
-        from .display import RunDisplay
+        from .display import CompareDisplay, RunDisplay, captured_logs
 
         plain, rich = explanation(m, model)
         display({"text/plain": plain, "text/html": rich}, raw=True)
         views = {side: RunDisplay(run, quiet=quiet) for side, run in runs.items()}
+        pair = CompareDisplay((views["on"], views["off"]), labels=(f"on: {m.on.label}", f"off: {m.off.label}"))
         if not quiet:
-            display(side_by_side(m, views))
-        for run in runs.values():
-            try:
-                run.run()
-            except KeyboardInterrupt:  # between two steps: the engine catches the rest
-                run.cancel("interrupted by the person")
-        seen = {}
-        for side, view in views.items():
-            view.settle()
-            view.show_bundle()
-            seen[side] = outcome(m, runs[side].trace(), root / side)
-        if importlib.util.find_spec("memfit_jupyter.compare") is not None:
-            # The compare view (where the package has it): the two runs next to each other and
-            # where they diverged; the bundles above keep each run whole for any renderer.
-            try:
-                from ..compare import compare
-
-                view = compare(runs["on"], runs["off"], labels=(f"on: {m.on.label}", f"off: {m.off.label}"))
-            except (ImportError, TypeError, ValueError) as exc:  # shown, not hidden: the runs are above
-                display({"text/plain": f"(the compare view could not be built: {type(exc).__name__}: {exc})"},
-                        raw=True)
-            else:
-                display(view)
+            pair.show()  # live from the start: each side fills in as it runs
+        for side, run in runs.items():
+            with captured_logs(run):
+                try:
+                    if views[side].widget is not None:
+                        views[side].widget.run_to_end()
+                    else:
+                        run.run()
+                except KeyboardInterrupt:  # between two steps: the engine catches the rest
+                    run.cancel("interrupted by the person")
+            views[side].settle()
+            if not quiet:
+                pair.update()
+        pair.update()  # the saved record: the two finished runs
+        seen = {side: outcome(m, runs[side].trace(), root / side) for side in runs}
         scripted = model is None or model.startswith("memfit/")
         table = outcome_table(m, seen, scripted=scripted)
         SHOWN_PAIRS[m.id] = {"mode": m, "table": table, "model": model or f"memfit/{m.scenario}", "runs": runs}
-        display({**frame_bundle(table), "text/plain": outcome_text(table)}, raw=True)
+        display({"text/html": outcome_html(table), "text/plain": outcome_text(table)}, raw=True)
 
 
 def outcome_text(table: Any) -> str:
@@ -177,6 +174,29 @@ def outcome_text(table: Any) -> str:
                      f"${r['cost_usd']:.4f}; signals: {r['signals']}; check afterwards: {r['check_afterwards']}; "
                      f"the catalogue says: {r['catalogue_says']}; as stated: {r['as_stated']}")
     return "\n".join(lines)
+
+
+#: The table's columns the cell shows (the DataFrame in ``summary()`` keeps them all).
+OUTCOME_COLUMNS = (("side", "side"), ("setting", "setting"), ("status", "status"), ("iterations", "iterations"),
+                   ("cost_usd", "cost"), ("signals", "signals"), ("check_afterwards", "check afterwards"),
+                   ("catalogue_says", "the catalogue says"), ("as_stated", "as_stated"))
+
+
+def outcome_html(table: Any) -> str:
+    """The on/off table as a compact HTML table, one line per side (a column nobody filled in,
+    such as a check afterwards most modes have not, is left out)."""
+    from .html import FONT, fmt_value
+
+    rows = list(table.iter_rows(named=True))
+    shown = [(key, title) for key, title in OUTCOME_COLUMNS
+             if key in table.columns and any(r[key] not in ("-", "", None) for r in rows)]
+    cell = "padding:1px 10px 1px 0;text-align:left;vertical-align:top"
+    head = "".join(f"<th style='{cell}'>{html.escape(title)}</th>" for _, title in shown)
+    body = "".join("<tr>" + "".join(
+        f"<td style='{cell}'>{html.escape(fmt_value('money' if key == 'cost_usd' else 'text', r[key]))}</td>"
+        for key, _ in shown) + "</tr>" for r in rows)
+    return (f"<div class='memfit-demo-outcome' style='{FONT}'><table style='border-collapse:collapse'>"
+            f"<thead><tr>{head}</tr></thead><tbody>{body}</tbody></table></div>")
 
 
 def summary() -> Any:
@@ -192,23 +212,3 @@ def summary() -> Any:
         return pl.DataFrame()
     frame = pl.concat(frames)
     return frame.select("mode", "classes", *[c for c in frame.columns if c not in ("mode", "classes")])
-
-
-def frame_bundle(frame: Any) -> dict[str, str]:
-    """A DataFrame as text/plain and text/html with every column and row shown (polars elides
-    columns past eight by default, and these all matter)."""
-    import polars as pl
-
-    with pl.Config(tbl_cols=-1, tbl_rows=-1, fmt_str_lengths=120, tbl_hide_dataframe_shape=True):
-        return {"text/plain": str(frame), "text/html": frame._repr_html_()}
-
-
-def side_by_side(m: Any, views: dict[str, Any]) -> Any:
-    """The two live run widgets next to each other, each under its side's label."""
-    import ipywidgets as W
-
-    columns = []
-    for side, view in views.items():
-        label = W.HTML(f"<b>{side}</b>: {html.escape(m.side(side).label)}")
-        columns.append(W.VBox([label, view.widget.root], layout=W.Layout(width="50%", min_width="0")))
-    return W.HBox(columns, layout=W.Layout(width="100%", align_items="flex-start"))

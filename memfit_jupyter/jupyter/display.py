@@ -128,6 +128,42 @@ class RunDisplay:
             self.update_bundle()
 
 
+class CompareDisplay:
+    """One output comparing two runs (``memfit_jupyter.compare``), live while they go: its metadata
+    names each side's live widget model (``live_widgets``), so the extension draws each side live
+    from it while the kernel runs it, and the saved comparison once the kernel has gone.  Call
+    ``update()`` as the runs move; the last update is the saved record."""
+
+    def __init__(self, views: tuple[RunDisplay, RunDisplay], labels: tuple[str, str]):
+        self.views = views
+        self.labels = labels
+        self.handle: Any = None
+
+    def _bundle(self) -> tuple[dict, dict]:
+        from ..compare import COMPARE_MIME, compare
+
+        # Traces, not runs: compare() would run a run that has not started to its end.
+        data = compare(*(v.run.trace() for v in self.views), labels=self.labels)._repr_mimebundle_()
+        ids = [v.widget.model.model_id if v.widget is not None else None for v in self.views]
+        return data, {COMPARE_MIME: {"version": data[COMPARE_MIME].get("version"), "live_widgets": ids}}
+
+    def show(self) -> None:
+        """Put the comparison in the current cell (once); later updates change it in place."""
+        from IPython.display import display
+
+        if self.handle is None:
+            data, metadata = self._bundle()
+            self.handle = display(data, raw=True, metadata=metadata, display_id=True)
+
+    def update(self) -> None:
+        """Refresh the comparison's table and saved traces (each side's live view streams itself)."""
+        if self.handle is None:
+            self.show()
+            return
+        data, metadata = self._bundle()
+        self.handle.update(data, raw=True, metadata=metadata)
+
+
 def settle_all(*_args: Any) -> None:
     """``post_run_cell`` hook: a ``run.step()`` in a later cell shows up in its run's output."""
     for display in list(_LIVE):

@@ -25,6 +25,24 @@ def _e(value: Any) -> str:
     return escape("" if value is None else str(value))
 
 
+def fmt_value(kind: str, value: Any, limit: int = 300) -> str:
+    """A value as the run view writes it (labextension/src/dom.ts ``money``, ``seconds``,
+    ``count``): ``$0.0168``, ``6.30 s``, ``1,234``; nothing is ``—``, never ``None``."""
+    if value is None or value == "":
+        return "—"
+    if kind in ("money", "seconds", "count") and not isinstance(value, bool):
+        try:
+            n = float(value)
+        except (TypeError, ValueError):
+            return _clip(str(value), limit)
+        if kind == "money":
+            return f"${n:.2f}" if n >= 1 else f"${n:.4f}"
+        if kind == "seconds":
+            return f"{n:.0f} s" if n >= 10 else f"{n:.2f} s"
+        return f"{int(n):,}" if n.is_integer() else f"{n:,}"
+    return _clip(str(value), limit)
+
+
 def _clip(text: str, limit: int) -> str:
     return text if len(text) <= limit else text[:limit] + f"… [{len(text) - limit} more characters]"
 

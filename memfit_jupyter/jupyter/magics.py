@@ -18,6 +18,8 @@ from ..config import OPTIONS, Option, agent_kwargs, check_bounds
 from .config import MemfitSettings, load_dotenv_file, resolve_model
 
 MEMFIT_SUBCOMMANDS = ("status", "scenarios", "defaults", "tiers")
+#: The subcommands that act on a run: time travel (``fork_magic``) and the offline report.
+RUN_SUBCOMMANDS = ("fork", "blame", "export")
 
 
 def _with_options(options: tuple[Option, ...]) -> Any:
@@ -125,6 +127,7 @@ class MemfitMagics(MemfitSettings, Magics):
 
         ``%memfit`` shows everything; ``%memfit tiers|defaults|scenarios`` one part.
         ``%memfit fork RUN --at K ...`` and ``%memfit blame RUN`` travel in time (``fork_magic``).
+        ``%memfit export RUN PATH`` writes RUN's offline HTML report (jupyter/report.py).
         """
         from .fork_magic import handles, memfit_fork_or_blame
 
@@ -132,9 +135,15 @@ class MemfitMagics(MemfitSettings, Magics):
             return memfit_fork_or_blame(self, line)
         from .status import status_html, status_text
 
+        if (line or "").split(None, 1)[:1] == ["export"]:
+            from .report import export_magic
+
+            export_magic(self.shell.user_ns, line.split(None, 1)[1] if len(line.split(None, 1)) > 1 else "")
+            return
         sub = (line or "").strip() or "status"
         if sub not in MEMFIT_SUBCOMMANDS:
-            raise UsageError(f"unknown subcommand {sub!r} for %memfit; valid: {', '.join(MEMFIT_SUBCOMMANDS)}")
+            valid = ", ".join((*MEMFIT_SUBCOMMANDS, *RUN_SUBCOMMANDS))
+            raise UsageError(f"unknown subcommand {sub!r} for %memfit; valid: {valid}")
         from IPython.display import display
 
         display({"text/plain": status_text(self, sub), "text/html": status_html(self, sub)}, raw=True)

@@ -21,30 +21,60 @@ MIME = "application/vnd.memfit.memory+json"
 BARS = (("r", "R relevance", "#4c78a8"), ("c", "C connectivity", "#f58518"), ("t", "T temporality", "#54a24b"),
         ("a", "A actionability", "#e45756"), ("p", "P preference", "#72b7b2"), ("o", "O origin", "#b279a2"),
         ("e", "E emotion", "#ff9da6"), ("keyword_bonus", "keyword bonus", "#9d755d"),
-        ("semantic", "semantic", "#bab0ac"), ("final", "final", "#222222"))
+        ("semantic", "semantic", "#bab0ac"), ("final", "score", "#222222"))
 
 
-def ranking_payload(items: Any, query: str = "", bytes_limit: int | None = None) -> dict[str, Any]:
-    """The JSON payload from search results (``ScoredMemory``) or plain entities."""
+def ranking_payload(items: Any, query: str = "", bytes_limit: int | None = None,
+                    floor: float | None = None) -> dict[str, Any]:
+    """The JSON payload from search results (``ScoredMemory``) or plain entities.
+
+    Search results carry their final score and ``floor`` (default: ``relevance_floor()`` of
+    the default ranking), the most a memory with no word of the query can score:
+    ``nothing_relevant`` says when every result is at or under it.  Plain entities (a list has
+    no query) carry their stored score: the weighted C.O.R.E. P.A.C.T. sum
+    (``score_label`` "stored score"), never a final score of 0."""
+    from ..memory.ranking import core_score, relevance_floor
+
     results = []
+    searched = False
     for i, m in enumerate(items):
         if hasattr(m, "breakdown"):
+            searched = True
             breakdown = {k: float(v) for k, v in m.breakdown.items()}
             entity = m.entity
         else:
             entity = m
             breakdown = {k: float(v) for k, v in m.scores.items()}
-            breakdown.setdefault("final", 0.0)
+            breakdown["final"] = round(core_score(entity), 6)
         results.append({"rank": i + 1, "id": entity.id, "content": entity.content, "tags": list(entity.tags),
                         "score": breakdown.get("final", 0.0), "breakdown": breakdown})
-    return {"version": 1, "query": query, "bytes_limit": bytes_limit,
-            "bytes": sum(len(r["content"].encode()) for r in results),
-            "dimensions": [k for k, _, _ in BARS], "results": results}
+    payload: dict[str, Any] = {
+        "version": 1, "query": query, "bytes_limit": bytes_limit,
+        "bytes": sum(len(r["content"].encode()) for r in results),
+        "dimensions": [k for k, _, _ in BARS], "results": results,
+        "score_label": "final score" if searched or query else "stored score"}
+    if searched:
+        payload["floor"] = relevance_floor() if floor is None else floor
+        payload["nothing_relevant"] = payload["floor"] is not None and bool(results) and all(
+            r["score"] <= payload["floor"] for r in results)
+    return payload
+
+
+def nothing_relevant_note(payload: dict[str, Any]) -> str:
+    """What to say when no result beats the floor (empty when some does)."""
+    if not payload.get("nothing_relevant"):
+        return ""
+    return (f"Nothing relevant: no memory shares a word with the query; these are only the closest by "
+            f"embedding (every score is at most {payload['floor']:.2f}, the most a memory can get without a "
+            "matching word).")
 
 
 def ranking_text(payload: dict[str, Any]) -> str:
     head = f"memory ranking for {payload['query']!r}" if payload.get("query") else "memories"
-    lines = [f"{head}: {len(payload['results'])} result(s), {payload.get('bytes', 0)} bytes"]
+    lines = [f"{head}: {len(payload['results'])} result(s), {payload.get('bytes', 0)} bytes"
+             f" ({payload.get('score_label', 'final score')} first)"]
+    if nothing_relevant_note(payload):
+        lines.append(nothing_relevant_note(payload))
     for r in payload["results"]:
         b = r["breakdown"]
         dims = " ".join(f"{k.upper()}={b.get(k, 0):.2f}" for k in "rctapoe")
@@ -87,7 +117,10 @@ def ranking_html(payload: dict[str, Any], sort: str = "final") -> str:
     return (f'<div class="memfit-memory" style="font-family:sans-serif;font-size:12px">'
             f'<div style="margin:2px 0">{title}: {len(payload["results"])} result(s), '
             f'{payload.get("bytes", 0)} bytes{"" if payload.get("bytes_limit") is None else " of " + str(payload["bytes_limit"])}'
-            f' (sorted by {html.escape(sort)})</div>'
+            f' (sorted by {html.escape(payload.get("score_label", "final score") if sort == "final" else sort)})</div>'
+            + (f'<div style="margin:2px 0"><i>{html.escape(nothing_relevant_note(payload))}</i></div>'
+               if nothing_relevant_note(payload) else "")
+            +
             f'<table style="border-collapse:collapse"><thead><tr><th>#</th><th align=left>memory</th>'
             f"{head}</tr></thead><tbody>{''.join(rows)}</tbody></table></div>")
 

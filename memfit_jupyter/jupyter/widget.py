@@ -25,6 +25,7 @@ from threads, and the loop is synchronous on the kernel's main thread anyway.
 from __future__ import annotations
 
 import logging
+import sys
 import time
 from collections.abc import Callable
 from typing import Any
@@ -89,6 +90,8 @@ class RunWidget:
         self._head: dict[str, Any] = {}
         self._head_at = 0.0
         self._diary: dict[str, Any] | None = None
+        #: What the run waits for that is not the model, shown next to its status (or None).
+        self._note: str | None = None
         self.model = RunModel()
         self.model.on_msg(self._on_msg)
         self._unsubscribe = run.subscribe(self._on_event)
@@ -249,7 +252,7 @@ class RunWidget:
             "approval": approval, "choices": self._choices(),
             "override_cost": round(limits.max_cost_usd * 2, 4) if limits is not None else None,
             "extra_trials": self.extra_trials, "diary": self._diary, "prompt": self._prompt(),
-            "count": self._sent, "max_cards": self.max_cards,
+            "count": self._sent, "max_cards": self.max_cards, "note": self._note,
             "estimate": self._cost_estimate() if estimate else None,
         }
         if controls != self.model.controls:
@@ -283,6 +286,7 @@ class RunWidget:
         self.refresh_controls()
         try:
             with captured_logs(self.run):
+                self.load_model_client()
                 action()
         except KeyboardInterrupt:
             if not self.run.done:
@@ -296,11 +300,27 @@ class RunWidget:
     def run_to_end(self) -> None:
         """Run the loop in the cell that showed the widget (buttons wait meanwhile)."""
         self._busy = True
-        self.refresh_controls()  # the estimate too: the view is on the page by now
         try:
+            self.load_model_client()
+            self.refresh_controls()  # the estimate too: the view is on the page by now
             self.run.run()
         finally:
             self._busy = False
+
+    def load_model_client(self) -> None:
+        """Import the model client (litellm) before the first model call of the kernel, saying so
+        in the view: it takes seconds, and the run would otherwise seem stuck in its setup."""
+        if "litellm" in sys.modules:
+            return
+        self._note = "loading the model client (the first model call of this kernel imports litellm)"
+        self.refresh_controls(estimate=False)
+        try:
+            from ..llm.backend import import_litellm
+
+            import_litellm()
+        finally:
+            self._note = None
+            self.refresh_controls(estimate=False)
 
     def settle(self) -> None:
         """Send everything now (end of a cell, an action or the run) and refresh the saved bundle."""

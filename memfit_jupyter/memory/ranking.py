@@ -86,6 +86,19 @@ class RankingConfig:
                              fusion=self.fusion, alpha=self.alpha, weights=dict(self.weights))
 
 
+def relevance_floor(config: RankingConfig | None = None) -> float | None:
+    """The most a memory can score when no word of the query occurs in it (BM25 and the
+    keyword bonus both 0), under hybrid convex ranking: ``(1 - w) + w * alpha`` (0.335 at the
+    defaults).  The cosine is min-max scaled over the candidates, so the closest of them gets
+    ``alpha`` however far it is from the query; a score at or under the floor says "closest by
+    embedding", not "relevant".  None for the other modes, whose scores have no such bound.
+    """
+    config = config or RankingConfig()
+    if config.mode != "hybrid" or config.fusion != "convex":
+        return None
+    return round((1.0 - config.weight) + config.weight * config.alpha, 6)
+
+
 def core_score(entity: MemoryEntity, weights: dict[str, float] = WEIGHTS) -> float:
     """The weighted sum of the seven C.O.R.E. P.A.C.T. scores."""
     total: float = sum(w * getattr(entity, f"{k}_score") for k, w in weights.items())
