@@ -19,7 +19,9 @@ Measured here (2 shared cores under other load, one llama-server thread):
         --variants bare,default,diary --repeats 1 --max-iterations 3 --max-duration 90   # 24 runs, ~12 min
 
 (the Gemma rows are from a first run of both models over bare, default and diary, 48 runs in
-23.0 min; its seven-variant run did not fit in the time this machine had.)
+23.0 min; the seven-variant run was started for both models and stopped after SmolLM2's 56 runs,
+as Gemma's would not have fitted in the time this machine had; the table was then made from the
+runs' folders with the same ``summarise`` and ``table``.)
 
 | model | mechanism | runs | success (95 % CI) | change vs bare (95 % CI) | McNemar p | tokens / run | tokens / success | calls / run | s / run |
 |---|---|---|---|---|---|---|---|---|---|
