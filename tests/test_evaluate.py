@@ -159,3 +159,15 @@ def test_summarise_pairs_runs_by_task_and_seed():
     assert x["change"] == pytest.approx(0.5) and x["pairs"] == 4
     assert x["mcnemar_p"] == pytest.approx(0.5)  # 2 discordant pairs, both for x
     assert x["tokens_per_success"] == pytest.approx(400 / 3)
+
+
+def test_run_keys_do_not_depend_on_the_server_s_address():
+    # a local server starts on a new port each time: the same evaluation must find its runs again
+    from memfit_jupyter.evaluate import _specs
+
+    chosen = {"bare": VARIANTS["bare"]}
+    one, _ = _specs(tasks(["arith-sum"]), chosen, {"model": "openai/m", "api_base": "http://127.0.0.1:1/v1"}, 2, 0)
+    two, _ = _specs(tasks(["arith-sum"]), chosen, {"model": "openai/m", "api_base": "http://127.0.0.1:2/v1"}, 2, 0)
+    assert [s.key for s in one] == [s.key for s in two] and len({s.key for s in one}) == 2
+    other, _ = _specs(tasks(["arith-sum"]), chosen, {"model": "openai/other"}, 2, 0)
+    assert {s.key for s in other}.isdisjoint(s.key for s in one)

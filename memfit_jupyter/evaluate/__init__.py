@@ -146,8 +146,9 @@ def _check_input(tasks: list[Task], variants: dict[str, dict[str, Any]], repeats
 
 def _specs(tasks: list[Task], variants: dict[str, dict[str, Any]], shared: dict[str, Any], repeats: int,
            seed: int) -> tuple[list[Any], dict[str, dict[str, Any]]]:
-    """One RunSpec per (task, variant, repeat); the key hashes all of it but the relay's port,
-    so the same evaluation over the same ``out`` finds its finished runs again."""
+    """One RunSpec per (task, variant, repeat); the key hashes all of it but the server's address
+    (a local server gets a new port each time it starts), so the same evaluation over the same
+    ``out`` finds its finished runs again."""
     from ..sweep.spec import RunSpec, run_key
 
     specs, plan = [], {}
@@ -157,7 +158,8 @@ def _specs(tasks: list[Task], variants: dict[str, dict[str, Any]], shared: dict[
             if settings.get("oracle") == TASK_ORACLE:
                 settings["oracle"] = check_command(task)
             for r in range(repeats):
-                key = run_key(task.prompt, {"task": task.name, "variant": variant, "settings": settings,
+                keyed = {k: v for k, v in settings.items() if k != "api_base"}
+                key = run_key(task.prompt, {"task": task.name, "variant": variant, "settings": keyed,
                                             "files": dict(task.files), "seed": seed + r})
                 specs.append(RunSpec(task.prompt, dict(settings), key, task.name, dict(task.files)))
                 plan[key] = {"task": task.name, "family": task.family, "variant": variant, "repeat": r,
