@@ -234,10 +234,6 @@ def _window(run: Run) -> int | None:
         where = f"its server at {base} does not say" if base else "no api_base server to ask"
         raise RunFailed(f"the context window of {model} is unknown (litellm has no entry for it, {where}): "
                         "give it with --context-window N (context_window=N), in tokens")
-    if window and not run.agent.context_window and not model.startswith("memfit/"):
-        # Learned from the server: kept in the settings, so that a replay (offline, no server
-        # to ask) measures against the same window.
-        run.agent.context_window = int(window)
     return window or None
 
 

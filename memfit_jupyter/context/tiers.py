@@ -88,17 +88,15 @@ class MemoryBlock:
 
 
 def litellm_counter(model: str) -> Callable[[str], int]:
-    """litellm's token counter for ``model`` once litellm is imported; until then the cheap
-    estimate (``llm.tokens``): counting never imports litellm (seconds, outside any time check)."""
-    from ..llm import backend
+    """litellm's token counter for ``model``.  Making it imports nothing: litellm is imported at
+    the first count, which in a live run comes after the run imported it under its time budget
+    (``reliability.guarantees.load_model_library``), so counting never blocks outside a time
+    check.  (Always litellm's, never the estimate until it is loaded: a replay must count as
+    the run it replays did.)"""
+    from ..llm.backend import import_litellm
 
     def count(text: str) -> int:
-        if not text:
-            return 0
-        litellm = backend._litellm
-        if litellm is None:
-            return estimate_tokens(text)
-        return int(litellm.token_counter(model=model, text=text))
+        return int(import_litellm().token_counter(model=model, text=text)) if text else 0
 
     return count
 
