@@ -208,7 +208,8 @@ class ContextExtension(Hooks):
 
 
 def _window(run: Run) -> int | None:
-    """The model's context window: ``context_window=``, else the backend's (litellm) figure."""
+    """The model's context window: ``context_window=``, else the backend's figure (a scenario's,
+    the model's server's at a custom api_base, litellm's); a live model with none refuses to start."""
     window = run.agent.context_window
     if window is not None:
         if int(window) < 1:

@@ -16,6 +16,11 @@ counter against the model's window:
   plus the evicted entries, summarised by the model) is put at the head of the
   queue as ``[summary so far] ...``.
 
+For a real model (its server refuses a prompt over the window) the flush also
+comes once fewer than ``reserve`` tokens would be left for the reply, counts are
+scaled by how far the provider's own prompt counts showed the counter to be off
+(``calibrate``), and a flush repeats until the prompt fits.
+
 Each measurement is a ``context`` event: the widget's gauge.  Counting is
 incremental: each timeline entry is counted once, the system prompt only when
 its text changes.
