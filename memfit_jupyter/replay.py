@@ -291,6 +291,9 @@ class RecordedBackend:
                 prices[model], window = (0.0, 0.0), None
             if window:
                 windows[model] = window
+        measured = next((e.get("window") for e in events if e.get("type") == "context" and e.get("window")), None)
+        if measured and tiers.get("primary") and tiers["primary"] not in windows:
+            windows[tiers["primary"]] = int(measured)  # asked of the model's server, which a replay cannot ask
         self._inner: Any = ReplayBackend(calls, prices=prices, windows=windows)
 
     def complete(self, model: str, messages: list[dict[str, Any]], *, max_tokens: int | None,

@@ -15,7 +15,8 @@ client timeout it is a timeout), ``malformed`` (HTTP 200 whose body is not JSON)
 A request with ``"stream": true`` gets its ok reply as server-sent events, a few
 characters a chunk (``FaultServer(stream_delay_s=...)`` waits that long between chunks, as
 a model that writes slowly), then the usage.  ``requests`` counts what each model received;
-``bodies`` keeps each request's JSON body.
+``bodies`` keeps each request's JSON body.  ``GET /v1/models`` lists one model with a
+``max_model_len`` of ``context_window`` (as vLLM does), which memfit takes as every model's window.
 """
 
 from __future__ import annotations
@@ -35,8 +36,10 @@ class _Server(ThreadingHTTPServer):
 
 
 class FaultServer:
-    def __init__(self, stream_delay_s: float = 0.0) -> None:
+    def __init__(self, stream_delay_s: float = 0.0, context_window: int = 128_000) -> None:
         self.stream_delay_s = stream_delay_s
+        #: The window ``GET /v1/models`` reports for every model.
+        self.context_window = context_window
         self._scripts: dict[str, list[str]] = {}
         self.requests: dict[str, int] = defaultdict(int)
         self.bodies: dict[str, list[dict]] = defaultdict(list)
@@ -51,6 +54,13 @@ class FaultServer:
         class Handler(BaseHTTPRequestHandler):
             def log_message(self, *args):  # quiet
                 pass
+
+            def do_GET(self):  # the model listing, with a window, as vLLM's says it
+                if self.path.rstrip("/").endswith("/models"):
+                    owner._send(self, 200, {"object": "list", "data": [
+                        {"id": "scripted", "object": "model", "max_model_len": owner.context_window}]})
+                else:
+                    owner._send(self, 404, {"error": {"message": "not found", "type": "invalid_request_error"}})
 
             def do_POST(self):
                 length = int(self.headers.get("Content-Length") or 0)

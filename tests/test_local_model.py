@@ -176,3 +176,27 @@ def test_interrupt_kernel_mid_generation_cancels_the_run(local_model, tmp_path):
     finally:
         kc.stop_channels()
         km.shutdown_kernel(now=True)
+
+
+def test_the_tiers_keep_every_prompt_inside_the_window_the_server_reports(local_model, tmp_path):
+    """No --context-window: the window is the one llama-server was started with (4,096), asked of
+    the server; a main context of ~5,000 tokens is flushed before the call, never refused."""
+    from memfit_jupyter import Agent
+    from memfit_jupyter import events as ev
+
+    agent = Agent(model=local_model.model, api_base=local_model.api_base, structured="schema", tools=["finish"],
+                  max_iterations=1, reflection="none", memory=False, workdir=tmp_path)
+    run = agent.start("Say in one line what the ledger notes are about, then finish.")
+    run.llm.max_output_tokens = 160  # short replies: the model writes ~40 tokens a second here
+    for part in range(8):  # ~650 tokens each, by the server's count
+        lines = [f"ledger {part}.{i}: account {i * 37 % 101} paid {i * 13 % 977} coins to account {i * 7 % 89}."
+                 for i in range(40)]
+        run.emit(ev.Note(text="\n".join(lines), timeline="append"))
+    run.run()
+    calls = [e for e in run.events if e.type == "model_call"]
+    contexts = [e for e in run.events if e.type == "context"]
+    assert {e.window for e in contexts} == {4096}
+    assert any(e.watermark == "flush" for e in contexts)
+    assert [c.error_kind for c in calls if c.error_kind == "context_window"] == []
+    assert calls and all(c.prompt_tokens < 4096 for c in calls if c.ok)
+    assert {c.purpose for c in calls} >= {"summary", "action"}

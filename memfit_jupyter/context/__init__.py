@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 from .. import events as ev
 from ..errors import Escalated, Finished, RunFailed
 from ..extension import Hooks
+from ..llm.client import DEFAULT_MAX_TOKENS
 from ..records import ActionRecord, RunResult, ToolResult
 from ..tools import Param, Tool, ToolContext
 from .diary import FailureDiary, failures
@@ -70,6 +71,13 @@ class ContextExtension(Hooks):
 
     def on_start(self, run: Run) -> None:
         self.tiers.window, self.tiers._counter = _window(run), _counter(run)
+        if self.tiers.window and not run.agent.model.startswith("memfit/"):
+            # A real model's server refuses a prompt over its window, and the reply must fit
+            # beside the prompt: flush early enough to leave it room, and learn from the
+            # prompt sizes the provider reports how far the counter is off (its tokenizer).
+            cap = run.llm.max_output_tokens or DEFAULT_MAX_TOKENS
+            self.tiers.reserve = min(cap, self.tiers.window // 4)
+            run.subscribe(self._calibrate, ev.ModelCall)
         if self.plan is None:
             return
         try:
@@ -122,6 +130,13 @@ class ContextExtension(Hooks):
         elif result.status != "done" and self.plan.current is not None:
             self.plan.append_progress(f"stopped ({result.status}) during {self.plan.current['id']}: "
                                       f"{' '.join(result.reason.split())[:200]}")
+
+    def _calibrate(self, event: ev.ModelCall) -> None:
+        """After the first attempt of an action or summary call (whose prompts are known here):
+        the provider's count of the prompt against the tiers' own."""
+        sent = {"action": self.run.last_prompt, "summary": self.tiers.summary_messages}.get(event.purpose)
+        if sent and event.attempt == 1 and event.prompt_tokens:
+            self.tiers.calibrate(sent, event.prompt_tokens)
 
     # --- finish, the oracle and trials ------------------------------------------------
     def _finish_description(self) -> str:
@@ -193,7 +208,8 @@ class ContextExtension(Hooks):
 
 
 def _window(run: Run) -> int | None:
-    """The model's context window: ``context_window=``, else the backend's (litellm) figure."""
+    """The model's context window: ``context_window=``, else the backend's figure (a scenario's,
+    the model's server's at a custom api_base, litellm's); a live model with none refuses to start."""
     window = run.agent.context_window
     if window is not None:
         if int(window) < 1:
@@ -212,6 +228,13 @@ def _window(run: Run) -> int | None:
         from ..llm.scenarios import load_scenario
 
         window = load_scenario(model.split("/", 1)[1]).context_window
+    from ..llm.backend import LiteLLMBackend
+
+    if not window and isinstance(run.backend, LiteLLMBackend):
+        base = run.backend.model_options.get(model, {}).get("api_base")
+        where = f"its server at {base} does not say" if base else "no api_base server to ask"
+        raise RunFailed(f"the context window of {model} is unknown (litellm has no entry for it, {where}): "
+                        "give it with --context-window N (context_window=N), in tokens")
     return window or None
 
 

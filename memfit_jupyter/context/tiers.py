@@ -16,6 +16,11 @@ counter against the model's window:
   plus the evicted entries, summarised by the model) is put at the head of the
   queue as ``[summary so far] ...``.
 
+For a real model (its server refuses a prompt over the window) the flush also
+comes once fewer than ``reserve`` tokens would be left for the reply, counts are
+scaled by how far the provider's own prompt counts showed the counter to be off
+(``calibrate``), and a flush repeats until the prompt fits.
+
 Each measurement is a ``context`` event: the widget's gauge.  Counting is
 incremental: each timeline entry is counted once, the system prompt only when
 its text changes.
@@ -88,17 +93,15 @@ class MemoryBlock:
 
 
 def litellm_counter(model: str) -> Callable[[str], int]:
-    """litellm's token counter for ``model`` once litellm is imported; until then the cheap
-    estimate (``llm.tokens``): counting never imports litellm (seconds, outside any time check)."""
-    from ..llm import backend
+    """litellm's token counter for ``model``.  Making it imports nothing: litellm is imported at
+    the first count, which in a live run comes after the run imported it under its time budget
+    (``reliability.guarantees.load_model_library``), so counting never blocks outside a time
+    check.  (Always litellm's, never the estimate until it is loaded: a replay must count as
+    the run it replays did.)"""
+    from ..llm.backend import import_litellm
 
     def count(text: str) -> int:
-        if not text:
-            return 0
-        litellm = backend._litellm
-        if litellm is None:
-            return estimate_tokens(text)
-        return int(litellm.token_counter(model=model, text=text))
+        return int(import_litellm().token_counter(model=model, text=text)) if text else 0
 
     return count
 
@@ -126,6 +129,19 @@ class TieredContext:
         self._queue: tuple[Any, int, int] = (None, 0, 0)
         #: Called with the new summary after each flush (the long-horizon progress file listens).
         self.on_flush: list[Callable[[str], None]] = []
+        #: Tokens kept free for the reply (a real model's server refuses a prompt over its window,
+        #: and what it writes must fit beside the prompt): the main context flushes once it
+        #: would leave fewer.  0 for the scripted models, whose windows are a story's.
+        self.reserve = 0
+        #: How many tokens the provider counts for each one the counter counts (at least 1):
+        #: learned from the prompts sent (``calibrate``), since the counter's tokenizer is
+        #: seldom the model's own.
+        self.scale = 1.0
+        #: The messages of the last summary call (``calibrate`` compares the provider's count).
+        self.summary_messages: list[dict[str, Any]] | None = None
+
+    #: The most the provider's count may exceed the counter's before it is taken for a fluke.
+    MAX_SCALE = 3.0
 
     # --- measuring ------------------------------------------------------------------
     def count(self, text: str) -> int:
@@ -156,12 +172,20 @@ class TieredContext:
     def watermark(self, used: int) -> str:
         if not self.window:
             return "ok"
-        ratio = used / self.window
-        if ratio >= self.config.flush_ratio:
+        sent = used * self.scale  # what the provider will count
+        ratio = sent / self.window
+        if ratio >= self.config.flush_ratio or (self.reserve and sent + self.reserve > self.window):
             return "flush"
         if ratio > self.config.warning_ratio:
             return "warning"
         return "ok"
+
+    def calibrate(self, messages: Sequence[dict[str, Any]], provider_tokens: int) -> None:
+        """The provider counted ``provider_tokens`` for ``messages``: keep the largest ratio to
+        the counter's count seen so far (within ``MAX_SCALE``), so that later checks err safe."""
+        counted = sum(self.count(str(m.get("content") or "")) + MESSAGE_OVERHEAD for m in messages)
+        if counted > 0 and provider_tokens > 0:
+            self.scale = max(self.scale, min(self.MAX_SCALE, provider_tokens / counted))
 
     # --- the loop -------------------------------------------------------------------
     def check(self, run: Run) -> str:
@@ -171,7 +195,7 @@ class TieredContext:
             return "ok"
         used = self.used_tokens(run)
         mark = self.watermark(used)
-        if mark == "flush":
+        while mark == "flush":
             evicted = self.flush(run)
             # The context event moves the entries: the timeline is written from the events.
             self._emit(run, used, window, "flush", evicted=len(evicted), summary=self.summary)
@@ -179,7 +203,9 @@ class TieredContext:
                 listener(self.summary or "")
             used = self.used_tokens(run)
             mark = self.watermark(used)
-            if mark == "flush":  # the system prompt and the newest entries alone fill the window
+            # Again while still over (the summary call may have shown the counter counts low),
+            # unless nothing more could go: the system prompt and the newest entries alone fill it.
+            if mark == "flush" and not evicted:
                 mark = "warning"
         if mark == "warning" and not self.warned:
             self.warned = True
@@ -234,6 +260,10 @@ class TieredContext:
         previous = self.summary or "(none yet)"
         text = "\n".join(f"[{e.kind} #{e.iteration}] {e.content}" for e in evicted)
         limit = self.config.summary_input_chars
+        if self.reserve and self.window:
+            # The summary prompt must fit the window too: the evicted text gets half of what the
+            # reply leaves, at three characters a token (code and JSON), by the calibrated count.
+            limit = min(limit, max(1000, int(3 * (self.window - self.reserve) / 2 / self.scale)))
         if len(text) > limit:
             text = text[:limit // 2] + "\n...\n" + text[-limit // 2:]
         prompt = (f"Task: {run.task}\n\n[previous summary]\n{previous}\n\n"
@@ -247,6 +277,7 @@ class TieredContext:
                 "what is still open. Be brief."), "summary")},
             {"role": "user", "content": prompt},
         ]
+        self.summary_messages = messages  # what the provider's count of the prompt is checked against
         reply = run.llm.call("summary", messages, tier="fast", iteration=run.iteration)
         summary: str = reply.value.summary.strip() if reply.ok else ""
         if summary:

@@ -214,10 +214,19 @@ class LiteLLMBackend:
             return 0.0, 0.0
 
     def context_window(self, model: str) -> int | None:
+        """The model's window: a scenario's, the server's own at a custom api_base (it knows
+        best: litellm's figure for a name is not what a local server was started with), else litellm's."""
         if model.startswith("memfit/"):
             from .scenarios import load_scenario
 
             return load_scenario(model.split("/", 1)[1]).context_window
+        options = self.model_options.get(model, {})
+        if options.get("api_base"):
+            from .served import served_window
+
+            window = served_window(str(options["api_base"]), model, options.get("api_key"))
+            if window:
+                return window
         litellm = import_litellm()
         try:
             info = litellm.get_model_info(model)
