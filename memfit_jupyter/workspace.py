@@ -4,8 +4,11 @@ from the files as they were at any step.
 A live run's tool runner (``replay.LiveTools``) scans the working directory before the first
 tool call that may write (the *base*: the files as the run found them, scenario files
 included) and after each such call.  What changed is kept content-addressed: each file's bytes
-once, as a blob named by its SHA-256, in a blob store (``<workdir>/.memfit/snapshots`` unless
-``WorkspaceConfig.store`` says otherwise).  The step's observation event names it in
+once, as a blob named by its SHA-256, in a blob store (``default_store()``: the user's cache
+folder, shared by every run, unless ``WorkspaceConfig.store`` says otherwise).  It is kept out of
+the working folder so that a run leaves nothing there but what its tools wrote, and out of the
+memory store, which holds what the agent learnt, not copies of your files (keys in those files
+included: a snapshot is a copy of the file as it was).  The step's observation event names it in
 ``data["workspace"]``::
 
     {"store": "/abs/blobs", "base": "<sha of the base manifest>",   # the first such step only
@@ -51,7 +54,7 @@ class WorkspaceConfig:
 
     #: Record what each step changed; off, forks of the run start from an empty folder.
     enabled: bool = True
-    #: The blob store's folder (None: ``<workdir>/.memfit/snapshots``).
+    #: The blob store's folder (None: ``default_store()``, in the user's cache folder).
     store: str | None = None
     #: File bytes one run may keep; past it steps record hashes only and the trace says so.
     max_bytes: int = 64 * 2**20
@@ -59,6 +62,14 @@ class WorkspaceConfig:
     max_file_bytes: int = 16 * 2**20
     #: A folder with more files than this is not scanned (the trace says so).
     max_files: int = 5000
+
+
+def default_store() -> Path:
+    """The blob store used when ``WorkspaceConfig.store`` is None: ``snapshots`` in memfit's
+    cache folder (``$MEMFIT_CACHE``, else ``$XDG_CACHE_HOME/memfit-jupyter``, else
+    ``~/.cache/memfit-jupyter``)."""
+    base = os.environ.get("MEMFIT_CACHE") or Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "memfit-jupyter"
+    return Path(base) / "snapshots"
 
 
 def config_of(agent: Any) -> WorkspaceConfig:
@@ -166,7 +177,7 @@ class WorkspaceRecorder:
         ``manifest`` as the base all the same (a fork whose recorded prefix holds no base)."""
         self.workdir = Path(workdir).resolve()
         self.config = config or WorkspaceConfig()
-        store = self.config.store or self.workdir / ".memfit" / "snapshots"
+        store = self.config.store or default_store()
         self.blobs = BlobStore(Path(store).resolve())
         self.manifest = manifest
         self.kept_bytes = 0
