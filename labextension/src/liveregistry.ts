@@ -7,6 +7,7 @@
 
 import { MemfitEvent } from './payload';
 import { Streaming } from './stream';
+import { Estimate } from './protocol-types';
 
 /** What the kernel says about the controls of a live run (see memfit_jupyter/jupyter/widget.py). */
 export interface Controls {
@@ -38,20 +39,8 @@ export interface Controls {
   estimate?: CostEstimate | null;
 }
 
-/** The figures of `run.estimate()` the view shows (memfit_jupyter/llm/estimate.py). */
-export interface CostEstimate {
-  model?: string;
-  /** False when the model has no known price: the cost cannot be estimated. */
-  priced?: boolean;
-  iteration_cost_usd?: number;
-  iteration_worst_case_usd?: number;
-  calls_per_iteration?: number;
-  prompt_tokens?: number;
-  iterations_affordable?: number | null;
-  budget_left_usd?: number;
-  /** The estimate failed: why. */
-  error?: string;
-}
+/** The figures of `run.estimate()` the view shows: the generated protocol's `Estimate`. */
+export type CostEstimate = Estimate;
 
 export type LiveChange =
   | { kind: 'batch'; events: MemfitEvent[] }
