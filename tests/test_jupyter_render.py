@@ -141,8 +141,11 @@ def test_compare_fallback_writes_values_as_the_view_does():
     assert [fmt_value("money", 0.016807999999999997), fmt_value("money", 2.5), fmt_value("seconds", 6.296698523994564),
             fmt_value("seconds", 12.4), fmt_value("count", 12345), fmt_value("text", None)] == [
         "$0.0168", "$2.50", "6.30 s", "12 s", "12,345", "—"]
-    pending = {"status": "pending", "events": []}
-    cmp = compare(TRACE, pending, labels=("a", "b"))
+    pending = {**TRACE, "status": "pending", "answer": None, "events": TRACE["events"][:1]}  # no answer yet
+    from memfit_jupyter.trace import TraceWarning
+
+    with pytest.warns(TraceWarning, match="telepathy"):  # TRACE carries an event type no one knows
+        cmp = compare(TRACE, pending, labels=("a", "b"))
     page = cmp._repr_mimebundle_()["text/html"]
     assert "None" not in page and "—" in page and "$0.5000" in page
     assert "None" not in cmp._text()

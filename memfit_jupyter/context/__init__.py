@@ -231,6 +231,13 @@ def _window(run: Run) -> int | None:
     from ..llm.backend import LiteLLMBackend
 
     if not window and isinstance(run.backend, LiteLLMBackend):
+        from ..errors import UnknownModelError
+        from ..llm.backend import check_model
+
+        try:  # a model no provider serves is that, before its window is a question
+            check_model(model)
+        except UnknownModelError as exc:
+            raise RunFailed(str(exc).splitlines()[0]) from None
         base = run.backend.model_options.get(model, {}).get("api_base")
         where = f"its server at {base} does not say" if base else "no api_base server to ask"
         raise RunFailed(f"the context window of {model} is unknown (litellm has no entry for it, {where}): "
