@@ -47,8 +47,31 @@ def test_a_live_run_takes_the_servers_window_and_its_replay_measures_against_the
     assert json.dumps(replayed.trace()["events"]) == json.dumps(trace["events"])
 
 
-def test_a_live_model_with_no_known_window_refuses_to_start_with_one_line(tmp_path):
-    base = closed_port_base()
+@pytest.fixture
+def silent_server():
+    """A server on loopback that answers every request 404: it says nothing of its window."""
+    import http.server
+    import threading
+
+    class NotFound(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):
+            self.send_error(404)
+
+        do_POST = do_GET
+
+        def log_message(self, *args):
+            pass
+
+    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), NotFound)
+    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{httpd.server_address[1]}/v1"
+    httpd.shutdown()
+    httpd.server_close()
+
+
+def test_a_live_model_with_no_known_window_refuses_to_start_with_one_line(tmp_path, silent_server):
+    base = silent_server
     run = Agent(model="openai/nowhere-known", api_base=base, memory=False, workdir=tmp_path).start("x")
     result = run.run()
     assert result.status == "failed" and result.calls == 0

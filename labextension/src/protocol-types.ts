@@ -60,6 +60,7 @@ export interface Controls {
   count: number;
   max_cards: number;
   estimate: Estimate | null;
+  note: string | null;
 }
 
 /** A button of the front end: ``have`` with sync (the events it holds), ``max_cost_usd`` with override, ``index`` with choose. */
@@ -102,6 +103,9 @@ export interface MemoryPayload {
   bytes: number;
   dimensions: string[];
   results: MemoryResult[];
+  score_label: string;
+  floor: number | null;
+  nothing_relevant: boolean;
 }
 
 /** One row of a comparison: ``kind`` says how to show the two values (text, count, money, seconds). */

@@ -239,6 +239,13 @@ def _window(run: Run) -> int | None:
         except UnknownModelError as exc:
             raise RunFailed(str(exc).splitlines()[0]) from None
         base = run.backend.model_options.get(model, {}).get("api_base")
+        if base:
+            from ..llm.served import reachable
+
+            if not reachable(str(base)):
+                # Nothing to ask: the first call says the server is unreachable, and a fallback
+                # tier (whose window is asked then) can still answer.
+                return None
         where = f"its server at {base} does not say" if base else "no api_base server to ask"
         raise RunFailed(f"the context window of {model} is unknown (litellm has no entry for it, {where}): "
                         "give it with --context-window N (context_window=N), in tokens")

@@ -52,11 +52,11 @@ def ranking_payload(items: Any, query: str = "", bytes_limit: int | None = None,
         "version": 1, "query": query, "bytes_limit": bytes_limit,
         "bytes": sum(len(r["content"].encode()) for r in results),
         "dimensions": [k for k, _, _ in BARS], "results": results,
-        "score_label": "final score" if searched or query else "stored score"}
+        "score_label": "final score" if searched or query else "stored score",
+        "floor": None, "nothing_relevant": False}  # a list has no query: nothing to be relevant to
     if searched:
         payload["floor"] = relevance_floor() if floor is None else floor
-        payload["nothing_relevant"] = payload["floor"] is not None and bool(results) and all(
-            r["score"] <= payload["floor"] for r in results)
+        payload["nothing_relevant"] = bool(results) and all(r["score"] <= payload["floor"] for r in results)
     return payload
 
 

@@ -82,6 +82,8 @@ class Controls(TypedDict):
     count: int
     max_cards: int
     estimate: Estimate | None
+    #: What the run is waiting for when it is not the model ("loading the model client"), or None.
+    note: str | None
 
 
 class ActionMessage(TypedDict, total=False):
@@ -130,6 +132,13 @@ class MemoryPayload(TypedDict):
     bytes: int
     dimensions: list[str]
     results: list[MemoryResult]
+    #: What ``score`` is: "final score" (a search's ranking) or "stored score" (a list's).
+    score_label: str
+    #: The most a memory sharing no word with the query can score (``ranking.relevance_floor``);
+    #: None for a list.
+    floor: float | None
+    #: Every result is at or under ``floor``: nothing relevant was found.
+    nothing_relevant: bool
 
 
 class CompareRow(TypedDict):

@@ -100,3 +100,19 @@ def served_counter(api_base: str, api_key: str | None = None) -> Callable[[str],
             return estimate_tokens(text)
 
     return count
+
+
+def reachable(api_base: str, timeout_s: float = 2.0) -> bool:
+    """Whether anything listens at ``api_base``'s host and port (a TCP connection is accepted)."""
+    import socket
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(api_base)
+    if not parts.hostname:
+        return False
+    port = parts.port or (443 if parts.scheme == "https" else 80)
+    try:
+        with socket.create_connection((parts.hostname, port), timeout=timeout_s):
+            return True
+    except OSError:
+        return False
