@@ -168,14 +168,18 @@ def too_deep(obj: Any, limit: int = MAX_DEPTH) -> bool:
     return False
 
 
-def _read_json(path: Path) -> Any:
+def _read_text(path: Path) -> str:
+    """The text of the trace file at ``path``, or ``TraceError`` with one line."""
     if not path.is_file():
         raise TraceError(f"no such file: {path}" if not path.exists() else f"not a file: {path}")
     try:
-        text = path.read_text(encoding="utf-8")
+        return path.read_text(encoding="utf-8")
     except UnicodeDecodeError:
         raise TraceError(f"{path} is not a memfit trace: it is not text") from None
-    return loads(text, str(path))
+
+
+def _read_json(path: Path) -> Any:
+    return loads(_read_text(path), str(path))
 
 
 def loads(text: str, name: str = "the input") -> Any:
@@ -356,13 +360,7 @@ class Trace:
         """The top-level fields of the trace at ``path`` without its events (``events`` is the
         number of events): the events are skipped, not parsed, so a big trace is listed fast."""
         p = Path(path)
-        if not p.is_file():
-            raise TraceError(f"no such file: {p}" if not p.exists() else f"not a file: {p}")
-        try:
-            text = p.read_text(encoding="utf-8")
-        except UnicodeDecodeError:
-            raise TraceError(f"{p} is not a memfit trace: it is not text") from None
-        header = _scan_header(text, str(p))
+        header = _scan_header(_read_text(p), str(p))
         _check_header({**header, "events": []}, str(p))
         return header
 
