@@ -25,6 +25,9 @@ from test_lab_browser import (
     _theme,
 )
 
+#: Marked as the other browser test is, so the fast tier leaves these out.
+pytestmark = base.pytestmark
+
 #: The JupyterLab server and the browser, as the other browser test has them.
 browser = base.browser
 lab = base.lab
