@@ -225,3 +225,17 @@ def test_a_run_falls_back_and_agent_breakers_span_runs(server, tmp_path):
     before = server.requests["p"]
     Run(agent, "again", backend=LiteLLMBackend(opts)).run()
     assert server.requests["p"] == before
+
+
+def test_the_outage_demo_goes_through_the_whole_cycle_whatever_the_speed(tmp_path):
+    """memfit/outage beside the slow memfit/backup fallback (0.5 s a call, longer than any open period
+    here): the cycle cannot depend on how fast the machine runs the steps between calls."""
+    run = Agent(model="memfit/outage", fallback_model="memfit/backup", recovery_timeout=0.2,
+                memory=False, workdir=tmp_path).start("What is the total of the numbers in data.txt?")
+    run.run()
+    trace = run.trace()
+    changes = [f"{e['from_state']}->{e['to_state']}" for e in trace["events"] if e["type"] == "breaker" and e.get("to_state")]
+    assert changes == ["CLOSED->OPEN", "OPEN->HALF_OPEN", "HALF_OPEN->OPEN", "OPEN->HALF_OPEN", "HALF_OPEN->CLOSED"]
+    calls = [(e["purpose"], e["tier"]) for e in trace["events"] if e["type"] == "model_call" and e["ok"]]
+    assert any(tier == "fallback" for _, tier in calls) and calls[-1] == ("action", "primary")  # primary is back
+    assert run.status == "done" and "42" in (run.best_answer() or "")

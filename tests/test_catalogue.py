@@ -29,6 +29,16 @@ def test_every_scenario_declares_known_classes(name):
     assert problems(load_scenario(name)) == []
 
 
+def test_a_scenarios_latency_delays_every_reply_that_sets_none():
+    s = _load("slow", 'task = "t"\nclasses = []\nlatency_s = 0.3\n[[action]]\n'
+              'replies = ["{}", { raw = "x", delay_s = 0.0 }, { fault = "timeout" }]\n', _defaults())
+    assert [r.delay_s for r in s.rules["action"][0].replies] == [0.3, 0.0, 0.3]
+    assert {r.delay_s for rule in s.rules["reflection"] for r in rule.replies} == {0.3}  # the defaults' too
+    assert {r.delay_s for rule in load_scenario("demo").rules["reflection"] for r in rule.replies} == {0.0}
+    with pytest.raises(ValueError, match="latency_s must be a number of seconds"):
+        _load("bad", 'task = "t"\nlatency_s = -1\n', _defaults())
+
+
 def test_a_scenario_without_classes_or_with_an_unknown_class_is_flagged():
     bare = _load("bare", 'task = "t"\n[[action]]\nreplies = ["{}"]\n', _defaults())
     assert bare.classes is None

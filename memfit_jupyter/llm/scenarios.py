@@ -20,7 +20,10 @@ n-th reply.  Conditions on prompt text let a scripted agent react to guidance
 injected into its context, as a real model would.  ``defaults.toml`` answers
 every purpose that a scenario does not script.  ``classes`` and the ``[mode]``
 table say which published failure classes a scenario shows and how its failure
-mode is demoed (see ``memfit_jupyter/catalogue.py``).
+mode is demoed (see ``memfit_jupyter/catalogue.py``).  A top-level ``latency_s``
+is how long each of the scenario's replies takes unless the reply sets ``delay_s``
+(the defaults' replies included): a hosted model's latency, for a demo that needs
+calls to take real time.
 """
 
 from __future__ import annotations
@@ -89,13 +92,13 @@ class Scenario:
         return f"memfit/{self.name}"
 
 
-def _reply(item: Any) -> Reply:
+def _reply(item: Any, latency_s: float = 0.0) -> Reply:
     if isinstance(item, str):
-        return Reply(text=item)
+        return Reply(text=item, delay_s=latency_s)
     if not isinstance(item, dict):
         raise ValueError(f"a scripted reply must be a table or a string, got {item!r}")
     item = dict(item)
-    delay = float(item.pop("delay_s", 0.0))
+    delay = float(item.pop("delay_s", latency_s))
     hang = float(item.pop("hang_s", 0.05))
     tokens = item.pop("completion_tokens", None)
     if "fault" in item:
@@ -108,14 +111,14 @@ def _reply(item: Any) -> Reply:
     return Reply(text=json.dumps(item, ensure_ascii=False), delay_s=delay, completion_tokens=tokens)
 
 
-def _rules(items: list[dict[str, Any]]) -> tuple[Rule, ...]:
+def _rules(items: list[dict[str, Any]], latency_s: float = 0.0) -> tuple[Rule, ...]:
     rules = []
     for item in items:
         when = item.get("when", ())
         unless = item.get("unless", ())
         rules.append(
             Rule(
-                replies=tuple(_reply(r) for r in item["replies"]),
+                replies=tuple(_reply(r, latency_s) for r in item["replies"]),
                 when=(when,) if isinstance(when, str) else tuple(when),
                 unless=(unless,) if isinstance(unless, str) else tuple(unless),
                 then=item.get("then", "last"),
@@ -127,10 +130,13 @@ def _rules(items: list[dict[str, Any]]) -> tuple[Rule, ...]:
 def _load(name: str, text: str, defaults: dict[str, Any] | None) -> Scenario:
     data = tomllib.loads(text)
     pricing = {**(defaults or {}).get("pricing", {}), **data.get("pricing", {})}
+    latency_s = float(data.get("latency_s", 0.0))
+    if latency_s < 0:
+        raise ValueError(f"{name}: latency_s must be a number of seconds, not {latency_s!r}")
     rules: dict[str, tuple[Rule, ...]] = {}
     for purpose in ("action", "reflection", "spin", "triage", "tags", "sample", "summary", "lesson"):
-        own = _rules(data.get(purpose, []))
-        fallback = _rules((defaults or {}).get(purpose, []))
+        own = _rules(data.get(purpose, []), latency_s)
+        fallback = _rules((defaults or {}).get(purpose, []), latency_s)
         rules[purpose] = own + fallback
     return Scenario(
         name=name,
