@@ -33,7 +33,8 @@ export const STATUS_KIND: Record<string, string> = {
   degraded: 'warn',
   spin_exit: 'bad',
   cancelled: 'warn',
-  escalated: 'warn'
+  escalated: 'warn',
+  unfinished: 'warn'
 };
 
 /** Why a run ended, in the words of its panel title. */
@@ -42,8 +43,27 @@ const ENDING_TITLE: Record<string, string> = {
   spin_exit: 'Stopped: spinning',
   failed: 'Failed',
   cancelled: 'Cancelled',
-  escalated: 'Escalated'
+  escalated: 'Escalated',
+  unfinished: 'Not ended'
 };
+
+/** How a run can end (memfit_jupyter/records.py STATUSES); any other status is a run still going. */
+const ENDED = new Set(['done', 'failed', 'degraded', 'spin_exit', 'cancelled', 'escalated']);
+
+/**
+ * A saved trace of a run that had not ended says so, rather than "running": drawn with no live
+ * run behind it (no kernel, the kernel stopped, another session), nothing is running.
+ */
+function asSaved(head: Record<string, unknown>): Record<string, unknown> {
+  if (ENDED.has(str(head.status))) {
+    return head;
+  }
+  return {
+    ...head,
+    status: 'unfinished',
+    reason: `saved while ${str(head.status) || 'going'}: the run had not ended when this copy was written (its kernel stopped, or the notebook was saved mid-run)`
+  };
+}
 
 function header(raw: Record<string, unknown>): HTMLElement {
   const status = str(raw.status) || 'unknown';
@@ -578,11 +598,11 @@ export function headOf(raw: Record<string, unknown>): Record<string, unknown> {
   return head;
 }
 
-/** Draw a checked trace into a new view. */
+/** Draw a checked trace into a new view: a saved copy, with no live run behind it. */
 export function viewOf(trace: RunTrace, problems: string[] = []): RunView {
   const view = new RunView();
   view.setProblems(problems);
-  view.update(headOf(trace.raw), trace.events);
+  view.update(asSaved(headOf(trace.raw)), trace.events);
   return view;
 }
 

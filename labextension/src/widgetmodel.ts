@@ -20,6 +20,22 @@ import { LiveState } from './livestate';
 import { Streaming } from './stream';
 import { MODULE_NAME, MODULE_VERSION } from './version';
 
+/** Kernel states after which a run it held is no longer there to steer. */
+const GONE = new Set(['dead', 'restarting', 'autorestarting', 'terminating']);
+
+/** A Lumino signal, as far as the model uses one. */
+interface SignalLike<T> {
+  connect(slot: (sender: unknown, value: T) => void): boolean;
+  disconnect(slot: (sender: unknown, value: T) => void): boolean;
+}
+
+/** What the model uses of the widget manager's kernel connection (@jupyterlab/services). */
+interface KernelLike {
+  status?: string;
+  statusChanged?: SignalLike<string>;
+  disposed?: SignalLike<void>;
+}
+
 export class MemfitRunModel extends DOMWidgetModel implements LiveSource {
   defaults(): any {
     return {
@@ -54,9 +70,39 @@ export class MemfitRunModel extends DOMWidgetModel implements LiveSource {
       return;
     }
     registerLive(this);
+    this._watchKernel();
     const have = (this.get('controls') as Controls)?.count ?? 0;
     if (have > 0) {
       this.act({ action: 'sync', have: 0 }); // a model restored from the kernel: fetch its events
+    }
+  }
+
+  /**
+   * A kernel shut down, restarted or lost does not close its comms: the widget manager only marks
+   * its models not live on a restart, and not at all when the kernel is shut down.  Either way the
+   * run this model streamed is gone, so the view must not offer Step or Abort to nobody: the
+   * model closes, and the run's saved trace (as the kernel last wrote it) draws it instead.
+   */
+  private _watchKernel(): void {
+    this.on('comm_live_update', () => {
+      if (!this.comm_live) {
+        this._close();
+      }
+    });
+    const kernel = (this.widget_manager as unknown as { kernel?: KernelLike }).kernel;
+    if (!kernel) {
+      return;
+    }
+    const onStatus = (_: unknown, status: string): void => {
+      if (GONE.has(status)) {
+        this._close();
+      }
+    };
+    kernel.statusChanged?.connect(onStatus);
+    kernel.disposed?.connect(() => this._close());
+    this.on('comm:close destroy', () => kernel.statusChanged?.disconnect(onStatus));
+    if (GONE.has(kernel.status ?? '')) {
+      this._close();
     }
   }
 

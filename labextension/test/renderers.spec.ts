@@ -95,6 +95,15 @@ describe('run renderer on real engine traces', () => {
     expect(texts(root, '.memfit-event-breaker .memfit-event-title').filter(s => s.startsWith('Call turned away')).length).toBe(rejected);
   });
 
+  it('says a saved copy of a run that had not ended is unfinished, not running', () => {
+    const t = trace('demo');
+    const cut = { ...t, status: 'running', reason: '', events: t.events.filter((e: any) => e.type !== 'run_end') };
+    const root = renderRun(cut);
+    expect(root.querySelector('.memfit-header .memfit-status')!.textContent).toBe('unfinished');
+    expect(root.querySelector('.memfit-reason')!.textContent).toMatch(/^Not ended: saved while running: the run had not ended/);
+    expect(renderRun(t).querySelector('.memfit-header .memfit-status')!.textContent).toBe('done');
+  });
+
   it('badges every reflection and spin of a spinning run', () => {
     const t = trace('spin-demo');
     const root = renderRun(t);

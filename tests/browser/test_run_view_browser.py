@@ -158,6 +158,34 @@ def test_reload_mid_run_reattaches_and_a_second_view_follows(browser, lab):
             second.close()
 
 
+def test_a_kernel_shut_down_mid_run_leaves_the_saved_copy_with_no_buttons(browser, lab):
+    """A paused run whose kernel is shut down (from the Running panel, the REST API or a crash)
+    is no longer there to steer: the view turns into the run's saved copy, which says the run had
+    not ended, with no Step, Continue or Abort that nobody would answer."""
+    nbformat.write(nbformat.from_dict(_step_notebook()), lab["root"] / "shutdown.ipynb")
+    page = browser.new_page(viewport={"width": 1400, "height": 1000})
+    errors: list[str] = []
+    _watch(page, errors)
+    try:
+        _open(page, lab, "shutdown.ipynb")
+        _kernel_idle(page)
+        page.evaluate("() => { window.jupyterapp.commands.execute('notebook:run-all-cells'); }")
+        page.wait_for_selector(f"{LIVE} button[data-action=step]", timeout=LIVE_TIMEOUT_MS)
+        _kernel_idle(page)
+        _step(page, lambda: page.locator(f"{LIVE} button[data-action=step]").click())
+        page.evaluate("() => window.jupyterapp.shell.currentWidget.sessionContext.session.kernel.shutdown()")
+        page.wait_for_function("() => !document.querySelector('.jp-Notebook .memfit-live')", timeout=RENDER_TIMEOUT_MS)
+        run = page.locator(".jp-Notebook .jp-MemfitRenderer .memfit-run").first
+        assert run.locator(".memfit-header .memfit-status").inner_text() == "unfinished"
+        assert "had not ended" in run.locator(".memfit-header .memfit-reason").inner_text()
+        assert page.locator(".jp-Notebook .memfit-buttons button").count() == 0
+        assert run.locator(".memfit-iteration").count() >= 1  # the iterations it had, still drawn
+        page.screenshot(path=str(ARTIFACTS / "kernel_shut_down.png"))
+        assert not errors, errors
+    finally:
+        page.close()
+
+
 def test_a_notebook_with_saved_widget_state_opens_silently_and_unmodified(browser, lab):
     """The shipped quickstart (saved widget state of models its kernel no longer has) opened
     with a kernel: no error in the console, nothing marked modified, the runs drawn saved."""
