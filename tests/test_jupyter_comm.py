@@ -120,13 +120,20 @@ class Kernel:
         self.km.shutdown_kernel(now=True)
 
 
-@pytest.fixture(scope="module")
-def kernel(tmp_path_factory):
-    k = Kernel(tmp_path_factory.mktemp("comm"))
+def loaded_kernel(folder):
+    """A kernel working in ``folder`` with the extension loaded; shut down when the caller is done."""
+    k = Kernel(folder)
     reply, _ = k.execute("%load_ext memfit_jupyter")
     assert reply["content"]["status"] == "ok"
-    yield k
-    k.close()
+    try:
+        yield k
+    finally:
+        k.close()
+
+
+@pytest.fixture(scope="module")
+def kernel(tmp_path_factory):
+    yield from loaded_kernel(tmp_path_factory.mktemp("comm"))
 
 
 def test_magic_help(kernel):

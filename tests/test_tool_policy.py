@@ -174,13 +174,9 @@ def test_a_timed_out_command_takes_its_background_children_with_it(tmp_path):
 # --- through the magic, in a real kernel ------------------------------------------------------
 @pytest.fixture(scope="module")
 def kernel(tmp_path_factory):
-    from test_jupyter_comm import Kernel
+    from test_jupyter_comm import loaded_kernel
 
-    k = Kernel(tmp_path_factory.mktemp("policy"))
-    reply_, _ = k.execute("%load_ext memfit_jupyter")
-    assert reply_["content"]["status"] == "ok"
-    yield k
-    k.close()
+    yield from loaded_kernel(tmp_path_factory.mktemp("policy"))
 
 
 def test_the_magic_holds_a_real_models_shell_call_for_the_widget(server, kernel, tmp_path):

@@ -236,17 +236,22 @@ def test_saved_runs_render_with_no_kernel(browser, lab):
     page.close()
 
 
-#: In the page: the contrast ratio of each title's text against the background it is drawn on
-#: (WCAG's formula), and every element that sticks out of its output cell.
-CHECKS_JS = """
-() => {
-  const rgb = s => { const m = s.match(/[\\d.]+/g) || []; return m.map(Number); };
+#: In-page helpers of the contrast checks: a CSS colour's channels, its relative luminance (WCAG's
+#: formula) and the colour an element is drawn on (the first opaque background up its parents).
+COLOUR_JS = """
+  const rgb = s => (s.match(/[\\d.]+/g) || []).map(Number);
   const lum = c => { const [r, g, b] = c.slice(0, 3).map(v => { v /= 255;
     return v <= 0.03928 ? v / 12.92 : Math.pow((v + 0.055) / 1.055, 2.4); });
     return 0.2126 * r + 0.7152 * g + 0.0722 * b; };
   const ground = el => { for (let n = el; n; n = n.parentElement) {
     const c = rgb(getComputedStyle(n).backgroundColor); if (c.length === 3 || (c.length === 4 && c[3] > 0.5)) return c; }
     return [255, 255, 255]; };
+"""
+
+#: In the page: the contrast ratio of each title's text against the background it is drawn on
+#: (WCAG's formula), and every element that sticks out of its output cell.
+CHECKS_JS = """
+() => {""" + COLOUR_JS + """
   const titles = [...document.querySelectorAll('.jp-MemfitRenderer :is(.memfit-title, .memfit-event-title,'
     + ' .memfit-iteration-name, .memfit-section-title, .memfit-badge, .memfit-live-label, .memfit-button)')]
     .filter(el => el.getClientRects().length);

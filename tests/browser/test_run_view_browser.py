@@ -34,14 +34,7 @@ lab = base.lab
 
 #: In the page: every element drawn as error text, with its contrast against what it is drawn on.
 ERROR_CONTRAST_JS = """
-() => {
-  const rgb = s => (s.match(/[\\d.]+/g) || []).map(Number);
-  const lum = c => { const [r, g, b] = c.slice(0, 3).map(v => { v /= 255;
-    return v <= 0.03928 ? v / 12.92 : Math.pow((v + 0.055) / 1.055, 2.4); });
-    return 0.2126 * r + 0.7152 * g + 0.0722 * b; };
-  const ground = el => { for (let n = el; n; n = n.parentElement) {
-    const c = rgb(getComputedStyle(n).backgroundColor); if (c.length === 3 || (c.length === 4 && c[3] > 0.5)) return c; }
-    return [255, 255, 255]; };
+() => {""" + base.COLOUR_JS + """
   return [...document.querySelectorAll('.jp-MemfitRenderer .memfit-error')].filter(el => el.getClientRects().length)
     .map(el => { const a = lum(rgb(getComputedStyle(el).color)), b = lum(ground(el));
       return { text: el.textContent.slice(0, 40), ratio: (Math.max(a, b) + 0.05) / (Math.min(a, b) + 0.05) }; });
@@ -51,11 +44,27 @@ ERROR_CONTRAST_JS = """
 STEP_TASK = "what is the total of the numbers in data.txt?"
 
 
-def _step_notebook() -> dict:
-    cells = ["%load_ext memfit_jupyter",
-             f"%%memfit_task --step --model memfit/spin-demo --no-memory --name rr\n{STEP_TASK}"]
-    return nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(c) for c in cells], metadata={
+#: The cells of a step-mode run, paused before its first iteration.
+STEP_CELLS = ["%load_ext memfit_jupyter", f"%%memfit_task --step --model memfit/spin-demo --no-memory --name rr\n{STEP_TASK}"]
+
+
+def _write_notebook(lab, name: str, cells: list[str]) -> None:
+    """A notebook of code cells, with a kernelspec (it opens with a kernel), in the server's folder."""
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(c) for c in cells], metadata={
         "kernelspec": {"name": "python3", "display_name": "Python 3 (ipykernel)", "language": "python"}})
+    nbformat.write(nb, lab["root"] / name)
+
+
+def _new_page(browser) -> tuple:
+    """A page whose errors (page errors and memfit's console warnings) are collected."""
+    page = browser.new_page(viewport={"width": 1400, "height": 1000})
+    errors: list[str] = []
+    _watch(page, errors)
+    return page, errors
+
+
+def _run_all(page) -> None:
+    page.evaluate("() => { window.jupyterapp.commands.execute('notebook:run-all-cells'); }")
 
 
 def _watch(page, errors: list[str]) -> None:
@@ -103,15 +112,13 @@ def _kernel_run(page, code: str) -> None:
 
 def test_reload_mid_run_reattaches_and_a_second_view_follows(browser, lab):
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
-    nbformat.write(nbformat.from_dict(_step_notebook()), lab["root"] / "reload.ipynb")
-    page = browser.new_page(viewport={"width": 1400, "height": 1000})
-    errors: list[str] = []
-    _watch(page, errors)
+    _write_notebook(lab, "reload.ipynb", STEP_CELLS)
+    page, errors = _new_page(browser)
     second = None
     try:
         _open(page, lab, "reload.ipynb")
         _kernel_idle(page)
-        page.evaluate("() => { window.jupyterapp.commands.execute('notebook:run-all-cells'); }")
+        _run_all(page)
         page.wait_for_selector(f"{LIVE} button[data-action=step]", timeout=LIVE_TIMEOUT_MS)
         _kernel_idle(page)
         view = _view(page)
@@ -162,14 +169,12 @@ def test_a_kernel_shut_down_mid_run_leaves_the_saved_copy_with_no_buttons(browse
     """A paused run whose kernel is shut down (from the Running panel, the REST API or a crash)
     is no longer there to steer: the view turns into the run's saved copy, which says the run had
     not ended, with no Step, Continue or Abort that nobody would answer."""
-    nbformat.write(nbformat.from_dict(_step_notebook()), lab["root"] / "shutdown.ipynb")
-    page = browser.new_page(viewport={"width": 1400, "height": 1000})
-    errors: list[str] = []
-    _watch(page, errors)
+    _write_notebook(lab, "shutdown.ipynb", STEP_CELLS)
+    page, errors = _new_page(browser)
     try:
         _open(page, lab, "shutdown.ipynb")
         _kernel_idle(page)
-        page.evaluate("() => { window.jupyterapp.commands.execute('notebook:run-all-cells'); }")
+        _run_all(page)
         page.wait_for_selector(f"{LIVE} button[data-action=step]", timeout=LIVE_TIMEOUT_MS)
         _kernel_idle(page)
         _step(page, lambda: page.locator(f"{LIVE} button[data-action=step]").click())
@@ -192,9 +197,7 @@ def test_a_notebook_with_saved_widget_state_opens_silently_and_unmodified(browse
     shutil.copy(ROOT / "notebooks" / "quickstart.ipynb", lab["root"] / "quickstart.ipynb")
     saved = json.loads((ROOT / "notebooks" / "quickstart.ipynb").read_text())
     assert saved["metadata"].get("widgets"), "the quickstart no longer holds widget state: test another notebook"
-    page = browser.new_page(viewport={"width": 1400, "height": 1000})
-    errors: list[str] = []
-    _watch(page, errors)
+    page, errors = _new_page(browser)
     page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
     try:
         _open(page, lab, "quickstart.ipynb")
@@ -250,16 +253,12 @@ def test_a_demo_is_one_compact_view_live_and_reopened(browser, lab):
     import urllib.request
 
     cells = ["%load_ext memfit_jupyter", "%memfit_demo step-repetition --dir spin-demo-cell"]
-    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(c) for c in cells], metadata={
-        "kernelspec": {"name": "python3", "display_name": "Python 3 (ipykernel)", "language": "python"}})
-    nbformat.write(nb, lab["root"] / "demo.ipynb")
-    page = browser.new_page(viewport={"width": 1400, "height": 1000})
-    errors: list[str] = []
-    _watch(page, errors)
+    _write_notebook(lab, "demo.ipynb", cells)
+    page, errors = _new_page(browser)
     try:
         _open(page, lab, "demo.ipynb")
         _kernel_idle(page)
-        page.evaluate("() => { window.jupyterapp.commands.execute('notebook:run-all-cells'); }")
+        _run_all(page)
         # live while the runs go: both sides drawn from their widget models inside the compare view
         page.wait_for_function("() => document.querySelectorAll('.jp-Notebook .memfit-compare .memfit-side .memfit-live')"
                                ".length === 2", timeout=LIVE_TIMEOUT_MS)
@@ -320,16 +319,12 @@ def test_the_exported_report_opens_offline_and_reads_as_the_live_view(browser, l
     cells = ["%load_ext memfit_jupyter",
              "%%memfit_task --model memfit/spin-demo --no-memory --name exported\n" + STEP_TASK,
              "%memfit export exported report.html"]
-    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(c) for c in cells], metadata={
-        "kernelspec": {"name": "python3", "display_name": "Python 3 (ipykernel)", "language": "python"}})
-    nbformat.write(nb, lab["root"] / "export.ipynb")
-    page = browser.new_page(viewport={"width": 1400, "height": 1000})
-    errors: list[str] = []
-    _watch(page, errors)
+    _write_notebook(lab, "export.ipynb", cells)
+    page, errors = _new_page(browser)
     try:
         _open(page, lab, "export.ipynb")
         _kernel_idle(page)
-        page.evaluate("() => { window.jupyterapp.commands.execute('notebook:run-all-cells'); }")
+        _run_all(page)
         page.wait_for_selector(f"{LIVE} .memfit-live-status[data-status=done]", timeout=LIVE_TIMEOUT_MS)
         page.wait_for_function("() => document.querySelector('.jp-Notebook').innerText.includes('opens offline')",
                                timeout=LIVE_TIMEOUT_MS)
@@ -375,16 +370,12 @@ def test_memory_ranking_bars_are_absolute_and_a_nonsense_query_says_so(browser, 
              "%memfit_memory add The quarterly report lives in data/reports --tags reports",
              "_ = %memfit_memory search zebra quantum",
              "_ = %memfit_memory list"]
-    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(c) for c in cells], metadata={
-        "kernelspec": {"name": "python3", "display_name": "Python 3 (ipykernel)", "language": "python"}})
-    nbformat.write(nb, lab["root"] / "ranking.ipynb")
-    page = browser.new_page(viewport={"width": 1400, "height": 1000})
-    errors: list[str] = []
-    _watch(page, errors)
+    _write_notebook(lab, "ranking.ipynb", cells)
+    page, errors = _new_page(browser)
     try:
         _open(page, lab, "ranking.ipynb")
         _kernel_idle(page)
-        page.evaluate("() => { window.jupyterapp.commands.execute('notebook:run-all-cells'); }")
+        _run_all(page)
         page.wait_for_function("() => document.querySelectorAll('.jp-Notebook .memfit-memory').length === 2",
                                timeout=LIVE_TIMEOUT_MS)
         search, listed = page.locator(".jp-Notebook .memfit-memory").all()
@@ -425,17 +416,13 @@ def test_the_first_run_of_a_kernel_says_it_loads_the_model_client(browser, lab):
              "import sys; assert 'litellm' not in sys.modules, 'litellm is imported already'",
              "%config MemfitMagics.throttle_ms = 0",  # every event sent as it comes
              "%%memfit_task --model memfit/spin-demo --no-memory --name first\n" + STEP_TASK]
-    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(c) for c in cells], metadata={
-        "kernelspec": {"name": "python3", "display_name": "Python 3 (ipykernel)", "language": "python"}})
-    nbformat.write(nb, lab["root"] / "first.ipynb")
-    page = browser.new_page(viewport={"width": 1400, "height": 1000})
-    errors: list[str] = []
-    _watch(page, errors)
+    _write_notebook(lab, "first.ipynb", cells)
+    page, errors = _new_page(browser)
     try:
         _open(page, lab, "first.ipynb")
         _kernel_idle(page)
         page.evaluate(LIVE_WATCH_JS)
-        page.evaluate("() => { window.jupyterapp.commands.execute('notebook:run-all-cells'); }")
+        _run_all(page)
         page.wait_for_selector(f"{LIVE} .memfit-live-status[data-status=done]", timeout=LIVE_TIMEOUT_MS)
         outputs = page.locator(".jp-Notebook .jp-OutputArea-output").all_inner_texts()
         assert not [o for o in outputs if "AssertionError" in o or "UsageError" in o], outputs
