@@ -25,7 +25,7 @@ from .errors import PathOutsideWorkdirError, UnknownToolError
 from .records import ReflectionLevel, ToolResult
 
 if TYPE_CHECKING:
-    from .run import Run
+    from .protocols import RunView
     from .sandbox import Bubblewrap
 
 _TYPES: dict[str, type | tuple[type, ...]] = {
@@ -50,7 +50,7 @@ class ToolContext:
     ask_user: Callable[[str], str] | None = None
     shell_timeout_s: float = 30.0
     #: The run the tool acts for (None for a context made by hand, outside any run).
-    run: Run | None = None
+    run: RunView | None = None
     #: The sandbox shell and python run in (``sandbox.Bubblewrap``), or None: they run as the
     #: kernel's user, unconfined (``tool_policy.py``).
     sandbox: Bubblewrap | None = None
