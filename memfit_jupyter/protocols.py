@@ -19,7 +19,14 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 if TYPE_CHECKING:
     from .events import Event
-    from .records import ActionRecord, BudgetMetrics, GracefulDegradationPlan, RunResult, ToolResult
+    from .records import (
+        ActionRecord,
+        BudgetMetrics,
+        Entry,
+        GracefulDegradationPlan,
+        RunResult,
+        ToolResult,
+    )
 
 T = TypeVar("T")
 
@@ -144,9 +151,9 @@ class TimelineView(Protocol):
     """What the model sees of the past (``timeline.Timeline``): its entries, and the text of them."""
 
     @property
-    def entries(self) -> list[Any]: ...
+    def entries(self) -> list[Entry]: ...
 
-    def queue(self) -> list[Any]: ...
+    def queue(self) -> list[Entry]: ...
 
     def text(self, since: int = 0, kinds: tuple[str, ...] | None = None, max_chars: int | None = None) -> str: ...
 

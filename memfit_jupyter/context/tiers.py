@@ -35,8 +35,8 @@ from typing import TYPE_CHECKING, Any
 
 from .. import events as ev
 from ..llm.tokens import estimate_tokens
+from ..records import SUMMARY_TAG, Entry
 from ..reliability.limits import check_number
-from ..timeline import SUMMARY_TAG, Entry
 
 if TYPE_CHECKING:
     from ..protocols import RunView

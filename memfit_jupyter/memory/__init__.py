@@ -29,8 +29,7 @@ from .store import MemoryStore, StoreWarning, open_store
 from .triage import TriageConfig
 
 if TYPE_CHECKING:
-    from ..records import ActionRecord, RunResult
-    from ..timeline import Entry
+    from ..records import ActionRecord, Entry, RunResult
     from ..tools import Tool
 
 __all__ = ["DedupConfig", "MemoryBackend", "MemoryConfig", "MemoryEntity", "MemoryStore", "RankingConfig", "ScoredMemory", "SearchResults",
