@@ -25,11 +25,11 @@ from html import escape
 from pathlib import Path
 from typing import Any
 
-from .events import Action
-from .jupyter.html import fmt_value
-from .jupyter.state import RunFacts, facts
-from .secrets import redact_obj
-from .trace import Trace
+from ..events import Action
+from ..jupyter.html import fmt_value
+from ..jupyter.state import RunFacts, facts
+from ..secrets import redact_obj
+from ..trace import Trace
 
 COMPARE_MIME = "application/vnd.memfit.compare+json"
 
@@ -115,7 +115,7 @@ class Comparison:
     def to_html(self, path: Any) -> Any:
         """Write this comparison as one offline HTML file with the full interactive view
         (``memfit_jupyter.jupyter.report``); returns the path."""
-        from .jupyter.report import write_report
+        from ..jupyter.report import write_report
 
         return write_report(self, path)
 

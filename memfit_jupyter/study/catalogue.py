@@ -173,7 +173,7 @@ def problems(scenario: Any) -> list[str]:
             found.append(f"{scenario.name}: [mode.{side}] expects verify but [mode] has no verify command")
     fix = mode.get("fix")
     if fix is not None:
-        from .fork import STEP_CHANGES
+        from ..fork import STEP_CHANGES
 
         if not isinstance(fix.get("at"), int) or fix["at"] < 1:
             found.append(f"{scenario.name}: [mode.fix] needs at = the step to fork at")
@@ -189,7 +189,7 @@ def _side(spec: dict[str, Any]) -> Side:
 
 def modes() -> list[Mode]:
     """Every failure mode of the built-in scenarios, in scenario order."""
-    from .llm.scenarios import load_scenario, scenario_names
+    from ..llm.scenarios import load_scenario, scenario_names
 
     found = []
     for name in scenario_names():
@@ -270,8 +270,8 @@ def _command(text: str) -> str:
 
 def agent_for(m: Mode, side: str, workdir: str | Path, *, model: str | None = None, **extra: Any) -> Any:
     """The ``Agent`` of one side of ``m``: the scenario's scripted model, or ``model``."""
-    from .agent import Agent
-    from .reliability.guarantees import ExecutionGuarantees
+    from ..agent import Agent
+    from ..reliability.guarantees import ExecutionGuarantees
 
     s = m.side(side)
     kwargs = dict(s.agent)
@@ -282,7 +282,7 @@ def agent_for(m: Mode, side: str, workdir: str | Path, *, model: str | None = No
         kwargs["oracle"] = _command(kwargs["oracle"])
     guards = kwargs.pop("guards", None)
     if guards:
-        from .reliability.guards import GuardConfig
+        from ..reliability.guards import GuardConfig
 
         kwargs["extensions"] = [*kwargs.get("extensions", ()), GuardConfig.only(guards)]
     if s.ask_user is not None:
@@ -291,7 +291,7 @@ def agent_for(m: Mode, side: str, workdir: str | Path, *, model: str | None = No
     kwargs.update(extra)
     agent = Agent(model=model or f"memfit/{m.scenario}", workdir=workdir, **kwargs)
     if s.context:
-        from .context.tiers import ContextConfig
+        from ..context.tiers import ContextConfig
 
         agent.context_config = ContextConfig(**s.context)
     return agent
@@ -300,7 +300,7 @@ def agent_for(m: Mode, side: str, workdir: str | Path, *, model: str | None = No
 def start(m: Mode, side: str, workdir: str | Path, *, model: str | None = None, **extra: Any) -> Any:
     """A ``Run`` of one side of ``m`` in ``workdir``, not started.  With a real ``model`` the
     scenario's files are placed first (the scripted model places them itself)."""
-    from .llm.scenarios import load_scenario
+    from ..llm.scenarios import load_scenario
 
     workdir = Path(workdir)
     workdir.mkdir(parents=True, exist_ok=True)
@@ -342,7 +342,7 @@ def signals(trace: dict[str, Any]) -> set[str]:
 
 def outcome(m: Mode, trace: dict[str, Any], workdir: str | Path | None = None) -> dict[str, Any]:
     """What a run of ``m`` showed, in the terms of ``expect``."""
-    from .llm.scenarios import load_scenario
+    from ..llm.scenarios import load_scenario
 
     calls = [e for e in trace["events"] if e["type"] == "model_call"]
     window = trace["settings"].get("context_window") or load_scenario(m.scenario).context_window

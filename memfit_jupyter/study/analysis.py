@@ -27,16 +27,16 @@ from dataclasses import fields
 from types import SimpleNamespace
 from typing import Any
 
-from .action_log import INVALID_REPLY
-from .errors import SpinExit
-from .events import Action, Event, Guidance, Observation, make
-from .records import ActionRecord, ReflectionLevel
-from .reflection.config import ReflectionConfig
-from .reflection.levels import decide_level
-from .reflection.spin import SpinMonitor
-from .run import MAX_CONSECUTIVE_BAD_REPLIES
-from .timeline import Timeline
-from .trace import Trace, is_trace
+from ..action_log import INVALID_REPLY
+from ..errors import SpinExit
+from ..events import Action, Event, Guidance, Observation, make
+from ..records import ActionRecord, ReflectionLevel
+from ..reflection.config import ReflectionConfig
+from ..reflection.levels import decide_level
+from ..reflection.spin import SpinMonitor
+from ..run import MAX_CONSECUTIVE_BAD_REPLIES
+from ..timeline import Timeline
+from ..trace import Trace, is_trace
 
 #: Event types that analysis writes; those already in a trace are replaced.
 ANALYSIS_TYPES = ("reflection", "spin")
@@ -86,8 +86,8 @@ class _ModelJudge:
     """Layer 2 through the project's model client: the judge is a litellm model string."""
 
     def __init__(self, model: str, emit: Callable[..., Any]):
-        from .llm.backend import LiteLLMBackend
-        from .llm.client import LLMClient
+        from ..llm.backend import LiteLLMBackend
+        from ..llm.client import LLMClient
 
         self.client = LLMClient({"primary": model}, LiteLLMBackend(), emit, run_key="analysis")
 
