@@ -15,25 +15,39 @@ Importing this package does not import usearch.
 
 from __future__ import annotations
 
+import importlib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..extension import Hooks
 from .dedup import DedupConfig
-from .entity import MemoryEntity, ScoredMemory, SearchResults
-from .postgres import is_url
+from .entity import MemoryEntity, ScoredMemory, SearchResults, result_dicts
 from .ranking import RankingConfig
-from .retrieval import MemoryBackend
-from .store import MemoryStore, StoreWarning, open_store
 from .triage import TriageConfig
 
 if TYPE_CHECKING:
     from ..records import ActionRecord, Entry, RunResult
     from ..tools import Tool
+    from .retrieval import MemoryBackend
+    from .store import MemoryStore, StoreWarning, open_store
 
 __all__ = ["DedupConfig", "MemoryBackend", "MemoryConfig", "MemoryEntity", "MemoryStore", "RankingConfig", "ScoredMemory", "SearchResults",
            "StoreWarning", "TriageConfig", "extension_for", "open_store", "DEFAULT_DIR", "TASK_SEARCH_BYTES"]
+
+#: Names loaded on first use: the stores and their modules (SQLite, usearch, PostgreSQL, the
+#: embedders) load only when a store is opened, not when the package is imported.
+_LAZY = {"MemoryStore": ".store", "StoreWarning": ".store", "open_store": ".store", "MemoryBackend": ".retrieval"}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(module, __name__), name)
+    globals()[name] = value
+    return value
+
 
 #: The default store, relative to the agent's working directory.
 DEFAULT_DIR = ".memfit"
@@ -63,6 +77,10 @@ TOOL_SEARCH_BYTES = MemoryConfig.tool_search_bytes
 def resolve_store(memory: Any, workdir: str | Path = ".") -> MemoryBackend | None:
     """The store an ``Agent(memory=...)`` means: None -> ``<workdir>/.memfit``, False -> none,
     a path -> the store there, a store (``MemoryBackend``: search, add, add_many, flush) -> itself."""
+    from .postgres import is_url
+    from .retrieval import MemoryBackend
+    from .store import open_store
+
     if memory is False:
         return None
     if memory is None or memory is True:
@@ -78,12 +96,6 @@ def resolve_store(memory: Any, workdir: str | Path = ".") -> MemoryBackend | Non
     missing = [m for m in ("search", "add", "add_many", "flush") if not callable(getattr(memory, m, None))]
     raise TypeError(f"memory must be None, False, a path or a MemoryStore, got {type(memory).__name__}"
                     + (f" (a store needs {', '.join(missing)})" if missing else ""))
-
-
-def result_dicts(results: Any) -> list[dict[str, Any]]:
-    """Results as the ``memory`` event carries them: id, content, score, breakdown."""
-    return [{"id": r.id, "content": r.content, "score": r.score, "breakdown": dict(r.breakdown)}
-            for r in results]
 
 
 class MemoryExtension(Hooks):
