@@ -254,7 +254,7 @@ class LiteLLMEmbedder:
         return self._dim
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
-        from ..llm.backend import import_litellm  # litellm only through llm/ (offline, quiet)
+        from ..llm.loader import import_litellm  # litellm only through llm/ (offline, quiet)
 
         litellm = import_litellm()
 
