@@ -6,10 +6,13 @@ replay's recorded ones are in ``replay.py``.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .events import Event
 from .records import ToolResult
+
+if TYPE_CHECKING:
+    from .protocols import RunView
 
 
 class LiveClock:
@@ -30,7 +33,7 @@ class LiveTools:
         #: The run's ``workspace.WorkspaceRecorder`` (made on the first tool call when not given).
         self.recorder = recorder
 
-    def place_files(self, run: Any) -> list[str]:
+    def place_files(self, run: RunView) -> list[str]:
         from .llm.scenarios import load_scenario
 
         placed = []
@@ -42,7 +45,7 @@ class LiveTools:
                 placed.append(rel)
         return placed
 
-    def __call__(self, run: Any, iteration: int, act: Any, tool: Any) -> ToolResult:
+    def __call__(self, run: RunView, iteration: int, act: Any, tool: Any) -> ToolResult:
         if tool is None:
             return ToolResult(ok=False, error=f"unknown tool {act.tool!r}; available: {', '.join(sorted(run.tools))}")
         run.budget.check_time(f"tool {act.tool}")
@@ -57,7 +60,7 @@ class LiveTools:
             result.data = {**result.data, DATA_KEY: record}
         return result
 
-    def _recorder(self, run: Any) -> Any:
+    def _recorder(self, run: RunView) -> Any:
         if self.recorder is None:
             from .workspace import WorkspaceRecorder, config_of
 

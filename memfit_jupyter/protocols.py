@@ -43,11 +43,11 @@ class Clock(Protocol):
 class ToolRunner(Protocol):
     """What runs a run's tools (``live.LiveTools``, ``replay.RecordedTools``)."""
 
-    def place_files(self, run: Any) -> list[str]:
+    def place_files(self, run: RunView) -> list[str]:
         """Place a scripted scenario's files in the working directory; the paths placed."""
         ...
 
-    def __call__(self, run: Any, iteration: int, act: Any, tool: Any) -> ToolResult:
+    def __call__(self, run: RunView, iteration: int, act: Any, tool: Any) -> ToolResult:
         """Run ``tool`` (None: not a known tool) for the action ``act`` of ``iteration``."""
         ...
 

@@ -27,12 +27,15 @@ import re
 from collections import deque
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .events import BreakerRejected, Event, from_dict
 from .live import LiveTools
 from .memory.entity import MemoryEntity, ScoredMemory, SearchResults
 from .records import ToolResult
+
+if TYPE_CHECKING:
+    from .protocols import RunView
 
 #: Fields whose values come from the clock, taken from the recording (breakers use the wall clock;
 #: a call's timeout is the time left then, which a replay, running faster, does not have to match).
@@ -54,7 +57,7 @@ class RecordedClock:
 
     def __init__(self, events: list[dict[str, Any]]):
         self.events = events
-        self.run: Any = None
+        self.run: Any = None  # the run it stamps (set by Agent.replay and fork.py)
 
     def now(self) -> float:
         """The recorded time of the event the run emits next (seconds since the run started)."""
@@ -129,10 +132,10 @@ class RecordedTools(LiveTools):
                 self.placed = m.group(2).split(", ")
                 break
 
-    def place_files(self, run: Any) -> list[str]:
+    def place_files(self, run: RunView) -> list[str]:
         return list(self.placed)  # nothing is written: the note is repeated
 
-    def __call__(self, run: Any, iteration: int, act: Any, tool: Any) -> ToolResult:
+    def __call__(self, run: RunView, iteration: int, act: Any, tool: Any) -> ToolResult:
         queue = self.observations.get(iteration)
         recorded = queue.popleft() if queue else None
         if tool is not None and getattr(tool, "internal", False):
