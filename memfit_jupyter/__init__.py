@@ -16,7 +16,7 @@ from __future__ import annotations
 from importlib import import_module
 from typing import TYPE_CHECKING, Any
 
-__version__ = "0.1.0"
+from .version import __version__ as __version__
 
 _EXPORTS = {
     "Agent": ".agent",
@@ -35,7 +35,7 @@ _EXPORTS = {
     "Param": ".tools",
     "Event": ".events",
     "scenarios": ".llm.scenarios",
-    "catalogue": ".catalogue",
+    "catalogue": ".study.catalogue",
     "MemfitError": ".errors",
     "UnknownModelError": ".errors",
     "UnknownScenarioError": ".errors",
@@ -46,12 +46,12 @@ _EXPORTS = {
     "MemoryEntity": ".memory",
     "load_trajectory": ".trajectories",
     "TrajectoryFormatError": ".trajectories",
-    "analyze": ".analysis",
+    "analyze": ".study.analysis",
     "sweep": ".sweep",
-    "compare": ".compare",
-    "Comparison": ".compare",
-    "blame": ".intervention",
-    "Blame": ".intervention",
+    "compare": ".study.compare",
+    "Comparison": ".study.compare",
+    "blame": ".study.intervention",
+    "Blame": ".study.intervention",
     "ForkError": ".fork",
 }
 
@@ -59,9 +59,6 @@ __all__ = sorted([*_EXPORTS, "load_ipython_extension", "unload_ipython_extension
 
 if TYPE_CHECKING:  # pragma: no cover
     from .agent import Agent, Run
-    from .analysis import analyze
-    from .catalogue import catalogue
-    from .compare import Comparison, compare
     from .config import AgentConfig
     from .errors import (
         MemfitError,
@@ -73,7 +70,6 @@ if TYPE_CHECKING:  # pragma: no cover
     )
     from .events import Event
     from .fork import ForkError
-    from .intervention import Blame, blame
     from .llm.scenarios import scenarios
     from .memory import MemoryEntity, MemoryStore
     from .records import (
@@ -87,6 +83,10 @@ if TYPE_CHECKING:  # pragma: no cover
         ToolResult,
     )
     from .reliability.guarantees import ExecutionGuarantees
+    from .study.analysis import analyze
+    from .study.catalogue import catalogue
+    from .study.compare import Comparison, compare
+    from .study.intervention import Blame, blame
     from .sweep import sweep
     from .tools import Param, Tool
     from .trajectories import TrajectoryFormatError, load_trajectory

@@ -19,6 +19,7 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 if TYPE_CHECKING:
+    from .protocols import RunView
     from .records import ActionRecord, RunResult
     from .tools import Tool
 
@@ -41,28 +42,28 @@ class Extension(Protocol):
         """Services for the other extensions and the views, by name (``run.services``)."""
         ...
 
-    def on_start(self, run: Any) -> None:
+    def on_start(self, run: RunView) -> None:
         """The run starts (after ``run_start``); may raise ``RunEnded``."""
         ...
 
-    def before_iteration(self, run: Any) -> None:
+    def before_iteration(self, run: RunView) -> None:
         """An iteration begins, before its prompt is built."""
         ...
 
-    def system_sections(self, run: Any) -> list[str]:
+    def system_sections(self, run: RunView) -> list[str]:
         """Sections this extension adds to the system prompt (the stable part of every prompt)."""
         ...
 
-    def prompt_tail(self, run: Any) -> list[str]:
+    def prompt_tail(self, run: RunView) -> list[str]:
         """Sections that change from one iteration to the next: they go after the timeline, so
         the prompt before them stays the same and providers' prompt caching serves it."""
         ...
 
-    def after_action(self, run: Any, record: ActionRecord) -> None:
+    def after_action(self, run: RunView, record: ActionRecord) -> None:
         """An action and its observation were recorded; may raise ``RunEnded``."""
         ...
 
-    def on_finish(self, run: Any, result: RunResult) -> None:
+    def on_finish(self, run: RunView, result: RunResult) -> None:
         """The run ended (before ``run_end``)."""
         ...
 
@@ -76,22 +77,22 @@ class Hooks:
     def provides(self) -> dict[str, Any]:
         return {}
 
-    def on_start(self, run: Any) -> None:
+    def on_start(self, run: RunView) -> None:
         pass
 
-    def before_iteration(self, run: Any) -> None:
+    def before_iteration(self, run: RunView) -> None:
         pass
 
-    def system_sections(self, run: Any) -> list[str]:
+    def system_sections(self, run: RunView) -> list[str]:
         return []
 
-    def prompt_tail(self, run: Any) -> list[str]:
+    def prompt_tail(self, run: RunView) -> list[str]:
         return []
 
-    def after_action(self, run: Any, record: ActionRecord) -> None:
+    def after_action(self, run: RunView, record: ActionRecord) -> None:
         pass
 
-    def on_finish(self, run: Any, result: RunResult) -> None:
+    def on_finish(self, run: RunView, result: RunResult) -> None:
         pass
 
 
@@ -122,7 +123,7 @@ def name_of(ext: Any) -> str:
     return ext.name if isinstance(ext, _Partial) else type(ext).__name__
 
 
-def extensions_for(run: Any, given: Iterable[Any]) -> list[Extension]:
+def extensions_for(run: RunView, given: Iterable[Any]) -> list[Extension]:
     """The extensions of ``run``: the agent's own (``given``), then those the feature packages
     make for it, in hook order.  What each provides goes into ``run.services`` as it comes,
     so that the next ones may use it."""

@@ -33,11 +33,11 @@ from typing import TYPE_CHECKING, Any
 
 from . import events as ev
 from .extension import Hooks, adapt
+from .live import LiveTools
 from .memory.entity import SearchResults
 from .records import ToolResult
 from .replay import (
     RECORDED_ORACLE,
-    LiveTools,
     RecordedBackend,
     RecordedClock,
     RecordedStore,
@@ -662,20 +662,6 @@ def _live_memory(parent_run: Run | None, trace: dict[str, Any], at: int, had_mem
 
 
 # --- the family --------------------------------------------------------------------------------
-
-
-def fork_summary(run: Run) -> list[dict[str, Any]]:
-    """The forks of ``run`` made in this process, for the run view's tree: each one's run id, the
-    step it forked at, its changes, and how it ended (status, answer, cost, iterations)."""
-    out = []
-    for child in run.forks:
-        record = child.parent or {}
-        result = child.result
-        out.append({"run": child.id, "at": record.get("at"), "changes": record.get("changes", {}),
-                    "status": child.status, "answer": result.answer if result else None,
-                    "cost_usd": child.budget.spent.cost_usd, "iterations": child.iteration,
-                    "exact": (record.get("workspace") or {}).get("exact", True)})
-    return out
 
 
 def first_live_call(run: Run) -> int | None:

@@ -43,6 +43,20 @@ class SynthesisStrategy(enum.StrEnum):
     DIVERSE = "diverse"
 
 
+#: The head of the timeline's queue after a flush: the summary of what was flushed.
+SUMMARY_TAG = "[summary so far]"
+
+
+@dataclass(slots=True)
+class Entry:
+    """One entry of the timeline, what the model sees of the past (``timeline.Timeline``)."""
+
+    kind: str  # task, action, observation, reflection, logic_spin_warning, note, summary, ...
+    iteration: int
+    content: str
+    role: str = "user"
+
+
 @dataclass(slots=True)
 class ToolResult:
     """What a tool gave back. ``ok=False`` is a failed action: it always gets reflected on."""

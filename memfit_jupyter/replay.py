@@ -27,11 +27,15 @@ import re
 from collections import deque
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .events import BreakerRejected, Event, from_dict
+from .live import LiveTools
 from .memory.entity import MemoryEntity, ScoredMemory, SearchResults
 from .records import ToolResult
+
+if TYPE_CHECKING:
+    from .protocols import RunView
 
 #: Fields whose values come from the clock, taken from the recording (breakers use the wall clock;
 #: a call's timeout is the time left then, which a replay, running faster, does not have to match).
@@ -40,13 +44,6 @@ CLOCK_FIELDS = ("latency_s", "duration_s", "elapsed_s", "timeout_s", "opened_at"
 SCENARIO_NOTE = re.compile(r"^scenario (\S+) placed its files: (.*)$")
 #: The oracle of a replayed failure diary: its verdicts are in the recorded observations.
 RECORDED_ORACLE = "(recorded)"
-
-
-class LiveClock:
-    """Timestamps from the process's monotonic clock, relative to the run's start."""
-
-    def stamp(self, event: Event, index: int, elapsed: float) -> None:
-        event.ts = round(elapsed, 6)
 
 
 class RecordedClock:
@@ -60,7 +57,7 @@ class RecordedClock:
 
     def __init__(self, events: list[dict[str, Any]]):
         self.events = events
-        self.run: Any = None
+        self.run: Any = None  # the run it stamps (set by Agent.replay and fork.py)
 
     def now(self) -> float:
         """The recorded time of the event the run emits next (seconds since the run started)."""
@@ -115,52 +112,6 @@ class RecordedClock:
                 event.reason = recorded["reason"]  # it says when the next probe is due
 
 
-class LiveTools:
-    """Runs the tools for real, and places a scenario's files in the working directory.
-
-    Around a tool that may write, the working directory is recorded (``workspace.py``): what the
-    call changed goes into its observation's ``data["workspace"]``, so a fork can restore any step.
-    """
-
-    def __init__(self, recorder: Any = None):
-        #: The run's ``workspace.WorkspaceRecorder`` (made on the first tool call when not given).
-        self.recorder = recorder
-
-    def place_files(self, run: Any) -> list[str]:
-        from .llm.scenarios import load_scenario
-
-        placed = []
-        for rel, content in load_scenario(run.agent.model.split("/", 1)[1]).files.items():
-            target = run.tool_context.resolve(rel)
-            if not target.exists():
-                target.parent.mkdir(parents=True, exist_ok=True)
-                target.write_text(content)
-                placed.append(rel)
-        return placed
-
-    def __call__(self, run: Any, iteration: int, act: Any, tool: Any) -> ToolResult:
-        if tool is None:
-            return ToolResult(ok=False, error=f"unknown tool {act.tool!r}; available: {', '.join(sorted(run.tools))}")
-        run.budget.check_time(f"tool {act.tool}")
-        recorder = None if getattr(tool, "internal", False) else self._recorder(run)
-        if recorder is not None:
-            recorder.before(act.tool)
-        result: ToolResult = tool(run.tool_context, act.params)
-        record = recorder.after(act.tool) if recorder is not None else None
-        if record is not None:
-            from .workspace import DATA_KEY
-
-            result.data = {**result.data, DATA_KEY: record}
-        return result
-
-    def _recorder(self, run: Any) -> Any:
-        if self.recorder is None:
-            from .workspace import WorkspaceRecorder, config_of
-
-            self.recorder = WorkspaceRecorder(run.tool_context.workdir, config_of(run.agent))
-        return self.recorder
-
-
 class RecordedTools(LiveTools):
     """The recorded observations; internal tools run again (their events are the recording's)."""
 
@@ -181,10 +132,10 @@ class RecordedTools(LiveTools):
                 self.placed = m.group(2).split(", ")
                 break
 
-    def place_files(self, run: Any) -> list[str]:
+    def place_files(self, run: RunView) -> list[str]:
         return list(self.placed)  # nothing is written: the note is repeated
 
-    def __call__(self, run: Any, iteration: int, act: Any, tool: Any) -> ToolResult:
+    def __call__(self, run: RunView, iteration: int, act: Any, tool: Any) -> ToolResult:
         queue = self.observations.get(iteration)
         recorded = queue.popleft() if queue else None
         if tool is not None and getattr(tool, "internal", False):

@@ -29,9 +29,9 @@ from .action_log import ActionLog
 from .errors import Cancelled, Finished, LimitsExceeded, RunEnded, RunFailed
 from .events import Event
 from .extension import Extension, extensions_for, name_of
+from .live import LiveClock, LiveTools
 from .records import ActionRecord, GracefulDegradationPlan, RunResult
 from .reliability.guarantees import BudgetTracker, ExecutionGuarantees
-from .replay import LiveClock, LiveTools
 from .secrets import package_logger, redact_obj, refresh_env_secrets
 from .steering import Approvals, RunningClock
 from .timeline import Timeline
@@ -41,6 +41,7 @@ from .trace import TRACE_VERSION as TRACE_VERSION
 
 if TYPE_CHECKING:
     from .agent import Agent
+    from .protocols import Clock, ToolRunner
 
 log = package_logger()  # one logger for the package; secrets redacted
 
@@ -53,7 +54,8 @@ Subscriber = Callable[[Any], None]
 class Run:
     """One run of a task.  Iterate with ``step()``; drain with ``run()``."""
 
-    def __init__(self, agent: Agent, task: str, *, backend: Any = None, tools: Any = None, clock: Any = None,
+    def __init__(self, agent: Agent, task: str, *, backend: Any = None, tools: ToolRunner | None = None,
+                 clock: Clock | None = None,
                  run_id: str | None = None, started_at: str | None = None):
         """``backend`` answers the model calls, ``tools`` runs the tools, ``clock`` stamps the events:
         the world's by default, a recording's in a replay (``replay.py``)."""
@@ -72,8 +74,8 @@ class Run:
         #: The working directory as the prompt names it (a replay keeps the recorded one).
         self.prompt_workdir = str(agent.workdir.resolve())
         self._subscribers: list[tuple[Subscriber, tuple[type[Event], ...] | None]] = []
-        self.clock = clock if clock is not None else LiveClock()
-        self.tool_runner = tools if tools is not None else LiveTools()
+        self.clock: Clock = clock if clock is not None else LiveClock()
+        self.tool_runner: ToolRunner = tools if tools is not None else LiveTools()
         self._t0 = time.monotonic()
         self._bad_replies = 0
         #: The tool call held for a person's approval, and the decision on it (``steering.py``).

@@ -11,22 +11,12 @@ for its whole history on every step.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from . import events as ev
+from .records import SUMMARY_TAG as SUMMARY_TAG
+from .records import Entry as Entry
 
-#: The head of the queue after a flush (context/tiers.py names the same tag).
-SUMMARY_TAG = "[summary so far]"
 #: What the model is told after a reply that could not be used.
 BAD_REPLY_NOTE = "[SYSTEM] Your last reply could not be used ({error}). Reply with one JSON object as specified."
-
-
-@dataclass(slots=True)
-class Entry:
-    kind: str  # task, action, observation, reflection, logic_spin_warning, note, summary, ...
-    iteration: int
-    content: str
-    role: str = "user"
 
 
 class Timeline:

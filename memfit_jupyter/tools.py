@@ -12,6 +12,8 @@ import contextlib
 import io
 import json
 import os
+import re
+import shlex
 import signal
 import subprocess
 import sys
@@ -25,7 +27,7 @@ from .errors import PathOutsideWorkdirError, UnknownToolError
 from .records import ReflectionLevel, ToolResult
 
 if TYPE_CHECKING:
-    from .run import Run
+    from .protocols import RunView
     from .sandbox import Bubblewrap
 
 _TYPES: dict[str, type | tuple[type, ...]] = {
@@ -50,7 +52,7 @@ class ToolContext:
     ask_user: Callable[[str], str] | None = None
     shell_timeout_s: float = 30.0
     #: The run the tool acts for (None for a context made by hand, outside any run).
-    run: Run | None = None
+    run: RunView | None = None
     #: The sandbox shell and python run in (``sandbox.Bubblewrap``), or None: they run as the
     #: kernel's user, unconfined (``tool_policy.py``).
     sandbox: Bubblewrap | None = None
@@ -168,6 +170,31 @@ def _shell(ctx: ToolContext, command: str) -> ToolResult:
     if code != 0:
         return ToolResult(output=text, ok=False, error=f"exit code {code}", data=data)
     return ToolResult(output=text, data=data)
+
+
+#: Words before a command's program: what it runs under, not what it runs.
+_SKIP = {"cd", "sudo", "env", "time", "timeout", "source", "export", "set", "true", "nohup"}
+
+
+def command_program(command: str) -> str:
+    """The program a shell command runs first (after ``cd x &&``, env assignments, sudo...): the
+    package's one parser of shell programs (spin detectors, trajectory readers)."""
+    for segment in re.split(r"&&|\|\||;|\n", command or ""):
+        if segment.lstrip().startswith("#"):
+            continue
+        try:
+            words = shlex.split(segment, comments=True, posix=True)
+        except ValueError:
+            words = segment.split()
+        words = [w for w in words if not re.match(r"^[A-Za-z_][A-Za-z0-9_]*=", w)]
+        while words and (words[0] in _SKIP or words[0].startswith("-") or words[0].isdigit()):
+            if words[0] == "cd":
+                words = []
+                break
+            words = words[1:]
+        if words:
+            return words[0].rsplit("/", 1)[-1] if not words[0].startswith("./") else "./"
+    return ""
 
 
 def _run_process(argv: list[str], cwd: Path, timeout_s: float, stdin: str | None = None,

@@ -21,13 +21,13 @@ from .event_base import REGISTRY, Event
 from .secrets import redact_obj
 
 if TYPE_CHECKING:
-    from .run import Run
+    from .protocols import RunView
 
 #: The version of the serialised format (``application/vnd.memfit.run+json``).
 TRACE_VERSION = 1
 
 
-def trace_of(run: Run) -> dict[str, Any]:
+def trace_of(run: RunView) -> dict[str, Any]:
     """``run`` as the ``application/vnd.memfit.run+json`` payload (``Run.trace()``)."""
     spent = run.budget.spent
     g = run.budget.guarantees  # the run's own: an override may have raised them
@@ -63,27 +63,39 @@ def trace_of(run: Run) -> dict[str, Any]:
     return {**redact_obj(header), "events": [e.to_dict() for e in run.events]}
 
 
-def _family(run: Run) -> dict[str, Any]:
+def _family(run: RunView) -> dict[str, Any]:
     """``parent`` (the fork this run is) and ``forks`` (its children made in this process), when
     there are any: a run tree can be drawn from saved traces alone (``fork.py``)."""
     out: dict[str, Any] = {}
     if run.parent:
         out["parent"] = run.parent
     if run.forks:
-        from .fork import fork_summary
-
         out["forks"] = fork_summary(run)
     return out
 
 
-def _cached(run: Run) -> dict[str, int]:
+def fork_summary(run: RunView) -> list[dict[str, Any]]:
+    """The forks of ``run`` made in this process, for the run view's tree: each one's run id, the
+    step it forked at, its changes, and how it ended (status, answer, cost, iterations)."""
+    out = []
+    for child in run.forks:
+        record = child.parent or {}
+        result = child.result
+        out.append({"run": child.id, "at": record.get("at"), "changes": record.get("changes", {}),
+                    "status": child.status, "answer": result.answer if result else None,
+                    "cost_usd": child.budget.spent.cost_usd, "iterations": child.iteration,
+                    "exact": (record.get("workspace") or {}).get("exact", True)})
+    return out
+
+
+def _cached(run: RunView) -> dict[str, int]:
     """``{"cached": n}``: the prompt tokens providers served from their prompt caches, when any
     call reported some (absent otherwise, so traces of providers that say nothing stay as they were)."""
     n = sum(getattr(e, "cached_tokens", 0) or 0 for e in run.events if e.TYPE == "model_call")
     return {"cached": n} if n else {}
 
 
-def _unpriced(run: Run) -> dict[str, list[str]]:
+def _unpriced(run: RunView) -> dict[str, list[str]]:
     """``{"unpriced": [model, ...]}``: the models called that have no known price, whose calls
     cost counts as $0 (absent when every model has one, so priced runs' traces stay as they were)."""
     prices = getattr(run.llm.backend, "prices", None)

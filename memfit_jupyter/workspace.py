@@ -1,7 +1,7 @@
 """The working directory, step by step: what each step changed, kept so that a fork can start
 from the files as they were at any step.
 
-A live run's tool runner (``replay.LiveTools``) scans the working directory before the first
+A live run's tool runner (``live.LiveTools``) scans the working directory before the first
 tool call that may write (the *base*: the files as the run found them, scenario files
 included) and after each such call.  What changed is kept content-addressed: each file's bytes
 once, as a blob named by its SHA-256, in a blob store (``default_store()``: the user's cache

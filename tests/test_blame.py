@@ -9,11 +9,11 @@ import sys
 import pytest
 from kernel_cells import execute, outputs, text_of
 
-import memfit_jupyter.catalogue  # noqa: F401  (the module; the package attribute is the function)
+import memfit_jupyter.study.catalogue  # noqa: F401  (the module; the package attribute is the function)
 from memfit_jupyter.fork import ForkError
-from memfit_jupyter.intervention import SKIPPED, blame, candidates, corrections
+from memfit_jupyter.study.intervention import SKIPPED, blame, candidates, corrections
 
-catalogue = sys.modules["memfit_jupyter.catalogue"]
+catalogue = sys.modules["memfit_jupyter.study.catalogue"]
 FIXED = [m.id for m in catalogue.modes() if m.fix]
 RUN_MIME = "application/vnd.memfit.run+json"
 
@@ -87,8 +87,8 @@ def nb(tmp_path_factory):
     workdir = tmp_path_factory.mktemp("forkmagic")
     cells = {
         "load": "%load_ext memfit_jupyter",
-        "parent": "import sys, memfit_jupyter.catalogue\n"
-                  "cat = sys.modules['memfit_jupyter.catalogue']\n"
+        "parent": "import sys, memfit_jupyter.study.catalogue\n"
+                  "cat = sys.modules['memfit_jupyter.study.catalogue']\n"
                   "m = cat.mode('premature-finish')\n"
                   "run = cat.start(m, 'off', 'off'); run.run(); print(run.status, run.iteration)",
         "fork": "%memfit fork run --at 3 --guidance 'finish refused (premature_finish): east.txt is unread' "

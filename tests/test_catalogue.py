@@ -8,8 +8,17 @@ import logging
 import pytest
 
 from memfit_jupyter import catalogue
-from memfit_jupyter.catalogue import CLASSES, MAST, TRAIL, check, mode, modes, problems, run_pair
 from memfit_jupyter.llm.scenarios import _defaults, _load, load_scenario, scenario_names
+from memfit_jupyter.study.catalogue import (
+    CLASSES,
+    MAST,
+    TRAIL,
+    check,
+    mode,
+    modes,
+    problems,
+    run_pair,
+)
 
 MODE_IDS = [m.id for m in modes()]
 

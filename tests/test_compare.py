@@ -8,7 +8,7 @@ import pytest
 
 import memfit_jupyter
 from memfit_jupyter import Agent
-from memfit_jupyter.compare import COMPARE_MIME, Comparison
+from memfit_jupyter.study.compare import COMPARE_MIME, Comparison
 
 
 @pytest.fixture(scope="module")

@@ -10,9 +10,10 @@ import pytest
 
 from memfit_jupyter import Agent, load_trajectory, scenarios
 from memfit_jupyter.fork import ForkError, fork
+from memfit_jupyter.live import LiveTools
 from memfit_jupyter.llm.backend import LiteLLMBackend
 from memfit_jupyter.llm.scenarios import load_scenario
-from memfit_jupyter.replay import CLOCK_FIELDS, LiveTools
+from memfit_jupyter.replay import CLOCK_FIELDS
 
 FIXTURES = Path(__file__).parent / "fixtures"
 TIMES = {"ts", *CLOCK_FIELDS}

@@ -109,7 +109,7 @@ def test_quickstart(copy_of_notebooks):
 
 
 def test_failure_modes(copy_of_notebooks):
-    from memfit_jupyter.catalogue import modes
+    from memfit_jupyter.study.catalogue import modes
 
     nb = executed("failure_modes", copy_of_notebooks)
     no_errors(nb)

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from memfit_jupyter import TrajectoryFormatError, analyze, load_trajectory
-from memfit_jupyter.analysis import records_of
+from memfit_jupyter.study.analysis import records_of
 from memfit_jupyter.trajectories import classify_command, command_program, detect_format
 
 SAMPLES = Path(__file__).parent.parent / "memfit_jupyter" / "trajectories" / "samples"

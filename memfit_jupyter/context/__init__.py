@@ -33,13 +33,13 @@ from .memtools import memory_tools, store_of, wants_heartbeat
 from .tiers import ContextConfig, TieredContext
 
 if TYPE_CHECKING:
-    from ..run import Run
+    from ..protocols import RunView
 
 __all__ = ["ContextConfig", "ContextExtension", "TieredContext", "extension_for", "failures",
            "wants_heartbeat"]
 
 
-def extension_for(run: Run) -> ContextExtension:
+def extension_for(run: RunView) -> ContextExtension:
     """The context extension of ``run`` (every run has one: the memory tools are always there)."""
     return ContextExtension(run)
 
@@ -48,7 +48,7 @@ class ContextExtension(Hooks):
     """Hooks of the tiered context, the long-horizon plan and the failure diary for one run;
     provides ``context`` (itself: the widget reads the gauge and the summary from it)."""
 
-    def __init__(self, run: Run):
+    def __init__(self, run: RunView):
         agent = run.agent
         self.run = run
         self.tiers = TieredContext(getattr(agent, "context_config", None) or ContextConfig())
@@ -69,7 +69,7 @@ class ContextExtension(Hooks):
             tools.append(Tool("finish", self._finish_description(), {"answer": Param()}, self._finish))
         return tools
 
-    def on_start(self, run: Run) -> None:
+    def on_start(self, run: RunView) -> None:
         self.tiers.window, self.tiers._counter = _window(run), _counter(run)
         if self.tiers.window and not run.agent.model.startswith("memfit/"):
             # A real model's server refuses a prompt over its window, and the reply must fit
@@ -91,7 +91,7 @@ class ContextExtension(Hooks):
         if note:
             run.emit(ev.Note(text=note, timeline="append"))
 
-    def before_iteration(self, run: Run) -> None:
+    def before_iteration(self, run: RunView) -> None:
         if self.diary is not None and not self.diary.retrieved:
             self.diary.retrieve(run, store_of(run))
         if self._reset_note is not None:
@@ -99,7 +99,7 @@ class ContextExtension(Hooks):
             self._reset_note = None
         self.tiers.check(run)
 
-    def system_sections(self, run: Run) -> list[str]:
+    def system_sections(self, run: RunView) -> list[str]:
         sections = [self.tiers.section()]
         if self.plan is not None:
             sections.append(self.plan.section())
@@ -107,7 +107,7 @@ class ContextExtension(Hooks):
             sections.append(self.diary.section())
         return sections
 
-    def after_action(self, run: Run, record: ActionRecord) -> None:
+    def after_action(self, run: RunView, record: ActionRecord) -> None:
         block = self.tiers.blocks.get(record.data.get("block", "")) if record.ok else None
         if block is not None:  # the edit travels in the record, so a replay edits the block too
             block.value = str(record.data.get("block_value", block.value))
@@ -121,7 +121,7 @@ class ContextExtension(Hooks):
             self._reset_note = (f"[NEXT FEATURE] {record.data['feature_done']} passes ({saved}). "
                                 f"Now working on: {record.data.get('next')}.")
 
-    def on_finish(self, run: Run, result: RunResult) -> None:
+    def on_finish(self, run: RunView, result: RunResult) -> None:
         if self.plan is None:
             return
         if self.plan.plan_path is None:
@@ -163,7 +163,7 @@ class ContextExtension(Hooks):
         data["final"] = True
         return ToolResult(output=answer, data=data)
 
-    def _after_oracle(self, run: Run, record: ActionRecord, verdict: dict[str, Any], diary: FailureDiary) -> None:
+    def _after_oracle(self, run: RunView, record: ActionRecord, verdict: dict[str, Any], diary: FailureDiary) -> None:
         fields = {"trial": verdict["trial"], "max_trials": diary.max_trials, "passed": verdict["passed"],
                   "oracle_output": verdict["output"]}
         if verdict["passed"]:
@@ -181,7 +181,7 @@ class ContextExtension(Hooks):
         self._reset_note = (f"[TRIAL {diary.trial}/{diary.max_trials}] The previous attempt failed the oracle. "
                             f"Lesson: {lesson}")
 
-    def more_trials(self, run: Run, extra: int) -> int:
+    def more_trials(self, run: RunView, extra: int) -> int:
         """Give an escalated run ``extra`` more trials and reopen it (``step()``/``run()`` go on).
 
         The choice is a ``escalation`` event; returns the new ``max_trials``.
@@ -200,14 +200,14 @@ class ContextExtension(Hooks):
         run.reopen()  # step() goes on from where the run stopped
         return diary.max_trials
 
-    def _fresh_queue(self, run: Run, note: str) -> None:
+    def _fresh_queue(self, run: RunView, note: str) -> None:
         """A new trial or feature: the old queue goes to recall; the task and a note remain."""
         self.tiers.recall.extend(run.timeline.queue())
         self.tiers.summary, self.tiers.warned = None, False
         run.emit(ev.Note(text=note, timeline="reset"))
 
 
-def _window(run: Run) -> int | None:
+def _window(run: RunView) -> int | None:
     """The model's context window: ``context_window=``, else the backend's figure (a scenario's,
     the model's server's at a custom api_base, litellm's); a live model with none refuses to start."""
     window = run.agent.context_window
@@ -252,7 +252,7 @@ def _window(run: Run) -> int | None:
     return window or None
 
 
-def _counter(run: Run) -> Callable[[str], int]:
+def _counter(run: RunView) -> Callable[[str], int]:
     from .tiers import litellm_counter
 
     return litellm_counter(run.agent.model)

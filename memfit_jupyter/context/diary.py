@@ -32,8 +32,7 @@ from ..secrets import redact
 if TYPE_CHECKING:  # polars is imported at first use
     import polars as pl
 
-    from ..agent import Agent
-    from ..run import Run
+    from ..protocols import AgentView, RunView
 
 FAILURES_TAG = "failures"
 PAST_FAILURES_K = 3
@@ -46,7 +45,7 @@ def kind_tag(kind: str) -> str:
     return f"{FAILURES_TAG}:{kind}"
 
 
-def task_kind(agent: Agent) -> str:
+def task_kind(agent: AgentView) -> str:
     """The kind of task, the second half of the diary's namespace.
 
     ``agent.task_kind`` when set; else the program the oracle runs
@@ -77,7 +76,7 @@ def _clip(text: str, limit: int = ORACLE_OUTPUT_CHARS) -> str:
     return text[:head] + f"\n... [{len(text) - limit} characters cut] ...\n" + text[-(limit - head):]
 
 
-def run_oracle(oracle: str | Callable[..., Any], run: Run, timeout_s: float = ORACLE_TIMEOUT_S
+def run_oracle(oracle: str | Callable[..., Any], run: RunView, timeout_s: float = ORACLE_TIMEOUT_S
                ) -> tuple[bool, str]:
     """Ask the external oracle.  Returns (passed, output).
 
@@ -130,7 +129,7 @@ def parse_lesson(content: str) -> dict[str, str]:
 class FailureDiary:
     """The trial loop of one run."""
 
-    def __init__(self, agent: Agent, oracle: str | Callable[..., Any] | None = None):
+    def __init__(self, agent: AgentView, oracle: str | Callable[..., Any] | None = None):
         if agent.max_trials < 1:
             raise ValueError("max_trials must be at least 1")
         chosen = agent.oracle if oracle is None else oracle
@@ -146,7 +145,7 @@ class FailureDiary:
         self.reset_pending = False
 
     # --- memory -------------------------------------------------------------------------
-    def retrieve(self, run: Run, store: Any) -> None:
+    def retrieve(self, run: RunView, store: Any) -> None:
         """Fetch the most similar past failures of this kind (once, at the start)."""
         self.retrieved = True
         if store is None:
@@ -175,11 +174,11 @@ class FailureDiary:
         return "\n\n".join(parts)
 
     # --- the trial loop -----------------------------------------------------------------
-    def judge(self, run: Run) -> dict[str, Any]:
+    def judge(self, run: RunView) -> dict[str, Any]:
         passed, output = run_oracle(self.oracle, run)
         return {"trial": self.trial, "passed": passed, "output": output}
 
-    def reflect(self, run: Run, oracle_output: str) -> str:
+    def reflect(self, run: RunView, oracle_output: str) -> str:
         """One concrete, reusable lesson from the trajectory and the oracle's output."""
         from ..llm.prompts import json_system
 
@@ -200,7 +199,7 @@ class FailureDiary:
         last = [line for line in oracle_output.splitlines() if line.strip()][-1:] or ["no output"]
         return f"The oracle failed with: {last[0][:200]}; fix that before calling finish."
 
-    def store(self, run: Run, store: Any, lesson: str, oracle_output: str) -> Any:
+    def store(self, run: RunView, store: Any, lesson: str, oracle_output: str) -> Any:
         if store is None:
             return None
         try:

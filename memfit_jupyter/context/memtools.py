@@ -19,7 +19,7 @@ from ..secrets import redact
 from ..tools import Param, Tool, ToolContext
 
 if TYPE_CHECKING:
-    from ..run import Run
+    from ..protocols import RunView
     from .tiers import TieredContext
 
 ARCHIVAL_OFF = ("archival memory is off: this run has no memory store "
@@ -48,7 +48,7 @@ def _excerpt(text: str, query: str, limit: int = 400) -> str:
     return (" | ".join(lines) if lines else text)[:limit]
 
 
-def store_of(run: Run) -> Any:
+def store_of(run: RunView) -> Any:
     """The run's long-term memory store, or None: ``run.memory`` (set by the memory extension),
     else the agent's ``memory`` when it is a store object."""
     store = getattr(run, "memory", None)
@@ -59,7 +59,7 @@ def store_of(run: Run) -> Any:
     return store
 
 
-def memory_tools(tiers: TieredContext, run: Run) -> list[Tool]:
+def memory_tools(tiers: TieredContext, run: RunView) -> list[Tool]:
     """The five memory tools, bound to one run's tiers."""
 
     def core_memory_append(ctx: ToolContext, label: str, content: str, request_heartbeat: bool = False) -> ToolResult:

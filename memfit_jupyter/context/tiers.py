@@ -35,11 +35,11 @@ from typing import TYPE_CHECKING, Any
 
 from .. import events as ev
 from ..llm.tokens import estimate_tokens
+from ..records import SUMMARY_TAG, Entry
 from ..reliability.limits import check_number
-from ..timeline import SUMMARY_TAG, Entry
 
 if TYPE_CHECKING:
-    from ..run import Run
+    from ..protocols import RunView
 
 __all__ = ["PRESSURE_TAG", "SUMMARY_TAG", "ContextConfig", "TieredContext"]
 
@@ -159,7 +159,7 @@ class TieredContext:
             self._system = (text, self.count(text) + MESSAGE_OVERHEAD)
         return self._system[1]
 
-    def used_tokens(self, run: Run) -> int:
+    def used_tokens(self, run: RunView) -> int:
         """Tokens of the main context: the system prompt the model last saw plus the queue."""
         entries = run.timeline.entries
         seen, counted, total = self._queue
@@ -188,7 +188,7 @@ class TieredContext:
             self.scale = max(self.scale, min(self.MAX_SCALE, provider_tokens / counted))
 
     # --- the loop -------------------------------------------------------------------
-    def check(self, run: Run) -> str:
+    def check(self, run: RunView) -> str:
         """Measure the main context; warn or flush as the watermarks say.  Returns the watermark."""
         window = self.window
         if not window:
@@ -218,14 +218,14 @@ class TieredContext:
         self._emit(run, used, window, mark)
         return mark
 
-    def _emit(self, run: Run, used: int, window: int, mark: str, evicted: int = 0,
+    def _emit(self, run: RunView, used: int, window: int, mark: str, evicted: int = 0,
               summary: str | None = None) -> None:
         self.last = {"used_tokens": used, "window": window, "ratio": round(used / window, 4),
                      "watermark": mark, "evicted": evicted, "recall_size": len(self.recall),
                      "summary": summary}
         run.emit(ev.Context(**self.last))
 
-    def flush(self, run: Run) -> list[Entry]:
+    def flush(self, run: RunView) -> list[Entry]:
         """Choose about half a window of the oldest entries, move them to recall and summarise them
         recursively; the ``context`` event of the flush then takes them out of the timeline.
 
@@ -254,7 +254,7 @@ class TieredContext:
         self.warned = False
         return evicted
 
-    def _summarise(self, run: Run, evicted: list[Entry]) -> str:
+    def _summarise(self, run: RunView, evicted: list[Entry]) -> str:
         from ..llm.prompts import json_system
 
         previous = self.summary or "(none yet)"
@@ -309,7 +309,7 @@ class TieredContext:
                 "Archival memory: archival_memory_insert / archival_memory_search.")
 
 
-def _system_text(run: Run) -> str:
+def _system_text(run: RunView) -> str:
     """The system prompt the model last saw (building it again would re-run every extension's hook)."""
     if run.last_prompt and run.last_prompt[0].get("role") == "system":
         text: str = run.last_prompt[0]["content"]

@@ -35,7 +35,7 @@ SHOWN = ("spin", "guard", "breaker", "format_error", "degradation", "trial", "sy
 
 def explanation(m: Any, model: str | None = None) -> tuple[str, str]:
     """The note above the two runs: (text/plain, text/html)."""
-    from ..catalogue import CLASSES
+    from ..study.catalogue import CLASSES
 
     classes = [f"{c} {CLASSES[c][0]} ({CLASSES[c][1]})" for c in m.classes]
     rows = [("Published class", "; ".join(classes)), ("Task", m.task), ("Mechanism", m.mechanism),
@@ -57,7 +57,7 @@ def outcome_table(m: Any, seen: dict[str, dict[str, Any]], scripted: bool) -> An
     """One row per side: what its run showed, what the catalogue says it shows, and whether they agree."""
     import polars as pl
 
-    from ..catalogue import _expected, check
+    from ..study.catalogue import _expected, check
 
     rows = []
     for side in ("on", "off"):
@@ -102,7 +102,7 @@ class DemoMagics(Magics):
     @line_magic
     def memfit_demo(self, line: str) -> Any:
         """Run a failure mode's on/off pair side by side; with no mode, show the catalogue."""
-        from ..catalogue import catalogue, mode
+        from ..study.catalogue import catalogue, mode
 
         args = parse_argstring(self.memfit_demo, line)
         if not args.mode:
@@ -121,7 +121,7 @@ class DemoMagics(Magics):
         return None
 
     def _start(self, m: Any, root: Path, model: str | None) -> dict[str, Any]:
-        from ..catalogue import start
+        from ..study.catalogue import start
 
         runs = {}
         for side in ("on", "off"):
@@ -137,7 +137,7 @@ class DemoMagics(Magics):
         two finished runs; then the on/off table."""
         from IPython.display import display
 
-        from ..catalogue import outcome
+        from ..study.catalogue import outcome
         from .display import CompareDisplay, RunDisplay, captured_logs
 
         plain, rich = explanation(m, model)

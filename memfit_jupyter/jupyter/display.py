@@ -140,7 +140,7 @@ class CompareDisplay:
         self.handle: Any = None
 
     def _bundle(self) -> tuple[dict, dict]:
-        from ..compare import COMPARE_MIME, compare
+        from ..study.compare import COMPARE_MIME, compare
 
         # Traces, not runs: compare() would run a run that has not started to its end.
         data = compare(*(v.run.trace() for v in self.views), labels=self.labels)._repr_mimebundle_()

@@ -147,7 +147,7 @@ def _fork(magics: Any, args: Any) -> None:
 
 
 def _blame(magics: Any, args: Any) -> Any:
-    from ..intervention import blame
+    from ..study.intervention import blame
 
     _check_name(args.name)
     target = _target(magics, args.run)

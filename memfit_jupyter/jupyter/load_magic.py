@@ -58,7 +58,7 @@ class LoadMagics(Magics):
         """Show a run recorded by another agent (or a saved memfit trace) in the run view."""
         from IPython.display import display
 
-        from ..analysis import analyze
+        from ..study.analysis import analyze
         from ..trajectories import TrajectoryFormatError, load_trajectory
 
         try:

@@ -27,9 +27,7 @@ SCRIPT = Path(__file__).resolve().parents[1] / "report_static" / "memfit-report.
 
 def _payload(obj: Any) -> tuple[str, dict[str, Any], str]:
     """(kind, data, title) of what a report draws: a run, a trace or a comparison."""
-    from ..compare import Comparison
-
-    if isinstance(obj, Comparison):
+    if callable(getattr(obj, "payload", None)):  # a comparison (compare.Comparison)
         return "compare", obj.payload(), f"memfit compare: {obj.labels[0]} vs {obj.labels[1]}"
     if isinstance(obj, dict):
         if not isinstance(obj.get("events"), list):
@@ -55,7 +53,7 @@ def report_html(obj: Any) -> str:
         raise FileNotFoundError(f"the report's renderer is not built ({SCRIPT}): run `jlpm build` in labextension/")
     kind, data, title = _payload(obj)
     payload = json.dumps({"kind": kind, "data": data}, ensure_ascii=False, default=str)
-    from .. import __version__
+    from ..version import __version__
 
     return (
         "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"

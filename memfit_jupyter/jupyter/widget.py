@@ -33,7 +33,7 @@ from typing import Any
 import ipywidgets as W
 from traitlets import Dict, Unicode
 
-from .. import __version__
+from ..version import __version__
 from .display import MAX_LIVE_CARDS, THROTTLE_MS, captured_logs
 
 log = logging.getLogger("memfit_jupyter")

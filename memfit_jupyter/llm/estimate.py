@@ -9,10 +9,13 @@ sizes are the run's own longest replies once it has some, else typical sizes.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .client import DEFAULT_MAX_TOKENS
 from .tokens import estimate_message_tokens
+
+if TYPE_CHECKING:
+    from ..protocols import RunView
 
 #: Output tokens a reply of each purpose typically takes, before the run has seen one.
 TYPICAL_REPLY_TOKENS = {"action": 120, "reflection": 150, "triage": 120}
@@ -20,7 +23,7 @@ TYPICAL_REPLY_TOKENS = {"action": 120, "reflection": 150, "triage": 120}
 SIDE_CALL_PROMPT_SHARE = 0.5
 
 
-def estimate(run: Any) -> dict[str, Any]:
+def estimate(run: RunView) -> dict[str, Any]:
     """The expected and worst-case cost of the next iteration of ``run``, and what the budget buys.
 
     >>> run.estimate()["iteration_cost_usd"]      # doctest: +SKIP
@@ -51,6 +54,6 @@ def estimate(run: Any) -> dict[str, Any]:
     }
 
 
-def _reflects(run: Any) -> bool:
+def _reflects(run: RunView) -> bool:
     level = getattr(run.agent, "reflection", "auto")
     return not (isinstance(level, int) and level == 0)

@@ -66,7 +66,7 @@ class ProviderRejected(RunFailed):
 
 def key_names(model: str) -> list[str]:
     """The environment variables that hold the key for ``model`` (litellm's list, else a guess)."""
-    from .backend import import_litellm
+    from .loader import import_litellm
 
     litellm = import_litellm()
     try:
@@ -139,7 +139,7 @@ def unreachable_message(model: str, api_base: str | None) -> str:
 
 def classify(exc: Exception, model: str) -> Failure:
     """The kind of a litellm exception for a call to ``model``, with a message a person can act on."""
-    from .backend import import_litellm
+    from .loader import import_litellm
 
     litellm = import_litellm()
     line = first_line(exc)

@@ -8,12 +8,15 @@ flushes, moving the oldest entries to recall behind a recursive summary.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 from .tokens import estimate_message_tokens
 
+if TYPE_CHECKING:
+    from ..protocols import RunView
 
-def flush_for_overflow(run: Any) -> bool:
+
+def flush_for_overflow(run: RunView) -> bool:
     """Flush ``run``'s tiered context after an overflow; whether anything was moved out."""
     context = getattr(run, "context", None)
     tiers = getattr(context, "tiers", None)

@@ -20,7 +20,7 @@ n-th reply.  Conditions on prompt text let a scripted agent react to guidance
 injected into its context, as a real model would.  ``defaults.toml`` answers
 every purpose that a scenario does not script.  ``classes`` and the ``[mode]``
 table say which published failure classes a scenario shows and how its failure
-mode is demoed (see ``memfit_jupyter/catalogue.py``).  A top-level ``latency_s``
+mode is demoed (see ``memfit_jupyter/study/catalogue.py``).  A top-level ``latency_s``
 is how long each of the scenario's replies takes unless the reply sets ``delay_s``
 (the defaults' replies included): a hosted model's latency, for a demo that needs
 calls to take real time.
@@ -82,9 +82,9 @@ class Scenario:
     rules: dict[str, tuple[Rule, ...]] = field(default_factory=dict)
     files: dict[str, str] = field(default_factory=dict)
     task: str = ""
-    #: MAST / TRAIL failure classes the scenario shows (None: the file declares none, see catalogue.py).
+    #: MAST / TRAIL failure classes the scenario shows (None: the file declares none, see study/catalogue.py).
     classes: tuple[str, ...] | None = None
-    #: The failure mode it reproduces, with its on/off pair (the ``[mode]`` table, see catalogue.py).
+    #: The failure mode it reproduces, with its on/off pair (the ``[mode]`` table, see study/catalogue.py).
     mode: dict[str, Any] = field(default_factory=dict)
 
     @property

@@ -71,7 +71,7 @@ def choose_mode(model: str, requested: str = "auto", custom_base: bool = False) 
         return requested
     if model.startswith("memfit/"):
         return "text"
-    from .backend import import_litellm
+    from .loader import import_litellm
 
     litellm = import_litellm()
     try:

@@ -15,26 +15,40 @@ Importing this package does not import usearch.
 
 from __future__ import annotations
 
+import importlib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..extension import Hooks
 from .dedup import DedupConfig
-from .entity import MemoryEntity, ScoredMemory, SearchResults
-from .postgres import is_url
+from .entity import MemoryEntity, ScoredMemory, SearchResults, result_dicts
 from .ranking import RankingConfig
-from .retrieval import MemoryBackend
-from .store import MemoryStore, StoreWarning, open_store
 from .triage import TriageConfig
 
 if TYPE_CHECKING:
-    from ..records import ActionRecord, RunResult
-    from ..timeline import Entry
+    from ..protocols import RunView
+    from ..records import ActionRecord, Entry, RunResult
     from ..tools import Tool
+    from .retrieval import MemoryBackend
+    from .store import MemoryStore, StoreWarning, open_store
 
 __all__ = ["DedupConfig", "MemoryBackend", "MemoryConfig", "MemoryEntity", "MemoryStore", "RankingConfig", "ScoredMemory", "SearchResults",
            "StoreWarning", "TriageConfig", "extension_for", "open_store", "DEFAULT_DIR", "TASK_SEARCH_BYTES"]
+
+#: Names loaded on first use: the stores and their modules (SQLite, usearch, PostgreSQL, the
+#: embedders) load only when a store is opened, not when the package is imported.
+_LAZY = {"MemoryStore": ".store", "StoreWarning": ".store", "open_store": ".store", "MemoryBackend": ".retrieval"}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(module, __name__), name)
+    globals()[name] = value
+    return value
+
 
 #: The default store, relative to the agent's working directory.
 DEFAULT_DIR = ".memfit"
@@ -64,6 +78,10 @@ TOOL_SEARCH_BYTES = MemoryConfig.tool_search_bytes
 def resolve_store(memory: Any, workdir: str | Path = ".") -> MemoryBackend | None:
     """The store an ``Agent(memory=...)`` means: None -> ``<workdir>/.memfit``, False -> none,
     a path -> the store there, a store (``MemoryBackend``: search, add, add_many, flush) -> itself."""
+    from .postgres import is_url
+    from .retrieval import MemoryBackend
+    from .store import open_store
+
     if memory is False:
         return None
     if memory is None or memory is True:
@@ -81,16 +99,10 @@ def resolve_store(memory: Any, workdir: str | Path = ".") -> MemoryBackend | Non
                     + (f" (a store needs {', '.join(missing)})" if missing else ""))
 
 
-def result_dicts(results: Any) -> list[dict[str, Any]]:
-    """Results as the ``memory`` event carries them: id, content, score, breakdown."""
-    return [{"id": r.id, "content": r.content, "score": r.score, "breakdown": dict(r.breakdown)}
-            for r in results]
-
-
 class MemoryExtension(Hooks):
     """The memory hooks and tools of one run; provides ``memory`` (the store)."""
 
-    def __init__(self, run: Any, store: MemoryBackend, config: MemoryConfig | None = None):
+    def __init__(self, run: RunView, store: MemoryBackend, config: MemoryConfig | None = None):
         self.run = run
         self.store = store
         self.config = config or MemoryConfig()
@@ -110,7 +122,7 @@ class MemoryExtension(Hooks):
         # Their effects are memory events: a replay runs them again against the recorded memory.
         return [dataclasses.replace(t, internal=True) for t in memory_tools(self)]
 
-    def _fresh(self, run: Any) -> list[Entry]:
+    def _fresh(self, run: RunView) -> list[Entry]:
         """The timeline entries not triaged yet."""
         entries: list[Entry] = run.timeline.entries
         if entries is self._last[0]:  # appended to since: the new entries are the tail
@@ -122,7 +134,7 @@ class MemoryExtension(Hooks):
         self._seen_ids.update(id(e) for e in fresh)
         return fresh
 
-    def after_action(self, run: Any, record: ActionRecord) -> None:
+    def after_action(self, run: RunView, record: ActionRecord) -> None:
         """Seed 3.7.1: the timeline's diff since the last triage goes to triage, when the
         iteration has something to keep (``triage.triage_due``)."""
         from .triage import triage_due
@@ -132,7 +144,7 @@ class MemoryExtension(Hooks):
         done = bool(record.ok and record.data.get("final"))
         self._triage(run, record.iteration, done, "the agent called finish" if done else (record.error or None))
 
-    def _triage(self, run: Any, iteration: int, done: bool, reason: str | None) -> None:
+    def _triage(self, run: RunView, iteration: int, done: bool, reason: str | None) -> None:
         from .triage import contextual_input, handle_memory, render_entries
 
         config = self.config.triage
@@ -150,7 +162,7 @@ class MemoryExtension(Hooks):
         run.emit("memory", op="triage", query="", results=[], added=outcome["added"], bytes=0,
                  source=outcome["source"], duplicates=outcome["duplicates"], error=outcome["error"])
 
-    def on_finish(self, run: Any, result: RunResult) -> None:
+    def on_finish(self, run: RunView, result: RunResult) -> None:
         """Seed 3.7.2: a completed task searches memory (4 KB) and shows what it found.  A run that
         failed triages the steps not triaged yet (a failure is something to keep); its reason is
         the engine's word on the ending, not a lesson, so it is not given."""
@@ -166,7 +178,7 @@ class MemoryExtension(Hooks):
             self.store.flush()
 
 
-def extension_for(run: Any) -> MemoryExtension | None:
+def extension_for(run: RunView) -> MemoryExtension | None:
     """The memory extension of ``run`` (None with ``memory=False``)."""
     store = resolve_store(run.agent.memory, run.agent.workdir)
     if store is None:

@@ -254,8 +254,9 @@ class LiteLLMEmbedder:
         return self._dim
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
-        os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
-        import litellm
+        from ..llm.loader import import_litellm  # litellm only through llm/ (offline, quiet)
+
+        litellm = import_litellm()
 
         if not texts:
             return np.zeros((0, self._dim or 0), dtype=np.float32)

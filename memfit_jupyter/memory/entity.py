@@ -140,3 +140,9 @@ class SearchResults(list[ScoredMemory]):
 
     def to_dicts(self) -> list[dict[str, Any]]:
         return [m.to_dict() for m in self]
+
+
+def result_dicts(results: Iterable[Any]) -> list[dict[str, Any]]:
+    """Results as the ``memory`` event carries them: id, content, score, breakdown."""
+    return [{"id": r.id, "content": r.content, "score": r.score, "breakdown": dict(r.breakdown)}
+            for r in results]

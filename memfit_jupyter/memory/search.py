@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
 
@@ -22,7 +22,6 @@ from .ranking import RankingConfig, rank, select_by_bytes
 
 if TYPE_CHECKING:
     from ..llm.client import LLMClient
-    from .retrieval import SeedRetrieval
 
 TAG_LIMIT = 20
 SEMANTIC_LIMIT = 15
@@ -52,6 +51,20 @@ class Candidates:
         return {i: tuple(s) for i, s in out.items()}
 
 
+class Searchable(Protocol):
+    """What the pipeline uses of a store (``retrieval.SeedRetrieval``, which both stores are)."""
+
+    ranking: RankingConfig
+
+    def tags(self) -> dict[str, int]: ...
+
+    def embed_query(self, query: str) -> np.ndarray: ...
+
+    def candidates(self, q: np.ndarray, query: str, *, tags: Iterable[str] = (), only: Iterable[str] | None = None,
+                   tag_limit: int = TAG_LIMIT, semantic_limit: int = SEMANTIC_LIMIT,
+                   lexical_limit: int = SEMANTIC_LIMIT) -> Candidates: ...
+
+
 def select_tags(llm: LLMClient, query: str, known: list[str], iteration: int = 0) -> list[str]:
     """Ask the model which of the store's tags fit the query; unknown tags are dropped."""
     if not known:
@@ -68,7 +81,7 @@ def select_tags(llm: LLMClient, query: str, known: list[str], iteration: int = 0
     return [t.strip().lower() for t in reply.value.tags if t.strip().lower() in have]
 
 
-def search_memory(store: SeedRetrieval, query: str, *, k: int | None = 10, bytes_limit: int | None = None,
+def search_memory(store: Searchable, query: str, *, k: int | None = 10, bytes_limit: int | None = None,
                   tags: Iterable[str] | None = None, llm: LLMClient | None = None, disable_ai: bool = True,
                   ranking: str | RankingConfig | None = None, iteration: int = 0) -> SearchResults:
     """Run the pipeline on ``store``; see the module docstring."""

@@ -2,20 +2,30 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, Protocol
 
 from ..records import ToolResult
 from ..tools import Param, Tool, ToolContext
+from .entity import result_dicts
 
 if TYPE_CHECKING:
-    from . import MemoryExtension
+    from .retrieval import MemoryBackend
 
 
-def memory_tools(ext: MemoryExtension) -> list[Tool]:
+class Bound(Protocol):
+    """What the tools use of the memory extension (``MemoryExtension``): its run, store and config."""
+
+    run: Any
+    store: MemoryBackend
+    config: Any
+
+
+def memory_tools(ext: Bound) -> list[Tool]:
     """The two tools bound to one run's memory extension."""
-    from . import TOOL_SEARCH_BYTES, result_dicts
+    # The field's default (``MemoryConfig.tool_search_bytes``, the package's TOOL_SEARCH_BYTES).
+    default_bytes: int = type(ext.config).tool_search_bytes
 
-    def memory_search(ctx: ToolContext, query: str, bytes_limit: int = TOOL_SEARCH_BYTES) -> ToolResult:
+    def memory_search(ctx: ToolContext, query: str, bytes_limit: int = default_bytes) -> ToolResult:
         if bytes_limit < 1:
             return ToolResult(ok=False, error="bytes_limit must be positive")
         run = ext.run

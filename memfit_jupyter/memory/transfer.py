@@ -4,17 +4,28 @@ re-embeds with the target store's embedder).  Works on any store with ``list``, 
 
 from __future__ import annotations
 
+import builtins
 import json
 import os
+from collections.abc import Iterable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
-    from .postgres import PostgresStore
-    from .store import MemoryStore
+    from .entity import MemoryEntity
 
 
-def export_jsonl(store: MemoryStore | PostgresStore, path: str | os.PathLike[str]) -> int:
+class Transferable(Protocol):
+    """What export and import use of a store (the SQLite and the PostgreSQL store have it)."""
+
+    def list(self) -> builtins.list[MemoryEntity]: ...
+
+    def get(self, id: str) -> MemoryEntity | None: ...
+
+    def add_many(self, items: Iterable[dict[str, Any]]) -> builtins.list[str | None]: ...
+
+
+def export_jsonl(store: Transferable, path: str | os.PathLike[str]) -> int:
     """Write every memory of ``store``, oldest first, to ``path`` (atomically). Returns the count."""
     target = Path(path)
     tmp = target.with_name(f".{target.name}.tmp")
@@ -43,7 +54,7 @@ def read_jsonl(path: str | os.PathLike[str]) -> list[dict[str, Any]]:
     return items
 
 
-def import_jsonl(store: MemoryStore | PostgresStore, path: str | os.PathLike[str]) -> dict[str, int]:
+def import_jsonl(store: Transferable, path: str | os.PathLike[str]) -> dict[str, int]:
     """Add the memories of an export to ``store`` (ids kept when free); duplicates are skipped.
     Nothing is added when any line is bad."""
     items = [{**d, "id": None} if d.get("id") and store.get(str(d["id"])) is not None else d

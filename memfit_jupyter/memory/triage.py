@@ -30,8 +30,7 @@ from .text import tag_keywords as keywords  # readable words for tags and questi
 
 if TYPE_CHECKING:
     from ..llm.client import LLMClient
-    from ..records import ActionRecord
-    from ..timeline import Entry
+    from ..records import ActionRecord, Entry
     from .retrieval import MemoryBackend
 
 

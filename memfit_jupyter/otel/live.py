@@ -52,8 +52,8 @@ from typing import Any
 
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter
 
-from .. import __version__
 from ..secrets import package_logger, refresh_env_secrets
+from ..version import __version__
 from . import conventions, sdk
 from .saved import TRACER_NAME
 from .spans import SpanBuilder

@@ -69,7 +69,7 @@ def spans(trace: Any, *, content: bool | None = None,
     provider, ids = sdk.provider(resource_attributes)
     memory = InMemorySpanExporter()
     provider.add_span_processor(SimpleSpanProcessor(memory))
-    from .. import __version__
+    from ..version import __version__
 
     builder = SpanBuilder(provider.get_tracer(TRACER_NAME, __version__), ids, header=header_of(trace),
                           wall0_ns=_wall0_ns(trace), content=conventions.capture_content(content))

@@ -53,7 +53,7 @@ class PlannedIds(IdGenerator):
 def resource(extra: Mapping[str, Any] | None = None) -> Resource:
     """``service.name`` memfit-jupyter unless ``OTEL_SERVICE_NAME`` / ``OTEL_RESOURCE_ATTRIBUTES``
     or ``extra`` say otherwise (Phoenix files spans under ``openinference.project.name``)."""
-    from .. import __version__
+    from ..version import __version__
 
     found = Resource.create(dict(extra or {}))
     if str(found.attributes.get("service.name", "unknown_service")).startswith("unknown_service"):

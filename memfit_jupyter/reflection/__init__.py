@@ -21,7 +21,7 @@ from .records import ActionReflection, EnvironmentalImpact, SpinDetectionResult
 from .spin import SpinMonitor, SpinVerdict
 
 if TYPE_CHECKING:
-    from ..run import Run
+    from ..protocols import RunView
 
 __all__ = [
     "DETECTORS", "ActionReflection", "EnvironmentalImpact", "ReflectionConfig", "ReflectionExtension",
@@ -43,19 +43,19 @@ class ReflectionExtension(Hooks):
         """Every reflection of the run, in order."""
         return self.reflector.history
 
-    def system_sections(self, run: Run) -> list[str]:
+    def system_sections(self, run: RunView) -> list[str]:
         if self.config.prompt_place != "system":
             return []
         section = self.reflector.prompt_section(run)
         return [section] if section else []
 
-    def prompt_tail(self, run: Run) -> list[str]:
+    def prompt_tail(self, run: RunView) -> list[str]:
         if self.config.prompt_place != "end":
             return []
         section = self.reflector.prompt_section(run)
         return [section] if section else []
 
-    def after_action(self, run: Run, record: ActionRecord) -> None:
+    def after_action(self, run: RunView, record: ActionRecord) -> None:
         cfg = self.config
         verdict = self.spin.detect(run, record)
         level, trigger = decide_level(record, run.records, tool=run.tools.get(record.tool), forced=cfg.forced,
@@ -68,7 +68,7 @@ class ReflectionExtension(Hooks):
         self.spin.apply(run, verdict)
 
 
-def extension_for(run: Run) -> ReflectionExtension | None:
+def extension_for(run: RunView) -> ReflectionExtension | None:
     """The reflection extension of ``run``, or None when reflection is ``none``."""
     config = ReflectionConfig.from_agent(run.agent)
     if config.forced == ReflectionLevel.NONE:

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 from ..records import ReflectionLevel
 
 if TYPE_CHECKING:
-    from ..agent import Agent
+    from ..protocols import AgentView
 
 #: The named detectors; each can be switched off with ``Agent(detectors={name: False})``.
 DETECTORS = (
@@ -127,7 +127,7 @@ class ReflectionConfig:
         return None if self.reflection == "auto" else ReflectionLevel.parse(self.reflection)
 
     @classmethod
-    def from_agent(cls, agent: Agent) -> ReflectionConfig:
+    def from_agent(cls, agent: AgentView) -> ReflectionConfig:
         """The config for an agent: its own (``agent.config(ReflectionConfig)``), an explicit
         ReflectionConfig among its extensions, else one made from its settings."""
         configs = getattr(agent, "configs", None)

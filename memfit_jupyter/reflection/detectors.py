@@ -32,7 +32,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from ..records import ActionRecord
-from ..trajectories.common import command_program  # the package's one parser of shell programs
+from ..tools import command_program
 from .levels import NOT_AN_ACTION
 from .progress import (
     Edit,

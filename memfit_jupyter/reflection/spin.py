@@ -33,7 +33,7 @@ from .records import SpinDetectionResult
 
 if TYPE_CHECKING:
     from ..events import Event
-    from ..timeline import Timeline
+    from ..protocols import TimelineView
 
 #: A detector bound to the history it looks at: its finding, or None.
 Check = Callable[[], SpinDetectionResult | None]
@@ -47,7 +47,7 @@ class SpinSubject(Protocol):
     @property
     def records(self) -> list[ActionRecord]: ...
     @property
-    def timeline(self) -> Timeline: ...
+    def timeline(self) -> TimelineView: ...
     #: The layer-2 judge (``call(purpose, messages, ...)``), or None when there is none to ask.
     @property
     def llm(self) -> Any: ...

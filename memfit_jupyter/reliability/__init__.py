@@ -16,8 +16,8 @@ from ..extension import Hooks
 from .config import ReliabilityConfig
 
 if TYPE_CHECKING:
+    from ..protocols import RunView
     from ..records import ActionRecord
-    from ..run import Run
     from ..tools import Tool
 
 
@@ -25,7 +25,7 @@ if TYPE_CHECKING:
 class ReliabilityExtension(Hooks):
     """The run's hooks for reliability; provides ``breakers`` (the run's model calls go through them)."""
 
-    def __init__(self, run: Run):
+    def __init__(self, run: RunView):
         from .breakers import RunBreakers, breakers_for
         from .recursive import SubQueryTool
 
@@ -40,7 +40,7 @@ class ReliabilityExtension(Hooks):
     def provides(self) -> dict[str, Any]:
         return {"breakers": self.breakers}
 
-    def on_start(self, run: Run) -> None:
+    def on_start(self, run: RunView) -> None:
         # litellm takes seconds to import on a first call: import it now, under the run's time
         # budget, so that the import is not a model call's (a timeout the breakers would count).
         from .guarantees import load_model_library
@@ -53,12 +53,12 @@ class ReliabilityExtension(Hooks):
         guarded = self.guards.tools(BUILTIN_TOOLS["finish"]) if self.guards is not None else []
         return [self.sub_query.tool(), *guarded]
 
-    def before_iteration(self, run: Run) -> None:
+    def before_iteration(self, run: RunView) -> None:
         # A shell command must not outlive the run's time budget.
         left = max(0.05, run.budget.remaining_time())
         run.tool_context.shell_timeout_s = min(self.shell_timeout_s, left)
 
-    def after_action(self, run: Run, record: ActionRecord) -> None:
+    def after_action(self, run: RunView, record: ActionRecord) -> None:
         if self.guards is not None:
             self.guards.after_action(run, record)
         stopped, self.sub_query.stopped = self.sub_query.stopped, None
@@ -66,5 +66,5 @@ class ReliabilityExtension(Hooks):
             raise stopped
 
 
-def extension_for(run: Run) -> ReliabilityExtension:
+def extension_for(run: RunView) -> ReliabilityExtension:
     return ReliabilityExtension(run)

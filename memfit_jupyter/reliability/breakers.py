@@ -52,7 +52,7 @@ from ..errors import ModelCallError
 from ..llm.failures import NOT_TIER_HEALTH_KINDS
 
 if TYPE_CHECKING:
-    from ..agent import Agent
+    from ..protocols import AgentView
 
 log = logging.getLogger("memfit_jupyter")
 
@@ -357,7 +357,7 @@ class RunBreakers:
         return self.shared.fallbacks
 
 
-def breakers_for(agent: Agent) -> BreakerSet:
+def breakers_for(agent: AgentView) -> BreakerSet:
     """The agent's breaker set, made on first use from its tiers and settings."""
     found: BreakerSet | None = agent.__dict__.get("_breakers")
     if found is None or {t: b.model for t, b in found.breakers.items()} != {k: v for k, v in agent.tiers.items() if v}:

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 from ..records import GracefulDegradationPlan
 
 if TYPE_CHECKING:
-    from ..run import Run
+    from ..protocols import RunView
 
 #: What to do next, by the limit that ran out.
 RECOMMENDATIONS = {
@@ -32,7 +32,7 @@ def recommendations_for(limit: str | None) -> list[str]:
     return [first, ALWAYS] if first else [ALWAYS]
 
 
-def degradation_plan(run: Run, reason: str, *, limit: str | None = None, tried: list[str] | None = None,
+def degradation_plan(run: RunView, reason: str, *, limit: str | None = None, tried: list[str] | None = None,
                      recommendations: list[str] | None = None) -> GracefulDegradationPlan:
     """What the person gets from ``run`` stopped for ``reason``: the best answer so far, what it
     cost, what was tried and what to do next."""

@@ -35,7 +35,7 @@ from .deadline import call_with_deadline
 from .limits import check_number
 
 if TYPE_CHECKING:
-    from ..run import Run
+    from ..protocols import RunView
 
 T = TypeVar("T")
 
@@ -189,7 +189,7 @@ class OverrideRefused(MemfitError, PermissionError):
     """An override without explicit confirmation, or of a run that cannot go on."""
 
 
-def load_model_library(run: Run) -> None:
+def load_model_library(run: RunView) -> None:
     """Import litellm for ``run`` if its calls go through litellm and it is not imported yet,
     charged to the run's time budget (``BudgetTracker.charge``)."""
     from ..llm.backend import LiteLLMBackend, import_litellm, litellm_loaded
@@ -201,7 +201,7 @@ def load_model_library(run: Run) -> None:
 _LIMITS = ("max_cost_usd", "max_duration_seconds", "max_recursive_calls")
 
 
-def override(run: Run, *, confirm: bool = False, **limits: Any) -> ExecutionGuarantees:
+def override(run: RunView, *, confirm: bool = False, **limits: Any) -> ExecutionGuarantees:
     """Raise a run's limits (MECHANISMS.md §4.3), with explicit confirmation; a degraded run goes on.
 
     >>> run.override(confirm=True, max_cost_usd=2.0)   # doctest: +SKIP

@@ -42,8 +42,7 @@ from ..events import Guidance
 from ..records import ActionRecord, ToolResult
 
 if TYPE_CHECKING:
-    from ..agent import Agent
-    from ..run import Run
+    from ..protocols import AgentView, RunView
     from ..tools import Tool, ToolContext
 
 GUARDS = ("unverified_finish", "premature_finish", "termination_condition", "reasoning_action_mismatch",
@@ -96,7 +95,7 @@ class GuardConfig:
         return bool(self.guards.get(name, False))
 
     @classmethod
-    def from_agent(cls, agent: Agent) -> GuardConfig | None:
+    def from_agent(cls, agent: AgentView) -> GuardConfig | None:
         for ext in getattr(agent, "extensions", ()):
             if isinstance(ext, cls):
                 return ext
@@ -144,7 +143,7 @@ def _text(record: ActionRecord) -> str:
     return json.dumps(record.params, ensure_ascii=False, default=str)
 
 
-def _actions(run: Run) -> list[ActionRecord]:
+def _actions(run: RunView) -> list[ActionRecord]:
     return [r for r in run.records if r.tool and r.action_type != "invalid_reply"]
 
 
@@ -187,7 +186,7 @@ def premature(task: str, records: list[ActionRecord], exists: Callable[[str], bo
 class GuardMonitor:
     """The guards of one run."""
 
-    def __init__(self, config: GuardConfig, run: Run):
+    def __init__(self, config: GuardConfig, run: RunView):
         self.config = config
         self.run = run
         self.refusals: dict[str, int] = {}
@@ -230,14 +229,14 @@ class GuardMonitor:
         return None
 
     # --- after each action ---------------------------------------------------------------
-    def after_action(self, run: Run, record: ActionRecord) -> None:
+    def after_action(self, run: RunView, record: ActionRecord) -> None:
         if self.config.enabled("termination_condition"):
             self._termination(run, record)
         judged = self.config.enabled("reasoning_action_mismatch") or self.config.enabled("task_derailment")
         if judged and record.ok and record.tool in self.config.judged_tools:
             self._judge(run, record)
 
-    def _termination(self, run: Run, record: ActionRecord) -> None:
+    def _termination(self, run: RunView, record: ActionRecord) -> None:
         condition = end_condition(run.task)
         if condition is None or record.tool == "finish":
             return
@@ -254,7 +253,7 @@ class GuardMonitor:
         if record.ok and record.tool in RUNNING_TOOLS and condition in lines and self._end_seen is None:
             self._end_seen = record.iteration
 
-    def _judge(self, run: Run, record: ActionRecord) -> None:
+    def _judge(self, run: RunView, record: ActionRecord) -> None:
         """The step check: one model call at the reflection step asks whether the action carries
         out its thought and whether it works toward the task; each no is its guard's finding."""
         from ..errors import RunEnded
@@ -297,7 +296,7 @@ class GuardMonitor:
                 f"Come back to the task: {run.task}")))
 
 
-def _replaced_finish(run: Run, builtin_finish: Tool, skip: GuardMonitor) -> Tool:
+def _replaced_finish(run: RunView, builtin_finish: Tool, skip: GuardMonitor) -> Tool:
     """The finish the run would have without the guards: the last one its agent's extra tools
     or its other extensions provide, else the built-in one."""
     found = builtin_finish
@@ -311,7 +310,7 @@ def _replaced_finish(run: Run, builtin_finish: Tool, skip: GuardMonitor) -> Tool
     return found
 
 
-def _managed(run: Run) -> list[str]:
+def _managed(run: RunView) -> list[str]:
     """Files the harness reads and writes for the agent: the plan and progress files."""
     agent = run.agent
     return [str(f) for f in (getattr(agent, "plan", None), getattr(agent, "progress", None)) if f]
@@ -324,7 +323,7 @@ def _exists(ctx: ToolContext, name: str) -> bool:
         return False
 
 
-def monitor_for(run: Run) -> GuardMonitor | None:
+def monitor_for(run: RunView) -> GuardMonitor | None:
     """The guards of ``run``: None unless its agent has a ``GuardConfig`` with a guard on."""
     config = GuardConfig.from_agent(run.agent)
     if config is None or not any(config.enabled(g) for g in GUARDS):

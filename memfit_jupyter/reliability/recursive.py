@@ -20,7 +20,7 @@ from .confidence import Sample, Similarity, score
 from .synthesis import Synthesis, synthesize
 
 if TYPE_CHECKING:
-    from ..run import Run
+    from ..protocols import RunView
     from ..tools import Tool, ToolContext
 
 log = logging.getLogger("memfit_jupyter")
@@ -41,7 +41,7 @@ def sample_messages(task: str, question: str) -> list[dict[str, str]]:
             {"role": "user", "content": f"Context: the overall task is: {task}\n\nQuestion: {question}"}]
 
 
-def _spent(run: Run) -> BudgetMetrics:
+def _spent(run: RunView) -> BudgetMetrics:
     s = run.budget.spent
     return BudgetMetrics(s.cost_usd, s.prompt_tokens, s.completion_tokens, s.calls, s.duration_s)
 
@@ -52,7 +52,7 @@ def _diff(after: BudgetMetrics, before: BudgetMetrics) -> BudgetMetrics:
                          round(after.duration_s - before.duration_s, 6))
 
 
-def sub_query(run: Run, question: str, samples: int | None = None,
+def sub_query(run: RunView, question: str, samples: int | None = None,
               strategy: str | None = None) -> tuple[RecursiveResult, Synthesis, LimitsExceeded | None]:
     """Ask ``question`` ``samples`` times and synthesise.  Returns the result, how it was combined,
     and the ``LimitsExceeded`` that cut the fan-out short (the run must then end), if any."""

@@ -33,7 +33,7 @@ from ..records import SynthesisStrategy
 from .confidence import LOW_CONFIDENCE, Sample, Similarity
 
 if TYPE_CHECKING:
-    from ..run import Run
+    from ..protocols import RunView
 
 log = logging.getLogger("memfit_jupyter")
 
@@ -179,7 +179,7 @@ def majority(samples: list[Sample], sim: Similarity | None = None) -> str | None
     return max(clusters, key=lambda c: (len(c.members), c.weight)).answer
 
 
-def choose(run: Run, index: int) -> dict[str, Any]:
+def choose(run: RunView, index: int) -> dict[str, Any]:
     """Record the person's choice among the alternatives of the run's last diverse synthesis."""
     last = next((e for e in reversed(run.events)
                  if e.type == "synthesis" and e.get("alternatives") and e.get("choice") is None), None)

@@ -22,7 +22,10 @@ import sys
 import types
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .engines import Engine
 
 __all__ = ["sweep", "resume", "SweepProgress"]
 
@@ -126,7 +129,6 @@ def _run(specs: list[Any], out: Path, *, engine: str, max_parallel: int | None, 
          retries: int, address: str | None, resources: Mapping[str, Any] | None,
          ray_init: Mapping[str, Any] | None, progress: bool | str | Callable[[Any], None]) -> Any:
     from .core import run_specs
-    from .engines import make_engine
 
     eng = make_engine(engine, str(out), int(max_parallel or 0), address=address,
                       resources=dict(resources or {}), ray_init=dict(ray_init or {}))
@@ -180,6 +182,22 @@ def _frame(rows: list[dict[str, Any]]) -> Any:
                  "cost_usd": pl.Float64, "duration_s": pl.Float64}
     return pl.DataFrame(data, schema_overrides={k: v for k, v in overrides.items() if k in data},
                         strict=False)
+
+
+def make_engine(engine: str, out: str, max_parallel: int, *, address: str | None = None,
+                resources: dict[str, Any] | None = None, ray_init: dict[str, Any] | None = None) -> Engine:
+    """The engine named ``engine``: worker processes of this machine, or Ray tasks."""
+    if engine == "local":
+        if address is not None or resources:
+            raise ValueError("address= and resources= are for engine='ray'")
+        from .engines import LocalEngine
+
+        return LocalEngine(out, max_parallel)
+    if engine == "ray":
+        from .ray_engine import RayEngine
+
+        return RayEngine(out, max_parallel, address=address, resources=resources, ray_init=ray_init)
+    raise ValueError(f"unknown engine {engine!r}; choose 'local' or 'ray'")
 
 
 class _CallableModule(types.ModuleType):

@@ -100,16 +100,3 @@ class LocalEngine:
         if self._pool is not None:
             self._pool.shutdown(wait=True, cancel_futures=True)
             self._pool = None
-
-
-def make_engine(engine: str, out: str, max_parallel: int, *, address: str | None = None,
-                resources: dict[str, Any] | None = None, ray_init: dict[str, Any] | None = None) -> Engine:
-    if engine == "local":
-        if address is not None or resources:
-            raise ValueError("address= and resources= are for engine='ray'")
-        return LocalEngine(out, max_parallel)
-    if engine == "ray":
-        from .ray_engine import RayEngine
-
-        return RayEngine(out, max_parallel, address=address, resources=resources, ray_init=ray_init)
-    raise ValueError(f"unknown engine {engine!r}; choose 'local' or 'ray'")

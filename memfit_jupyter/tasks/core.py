@@ -67,9 +67,8 @@ def register(task: Task) -> Task:
 
 
 def get(name: str) -> Task:
-    """The task of the suite called ``name``."""
-    from . import suite  # noqa: F401  (registers the tasks)
-
+    """The task of the suite called ``name`` (the package's ``__init__`` imports ``suite``, which
+    registers them, before this module is used)."""
     try:
         return _REGISTRY[name]
     except KeyError:

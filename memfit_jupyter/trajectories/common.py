@@ -12,10 +12,10 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-import shlex
 from typing import Any
 
 from ..errors import MemfitError
+from ..tools import command_program as command_program
 
 TRACE_VERSION = 1
 
@@ -78,29 +78,6 @@ _SEARCH = {"grep", "egrep", "rg", "ag", "find", "locate", "which", "ack", "fd"}
 _LIST = {"ls", "tree", "pwd", "du"}
 _RUN = {"python", "python3", "python2", "node", "bash", "sh", "make", "./", "java", "go", "cargo", "npm"}
 _TEST = {"pytest", "tox", "nosetests"}
-_SKIP = {"cd", "sudo", "env", "time", "timeout", "source", "export", "set", "true", "nohup"}
-
-
-def command_program(command: str) -> str:
-    """The program a shell command runs first (after ``cd x &&``, env assignments, sudo...)."""
-    for segment in re.split(r"&&|\|\||;|\n", command or ""):
-        if segment.lstrip().startswith("#"):
-            continue
-        try:
-            words = shlex.split(segment, comments=True, posix=True)
-        except ValueError:
-            words = segment.split()
-        words = [w for w in words if not re.match(r"^[A-Za-z_][A-Za-z0-9_]*=", w)]
-        while words and (words[0] in _SKIP or words[0].startswith("-") or words[0].isdigit()):
-            if words[0] == "cd":
-                words = []
-                break
-            words = words[1:]
-        if words:
-            return words[0].rsplit("/", 1)[-1] if not words[0].startswith("./") else "./"
-    return ""
-
-
 def classify_command(command: str) -> str:
     """An action type for a shell command: read, search, list, edit, test, run, submit or shell."""
     cmd = command or ""

@@ -143,7 +143,7 @@ def report(rows) -> None:
 
 def catalogue_pairs() -> None:
     """Every mode's on/off pair with today's defaults: what it showed against what it expects."""
-    from memfit_jupyter.catalogue import modes, run_pair
+    from memfit_jupyter.study.catalogue import modes, run_pair
 
     root = tempfile.mkdtemp(prefix="memfit-bench-catalogue-")
     wrong = 0

@@ -54,7 +54,7 @@ import spin_labels  # noqa: E402
 import spin_stopping  # noqa: E402
 
 from memfit_jupyter import analyze  # noqa: E402
-from memfit_jupyter.analysis import records_of  # noqa: E402
+from memfit_jupyter.study.analysis import records_of  # noqa: E402
 
 RESULTS = Path(__file__).resolve().parents[2] / "notebooks" / "spin_eval.json"  # the notebook shows it
 STOPPING = RESULTS.with_name("spin_stopping.json")

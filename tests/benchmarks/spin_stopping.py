@@ -23,7 +23,7 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from memfit_jupyter import analyze
-from memfit_jupyter.analysis import records_of
+from memfit_jupyter.study.analysis import records_of
 
 #: The curve's points: a name, the axis it belongs to, and the analysis settings.
 POINTS: list[tuple[str, str, dict[str, Any]]] = [

@@ -26,10 +26,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .fork import ForkError, fork, last_step
+from ..fork import ForkError, fork, last_step
 
 if TYPE_CHECKING:
-    from .run import Run
+    from ..run import Run
 
 #: The observation of a skipped step.
 SKIPPED = "(this step was skipped: its action did not run)"
@@ -84,7 +84,7 @@ def fork_cost(child: Run, at: int) -> float:
 
 
 def _trace_of(run: Any) -> dict[str, Any]:
-    from .run import Run
+    from ..run import Run
 
     if isinstance(run, Run):
         return run.trace()
@@ -113,7 +113,7 @@ def _mode_fix(trace: dict[str, Any]) -> dict[str, Any] | None:
     model = str(trace.get("model") or "")
     if not model.startswith("memfit/"):
         return None
-    from .llm.scenarios import load_scenario
+    from ..llm.scenarios import load_scenario
 
     try:
         fix = dict((load_scenario(model.split("/", 1)[1]).mode or {}).get("fix") or {})
@@ -156,7 +156,7 @@ def corrections(trace: dict[str, Any], step: int, given: list[dict[str, Any]] | 
 
 def default_oracle(run: Any, trace: dict[str, Any]) -> Callable[[Run], bool]:
     """The run's own oracle: its failure diary's command, the scenario's expected answer, or done."""
-    from .replay import RECORDED_ORACLE
+    from ..replay import RECORDED_ORACLE
 
     command = getattr(getattr(run, "agent", None), "oracle", None)
     if isinstance(command, str) and command != RECORDED_ORACLE:
