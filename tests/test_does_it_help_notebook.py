@@ -7,10 +7,14 @@ import importlib.util
 import shutil
 from pathlib import Path
 
+import pytest
+
 NOTEBOOKS = Path(__file__).resolve().parent.parent / "notebooks"
 _spec = importlib.util.spec_from_file_location("notebooks_execute", NOTEBOOKS / "execute.py")
 execute = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(execute)
+
+pytestmark = pytest.mark.kernel
 
 
 def _text(cell) -> str:
