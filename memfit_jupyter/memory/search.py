@@ -22,7 +22,7 @@ from .ranking import RankingConfig, rank, select_by_bytes
 
 if TYPE_CHECKING:
     from ..llm.client import LLMClient
-    from .retrieval import SeedRetrieval
+    from .retrieval import StoreRetrieval
 
 TAG_LIMIT = 20
 SEMANTIC_LIMIT = 15
@@ -68,7 +68,7 @@ def select_tags(llm: LLMClient, query: str, known: list[str], iteration: int = 0
     return [t.strip().lower() for t in reply.value.tags if t.strip().lower() in have]
 
 
-def search_memory(store: SeedRetrieval, query: str, *, k: int | None = 10, bytes_limit: int | None = None,
+def search_memory(store: StoreRetrieval, query: str, *, k: int | None = 10, bytes_limit: int | None = None,
                   tags: Iterable[str] | None = None, llm: LLMClient | None = None, disable_ai: bool = True,
                   ranking: str | RankingConfig | None = None, iteration: int = 0) -> SearchResults:
     """Run the pipeline on ``store``; see the module docstring."""
