@@ -121,14 +121,14 @@ def one(model, task, variant, files=None, max_tokens=None, **kwargs):
 
 
 def report(rows) -> None:
-    print(f"{'run':<20} {'variant':<8} {'tokens':>7} {'ratio':>6} {'calls':>5} {'prefix':>6} {'cached':>6}  "
+    print(f"{'run':<20} {'variant':<11} {'tokens':>7} {'ratio':>6} {'calls':>5} {'prefix':>6} {'cached':>6}  "
           f"status  calls/tokens by purpose")
     for name, results in rows:
         base = results["bare"]["tokens"]
         for variant, r in results.items():
             ratio = r["tokens"] / base if base else float("nan")
             by = ", ".join(f"{p} {n}/{t}" for p, (n, t) in sorted(r["purposes"].items()))
-            print(f"{name:<20} {variant:<8} {r['tokens']:>7} {ratio:>5.2f}x {r['calls']:>5} {r['prefix']:>6.0%} "
+            print(f"{name:<20} {variant:<11} {r['tokens']:>7} {ratio:>5.2f}x {r['calls']:>5} {r['prefix']:>6.0%} "
                   f"{r['cached']:>6}  {r['status']:<9} {by}")
     local = [results for name, results in rows if name.startswith("local")]
     if local:
@@ -136,7 +136,7 @@ def report(rows) -> None:
         for variant in VARIANTS:
             tokens = sum(r[variant]["tokens"] for r in local)
             calls = sum(r[variant]["calls"] for r in local)
-            print(f"{'local, all runs':<20} {variant:<8} {tokens:>7} {tokens / bare if bare else float('nan'):>5.2f}x "
+            print(f"{'local, all runs':<20} {variant:<11} {tokens:>7} {tokens / bare if bare else float('nan'):>5.2f}x "
                   f"{calls:>5}")
     print("(* a run cut short by its time limit: its tokens are a lower bound)")
 
