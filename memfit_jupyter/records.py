@@ -1,4 +1,4 @@
-"""The typed records that the seeds name, and the run's own records.
+"""The typed records of the reference design (docs/MECHANISMS.md), and the run's own records.
 
 These are plain dataclasses with no dependencies so that they load in
 microseconds and serialise with ``dataclasses.asdict``.

@@ -105,6 +105,7 @@ def nb(tmp_path_factory):
     return execute(cells, workdir, timeout=300)
 
 
+@pytest.mark.kernel
 def test_the_fork_magic_runs_the_child_and_binds_it(nb):
     assert "done 3" in text_of(outputs(nb, "parent"))
     shown = [o for o in outputs(nb, "fork") if RUN_MIME in o.get("data", {})]
@@ -114,14 +115,17 @@ def test_the_fork_magic_runs_the_child_and_binds_it(nb):
     assert said[0].endswith("3 1") and said[1] == "'finish refused (premature_finish): east.txt is unread'"
 
 
+@pytest.mark.kernel
 def test_a_run_is_found_by_its_id_among_the_forks(nb):
     assert text_of(outputs(nb, "by_id")).strip().splitlines()[-1] == "True done"
 
 
+@pytest.mark.kernel
 def test_the_blame_magic_returns_its_frame(nb):
     assert text_of(outputs(nb, "blame")).strip().splitlines()[-1] == "3 1"
 
 
+@pytest.mark.kernel
 @pytest.mark.parametrize("cell, expected", [
     ("bad_step", "UsageError: step 99 is outside the run: it has steps 1..3"),
     ("bad_change", "UsageError: unknown tool 'nope'; the run's tools:"),

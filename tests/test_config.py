@@ -184,16 +184,20 @@ def cli(*args, cwd):
                           text=True, timeout=300)
 
 
-def test_the_cli_run_takes_every_option_of_the_magic_that_sets_the_agent(tmp_path):
+def test_the_cli_run_takes_every_option_of_the_magic_that_sets_the_agent(tmp_path, monkeypatch, capsys):
+    from memfit_jupyter.__main__ import main
+
     out = cli("run", "--help", cwd=tmp_path)
     for opt in OPTIONS:
         flag_shown = re.search(rf"(?<![\w-]){re.escape(opt.flag)}(?![\w-])", out.stdout) is not None
         assert flag_shown == opt.cli, opt.flag
     assert "(default memfit/demo)" in " ".join(out.stdout.split())
-    done = cli("run", "What is the total of the numbers in data.txt?", "--model", "memfit/demo", "--max-cost", "0.5",
-               "--max-duration", "120", "--max-calls", "3", "--max-iterations", "6", "--reflection", "deep",
-               "--spin-threshold", "4", "--structured", "text", "--no-memory", "--trace", "t.json", cwd=tmp_path)
-    assert done.returncode == 0, done.stderr
+    # the run itself in this process (a new interpreter would spend its time importing litellm)
+    monkeypatch.chdir(tmp_path)
+    done = main(["run", "What is the total of the numbers in data.txt?", "--model", "memfit/demo", "--max-cost", "0.5",
+                 "--max-duration", "120", "--max-calls", "3", "--max-iterations", "6", "--reflection", "deep",
+                 "--spin-threshold", "4", "--structured", "text", "--no-memory", "--trace", "t.json"])
+    assert done == 0, capsys.readouterr().err
     settings = json.loads((tmp_path / "t.json").read_text())["settings"]
     assert settings["max_cost_usd"] == 0.5 and settings["max_duration_seconds"] == 120
     assert settings["max_recursive_calls"] == 3 and settings["max_iterations"] == 6

@@ -7,10 +7,14 @@ import importlib.util
 import shutil
 from pathlib import Path
 
+import pytest
+
 NOTEBOOKS = Path(__file__).resolve().parent.parent / "notebooks"
 _spec = importlib.util.spec_from_file_location("notebooks_execute", NOTEBOOKS / "execute.py")
 execute = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(execute)
+
+pytestmark = pytest.mark.kernel
 
 
 def _text(cell) -> str:
@@ -35,5 +39,5 @@ def test_does_it_help_executes_and_shows_its_tables(tmp_path):
     assert "<svg" in texts[1] and "smollm2-135m-instruct" in texts[1]
     live = texts[3]  # the live evaluation: both tasks under both variants, each with its verdict
     assert "arith-sum" in live and "fix-add" in live and "pytest test_add.py" in live
-    assert "warnings=3" in texts[5] and "seed rules" in texts[5]
+    assert "warnings=3" in texts[5] and "repetition rules" in texts[5]
     assert "gpt-5-mini/mini-swe-agent-2.2" in texts[6]

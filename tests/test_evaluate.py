@@ -34,6 +34,7 @@ def test_mcnemar_and_the_paired_bootstrap():
     assert lo < 0.25 < hi and (lo, hi) == paired_bootstrap([1, 0, 0, -1, 1, 0, 1, 0], resamples=500, seed=3)
 
 
+@pytest.mark.slow  # eight runs twice over; the diary's evaluation below runs the same path once
 def test_an_evaluation_on_the_scripted_model_is_judged_and_summarised(tmp_path):
     chosen = tasks(["arith-sum", "fix-add"])
     out = tmp_path / "ev"

@@ -17,7 +17,7 @@ from memfit_jupyter.evaluate import evaluate
 from memfit_jupyter.records import STATUSES
 from memfit_jupyter.tasks import get, tasks
 
-pytestmark = pytest.mark.skipif(missing() is not None, reason=str(missing()))
+pytestmark = [pytest.mark.local_model, pytest.mark.skipif(missing() is not None, reason=str(missing()))]
 
 
 def test_two_tasks_two_variants_on_the_local_model(tmp_path):

@@ -16,6 +16,10 @@ from memfit_jupyter.reliability.guarantees import DURATION_TOLERANCE_S
 ROOT = Path(__file__).resolve().parents[1]
 TASK = "What is the total of the numbers in data.txt?"
 
+# Each test imports litellm in a fresh interpreter (several seconds each); the in-process tests of
+# the time limit (test_guarantees.py) and of a light import (test_engine.py) run in the fast tier.
+pytestmark = pytest.mark.slow
+
 
 def fresh_python(tmp_path: Path, code: str) -> dict:
     """Run ``code`` in a new interpreter; the JSON object it prints last."""

@@ -151,6 +151,7 @@ def test_compare_fallback_writes_values_as_the_view_does():
     assert "None" not in cmp._text()
 
 
+@pytest.mark.labextension  # the page inlines the renderer that the extension's build writes
 def test_the_report_is_one_offline_page_with_the_trace_inside(tmp_path):
     import json
     import re

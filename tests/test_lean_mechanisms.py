@@ -1,6 +1,6 @@
 """Lean mechanisms: triage only when there is something to keep, a short English triage input,
 action prompts that repeat the previous prompt as their prefix (prompt caching), cached prompt
-tokens recorded, and the seed's choices still selectable."""
+tokens recorded, and the first-built choices still selectable."""
 
 from __future__ import annotations
 
@@ -18,8 +18,8 @@ from memfit_jupyter.memory.triage import TRIAGE_BRIEF, TRIAGE_SYSTEM, render_ent
 from memfit_jupyter.reflection import ReflectionConfig
 from memfit_jupyter.timeline import BAD_REPLY_NOTE, Timeline
 
-SEED = [ReflectionConfig(cache_kinds="all", prompt_place="system"),
-        MemoryConfig(triage=TriageConfig(format="seed", every=1))]
+FIRST_BUILT = [ReflectionConfig(cache_kinds="all", prompt_place="system"),
+               MemoryConfig(triage=TriageConfig(format="chinese", every=1))]
 
 
 class Sent:
@@ -55,8 +55,8 @@ def test_triage_runs_when_there_is_something_to_keep(tmp_path):
     assert healthy.status == "done" and triaged(healthy) == [10, 12]  # every 10 iterations, and the finish
     five, _ = run_of("healthy-long", tmp_path / "five", configs=[MemoryConfig(triage=TriageConfig(every=5))])
     assert triaged(five) == [5, 10, 12]
-    seed, _ = run_of("healthy-long", tmp_path / "seed", configs=SEED)
-    assert triaged(seed) == list(range(1, 13))  # the seed's: after every iteration
+    seed, _ = run_of("healthy-long", tmp_path / "seed", configs=FIRST_BUILT)
+    assert triaged(seed) == list(range(1, 13))  # as first built: after every iteration
     # what the defaults leave out costs tokens only: the run and its answer are the same
     assert healthy.result.answer == seed.result.answer and healthy.iteration == seed.iteration
     assert healthy.budget.spent.prompt_tokens < 0.8 * seed.budget.spent.prompt_tokens
@@ -82,7 +82,7 @@ def test_english_triage_reads_the_task_and_one_line_per_step(tmp_path):
     assert user.startswith(f"Task: {run.task}\n#1 read_file(path=\"data.txt\"): First I need")
     assert user.endswith('#3 finish(answer="The numbers in data.txt add up to 42."): The sum is 42.\nFinished: yes')
     assert user.count("add up to 42") == 1  # the finish's echo of its answer is left out
-    seed, sent = run_of("demo", tmp_path / "seed", configs=SEED)
+    seed, sent = run_of("demo", tmp_path / "seed", configs=FIRST_BUILT)
     systems = [m[0]["content"] for m in sent.of("triage")]
     assert systems == [TRIAGE_SYSTEM] * 3 and sent.of("triage")[0][1]["content"].startswith("ReAct迭代 1/")
 
@@ -102,7 +102,7 @@ def test_render_entries_in_both_formats():
                          '#2 python(code="x = 1\\nx"): Run it.']
     assert lines[4].startswith("-> 111") and lines[4].endswith("[... 300 characters]")  # clipped
     assert "[SYSTEM]" not in english and "Task:" not in english  # the engine's notes, and the head
-    seed = render_entries(timeline.entries, "seed")
+    seed = render_entries(timeline.entries, "chinese")
     assert seed.splitlines()[0].startswith('[action #1] {"thought": "Look first.", "action_type": "read"')
     assert "[observation #2] Observation (python):" in seed and "[SYSTEM]" not in seed
 
@@ -119,8 +119,8 @@ def test_each_action_prompt_repeats_the_previous_one_as_its_prefix(tmp_path):
     run, sent = run_of("healthy-long", tmp_path / "default")
     prompts = sent.of("action")
     assert len(prompts) == 12 and all(prefix_extends(prompts))
-    # the seed's layout puts the changing reflections in the system prompt: the prefix breaks there
-    seed, sent = run_of("healthy-long", tmp_path / "seed", configs=SEED)
+    # the first-built layout puts the changing reflections in the system prompt: the prefix breaks there
+    seed, sent = run_of("healthy-long", tmp_path / "seed", configs=FIRST_BUILT)
     assert not any(prefix_extends(sent.of("action"))[1:])
     assert seed.result.answer == run.result.answer
 

@@ -107,8 +107,8 @@ def test_default_store_is_shared_in_the_process(tmp_path):
     assert a.memory is b.memory is open_store(tmp_path / ".memfit")
 
 
-def test_contextual_input_is_english_or_the_seeds_format():
-    text = contextual_input(3, "run1", "[action #3] ...", "running", False, None, format="seed")
+def test_contextual_input_is_english_or_the_chinese_labelled_format():
+    text = contextual_input(3, "run1", "[action #3] ...", "running", False, None, format="chinese")
     assert text == "ReAct迭代 3/run1: [action #3] ...\n任务状态: running\n完成状态: false\n原因: <nil>"
     text = contextual_input(3, "run1", "#3 finish(answer=\"42\")", "running", True, "finish", task="Add them up")
     assert text == "Task: Add them up\n#3 finish(answer=\"42\")\nFinished: yes"

@@ -1,4 +1,4 @@
-"""2-of-3 deduplication (seed 000 §3.6) at each threshold, in the store and in batches."""
+"""2-of-3 deduplication (MECHANISMS.md §3.6) at each threshold, in the store and in batches."""
 
 import math
 
@@ -65,16 +65,16 @@ def test_a_missing_signal_is_not_agreement():
     assert sims["tags"] is None and sims["questions"] is None
 
 
-def test_the_seeds_reading_stays_selectable():
-    """rule="seed": no tags on either side agree, an answer may repeat its question, and new
+def test_the_lenient_rule_stays_selectable():
+    """rule="lenient": no tags on either side agree, an answer may repeat its question, and new
     keywords do not keep a twin; the default keeps all three."""
-    seed = DedupConfig(rule="seed")
+    lenient = DedupConfig(rule="lenient")
     lone = Probe(frozenset(), None, unit(1.0), content="the store is doing great")
     twin = Probe(frozenset(), None, unit(0.95), content="the store is doing great now, with new staff")
-    assert compare(twin, lone, seed)[0] and not compare(twin, lone, DedupConfig())[0]
+    assert compare(twin, lone, lenient)[0] and not compare(twin, lone, DedupConfig())[0]
     question = Probe(frozenset({"jon"}), unit(1.0), unit(1.0), asks=True, content="how is the store?")
     answer = Probe(frozenset({"jon"}), unit(1.0), unit(0.95), asks=False, content="how is the store")
-    assert compare(answer, question, seed)[0]
+    assert compare(answer, question, lenient)[0]
     assert compare(answer, question, DedupConfig())[0]  # tags and questions still repeat: 2 of 3
     assert not compare(Probe(frozenset(), None, unit(1.0), asks=False, content="how is the store"),
                        Probe(frozenset(), None, unit(1.0), asks=True, content="how is the store?"), DedupConfig())[0]
@@ -207,7 +207,7 @@ def _twins(rng, n=60, dim=384):
 
 
 @pytest.mark.parametrize("cfg", [DedupConfig(), DedupConfig(min_matches=1), DedupConfig(min_matches=3),
-                                 DedupConfig(rule="seed"),
+                                 DedupConfig(rule="lenient"),
                                  DedupConfig(content_similarity_threshold=0.96)])
 def test_batch_and_one_by_one_decide_alike(tmp_path, cfg):
     items, vecs = _twins(np.random.default_rng(2))
@@ -234,7 +234,7 @@ def test_batch_matrix_agrees_with_pairwise_compare():
         probes.append(Probe(tags, None if q is None else q / np.linalg.norm(q), v / np.linalg.norm(v),
                             asks=i % 7 == 0, content=text))
     for cfg in (DedupConfig(), DedupConfig(new_words=None), DedupConfig(new_words=1), DedupConfig(min_matches=1),
-                DedupConfig(rule="seed"), DedupConfig(rule="seed", min_matches=1),
+                DedupConfig(rule="lenient"), DedupConfig(rule="lenient", min_matches=1),
                 DedupConfig(min_matches=3),
                 DedupConfig(tag_overlap_threshold=0.5, content_similarity_threshold=0.8),
                 DedupConfig(tag_overlap_threshold=0.0), DedupConfig(question_similarity_threshold=0.0)):

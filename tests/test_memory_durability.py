@@ -8,6 +8,8 @@ import textwrap
 import time
 import warnings
 
+import pytest
+
 from memfit_jupyter.memory import MemoryStore
 
 WRITER = textwrap.dedent("""
@@ -154,6 +156,7 @@ OPENER = textwrap.dedent("""
 """)
 
 
+@pytest.mark.slow  # six rounds of two new interpreters racing
 def test_two_processes_opening_a_new_store_at_once_print_no_warning(tmp_path):
     """The second opener used to find no index file yet, then (its first use of usearch taking a
     while) a store the first had already added to: "index missing: rebuilding".  Several rounds,

@@ -46,6 +46,16 @@ def test_add_search_list_show_delete(magics, capsys):
     assert memfit_memory(magics, "list").height == 1
 
 
+def test_search_ranks_by_the_weighted_score_under_its_name_and_its_older_one(magics, capsys):
+    memfit_memory(magics, 'add "pytest -x stops at the first failure" --tags pytest')
+    memfit_memory(magics, "add polars scan_csv reads big csv files lazily --tags polars")
+    weighted = memfit_memory(magics, "search stop pytest early --ranking weighted")
+    assert memfit_memory(magics, "search stop pytest early --ranking seed")["final"].to_list() \
+        == weighted["final"].to_list()
+    assert weighted["final"].to_list() != memfit_memory(magics, "search stop pytest early")["final"].to_list()
+    capsys.readouterr()
+
+
 def test_summary_export_import_reindex(magics, tmp_path, capsys):
     memfit_memory(magics, "add the cluster queue is slow on mondays --tags infra")
     memfit_memory(magics, "")

@@ -1,4 +1,4 @@
-"""Ranking and keyword bonus against hand-computed cases (seed 000 §3.4-3.5)."""
+"""Ranking and keyword bonus against hand-computed cases (MECHANISMS.md §3.4-3.5)."""
 
 import pytest
 
@@ -9,8 +9,8 @@ from memfit_jupyter.memory.ranking import (
     keyword_bonus,
     rank,
     rrf,
-    seed_score,
     select_by_bytes,
+    weighted_score,
 )
 from memfit_jupyter.memory.text import keywords, stem
 
@@ -48,7 +48,7 @@ def test_keyword_bonus_hand_computed():
     # content 3/3 * .10 + tags 1/3 * .08 + questions 2/3 * .05 + contains .05 + all .03
     expected = 0.10 + 0.08 / 3 + 0.05 * 2 / 3 + 0.05 + 0.03
     assert keyword_bonus(e, "sqlite database locked") == pytest.approx(expected)
-    assert seed_score(e, "sqlite database locked") == pytest.approx(0.25 + expected)
+    assert weighted_score(e, "sqlite database locked") == pytest.approx(0.25 + expected)
 
 
 def test_keyword_bonus_partial_match_has_no_all_bonus():
@@ -64,7 +64,7 @@ def test_keyword_bonus_is_capped_and_final_is_at_most_one():
                **{k: 1.0 for k in "corepat"})
     # .10 + .08 + .05 + .05 + .03 = .31 -> capped at .3
     assert keyword_bonus(e, "sqlite lock") == pytest.approx(0.3)
-    assert seed_score(e, "sqlite lock") == 1.0
+    assert weighted_score(e, "sqlite lock") == 1.0
 
 
 def test_rrf_scaled():
@@ -78,20 +78,20 @@ def test_rank_hybrid_formula_and_order():
     b = entity("b", content="polars csv", r=1.0)
     cfg = RankingConfig(mode="hybrid", weight=0.5, fusion="rrf")
     out = rank([a, b], "sqlite lock", semantic={"a": 0.8, "b": 0.1}, lexical={"a": 3.0}, config=cfg)
-    seed_a = 0.25 * 0.4 + keyword_bonus(a, "sqlite lock")
-    seed_b = 0.25
+    weighted_a = 0.25 * 0.4 + keyword_bonus(a, "sqlite lock")
+    weighted_b = 0.25
     # a: first in both lists -> relevance 1; b: second semantically, no lexical match
     assert out[0].id == "a"
-    assert out[0].breakdown["final"] == pytest.approx(0.5 * seed_a + 0.5 * 1.0, abs=1e-6)
+    assert out[0].breakdown["final"] == pytest.approx(0.5 * weighted_a + 0.5 * 1.0, abs=1e-6)
     assert out[1].breakdown["relevance"] == pytest.approx((1 / 62) / (2 / 61), abs=1e-6)
-    assert out[1].breakdown["final"] == pytest.approx(0.5 * seed_b + 0.5 * (1 / 62) / (2 / 61), abs=1e-6)
+    assert out[1].breakdown["final"] == pytest.approx(0.5 * weighted_b + 0.5 * (1 / 62) / (2 / 61), abs=1e-6)
     assert set(out[0].breakdown) >= {"r", "c", "t", "a", "p", "o", "e", "keyword_bonus", "semantic", "final"}
 
 
-def test_rank_seed_mode_ignores_similarity():
+def test_rank_weighted_mode_ignores_similarity():
     a = entity("a", content="x", r=0.4)
     b = entity("b", content="y", r=1.0)
-    out = rank([a, b], "query", semantic={"a": 1.0, "b": 0.0}, lexical={}, config=RankingConfig(mode="seed"))
+    out = rank([a, b], "query", semantic={"a": 1.0, "b": 0.0}, lexical={}, config=RankingConfig(mode="weighted"))
     assert [m.id for m in out] == ["b", "a"]
     assert out[0].score == pytest.approx(0.25)
     semantic = rank([a, b], "query", semantic={"a": 1.0, "b": 0.0}, lexical={},
@@ -108,7 +108,7 @@ def test_bad_ranking_config():
 
 def test_select_by_bytes_skips_what_does_not_fit():
     items = rank([entity("a", content="x" * 60, r=1), entity("b", content="y" * 50, r=.5),
-                  entity("c", content="z" * 30)], "q", semantic={}, lexical={}, config=RankingConfig(mode="seed"))
+                  entity("c", content="z" * 30)], "q", semantic={}, lexical={}, config=RankingConfig(mode="weighted"))
     assert [m.id for m in select_by_bytes(items, 100)] == ["a", "c"]
     assert [m.id for m in select_by_bytes(items, 10)] == []
     assert len(select_by_bytes(items, None)) == 3
@@ -156,7 +156,7 @@ def _recall_at_5(store, queries, ranking=None):
 def test_varied_scores_do_not_move_recall_of_the_default_ranking(tmp_path):
     # The labelled set with distractors, once with default scores and once with random scores
     # (as triage writes them, unrelated to any later query): the default ranking's recall@5 stays
-    # within 2 points; the seed's formula, where the query-independent score dominates, does not.
+    # within 2 points; the weighted formula, where the query-independent score dominates, does not.
     import json
     import random
     from pathlib import Path
@@ -174,7 +174,7 @@ def test_varied_scores_do_not_move_recall_of_the_default_ranking(tmp_path):
             dict(it, scores={k: rnd.uniform(0.1, 0.9) for k in "corepat"}) for it in items])):
         with MemoryStore(tmp_path / name, dedup=False) as store:
             store.add_many(scored)
-            recalls[name] = (_recall_at_5(store, data["queries"]), _recall_at_5(store, data["queries"], "seed"))
+            recalls[name] = (_recall_at_5(store, data["queries"]), _recall_at_5(store, data["queries"], "weighted"))
     assert recalls["default"][0] > 0.5
     assert abs(recalls["default"][0] - recalls["random"][0]) <= 0.02
     assert recalls["default"][1] - recalls["random"][1] > 0.05

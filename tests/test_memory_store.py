@@ -64,11 +64,11 @@ def test_search_byte_limit_and_tags(store):
 
 
 def test_ranking_modes_are_selectable(tmp_path):
-    with MemoryStore(tmp_path / "m", ranking="seed") as s:
+    with MemoryStore(tmp_path / "m", ranking="weighted") as s:
         s.add("alpha beta", scores={"r": 1.0})
         s.add("gamma delta", scores={"r": 0.0})
         res = s.search("gamma")
-        # the seed's formula: core .25 + nothing beats core .0 + bonus .23 for the matching one
+        # the weighted formula: core .25 + nothing beats core .0 + bonus .23 for the matching one
         assert res[0].content == "alpha beta"
         assert s.search("gamma", ranking="hybrid")[0].content == "gamma delta"
 

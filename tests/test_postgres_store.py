@@ -178,7 +178,7 @@ def test_same_dedup_verdicts_and_rankings_as_sqlite(pg, tmp_path):
         rng = random.Random(5)
         for _ in range(20):
             q = " ".join(rng.choice(items)["content"].split()[:4])
-            for mode in ("semantic", "seed"):
+            for mode in ("semantic", "weighted"):
                 a = [content_of[r.id] for r in pg.search(q, k=5, ranking=mode)]
                 b = [content_lite[r.id] for r in lite.search(q, k=5, ranking=mode)]
                 assert a == b, (q, mode)

@@ -104,6 +104,7 @@ def test_log_lines_keep_no_key_whichever_module_logs_them(run, caplog):
     assert len(caplog.records) == 3 and hits(caplog.text) == 0
 
 
+@pytest.mark.kernel
 def test_a_saved_notebook_and_every_file_a_run_wrote_keep_no_key(tmp_path):
     """The closing figure: a kernel runs a task with keys planted in the task and in a file it
     reads, saves its trace and spans; then every file in the folder and the saved notebook's

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from memfit_jupyter.records import ActionRecord
 from memfit_jupyter.reflection import detectors as d
-from memfit_jupyter.reflection import seed_detectors as seed
+from memfit_jupyter.reflection import repetition_detectors as rep
 from memfit_jupyter.reflection.progress import edit_info, error_signature, normalise_output, reverts
 
 
@@ -67,7 +67,7 @@ def test_layer1_needs_the_same_type_and_no_progress():
     productive = [rec(i, action_type="read", params={"command": f"cat f{i}"}, output=text)
                   for i, text in enumerate(["def parse():", "class Version:", "import re"])]
     assert d.layer1(productive, 3) is None  # three reads that each found something: no spin
-    assert seed.layer1(productive, 3) is not None  # the seed's layer 1 fires on them anyway
+    assert rep.layer1(productive, 3) is not None  # the first-built layer 1 fires on them anyway
     other_program = same[:2] + [rec(9, action_type="read", params={"command": "head f9"}, ok=False, output="",
                                     error="head: f9: No such file or directory")]
     assert d.layer1(other_program, 3) is None
@@ -138,7 +138,7 @@ def test_repeated_error_compares_the_error_output_not_the_status():
     greps = [rec(i, ok=False, error="exit code 1", output="", action_type="search",
                  params={"command": f"grep x{i}"}) for i in range(2)]
     assert d.repeated_error(greps + imports[:1], 3) is None
-    assert seed.repeated_error(greps + [rec(5, ok=False, error="exit code 1")], 3) is not None
+    assert rep.repeated_error(greps + [rec(5, ok=False, error="exit code 1")], 3) is not None
     assert d.repeated_error(imports[:2] + [fail(9, "KeyError: 'y'")], 3) is None
 
 
@@ -180,10 +180,10 @@ def test_code_modify_boundary_on_unchecked_small_edits():
     assert d.code_modify([edit(1, 3, 3), rec(2, action_type="inspect"), edit(3, 3, 3),
                           rec(4, action_type="inspect"), edit(5, 3, 3)]) is not None
     assert d.code_modify(two + [edit(3, 3, 3), rec(4)]) is None  # checked only on an edit
-    # nearby lines, never checked: nothing says they led nowhere (the seed's layer 3 fires anyway)
+    # nearby lines, never checked: nothing says they led nowhere (the first-built layer 3 fires anyway)
     nearby = [edit(1, 10, 11), edit(2, 12, 12), edit(3, 14, 16)]
     assert d.code_modify(nearby) is None
-    assert "lines 14-16" in seed.code_modify(nearby).reason
+    assert "lines 14-16" in rep.code_modify(nearby).reason
 
 
 def unchanged(*edits):

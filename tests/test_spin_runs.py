@@ -119,10 +119,10 @@ def test_spin_exit_after_max_consecutive_warnings_when_the_evidence_repeats(tmp_
     assert ended.value.plan.tried[0].startswith("iteration 3: spin warning 1")
 
 
-def test_seed_rules_keep_the_first_build(tmp_path):
-    # the seed's layer 1 fires on the productive reads too, and a judge alone can end the run
+def test_repetition_rules_keep_the_first_build(tmp_path):
+    # the first-built layer 1 fires on the productive reads too, and a judge alone can end the run
     run = start("logic-spin", tmp_path, extensions=[__import__("memfit_jupyter.reflection", fromlist=["x"])
-                                                   .ReflectionConfig(spin_rules="seed",
+                                                   .ReflectionConfig(spin_rules="repetition",
                                                                      max_consecutive_spin_warnings=1)])
     result = run.run()
     layer2 = {e.iteration: e for e in events(run, "spin") if e["layer"] == 2}

@@ -179,6 +179,7 @@ def kernel(tmp_path_factory):
     yield from loaded_kernel(tmp_path_factory.mktemp("policy"))
 
 
+@pytest.mark.kernel
 def test_the_magic_holds_a_real_models_shell_call_for_the_widget(server, kernel, tmp_path):
     outside = tmp_path / "from_the_magic.txt"
     server.script("magic", [reply("shell", command=f"echo approved > {outside}"), reply("finish", answer="done")])
@@ -201,6 +202,7 @@ def test_the_magic_holds_a_real_models_shell_call_for_the_widget(server, kernel,
     assert not outside.exists()
 
 
+@pytest.mark.kernel
 def test_the_magic_says_in_one_line_what_is_wrong_with_its_policy_options(kernel):
     def refused(line, words):
         reply_, _ = kernel.execute(f"%%memfit_task --model memfit/demo {line}\nadd up data.txt")

@@ -8,7 +8,7 @@ import { badge, bar, clip, count, h, num, obj, str } from './dom';
 import { checkMemory, MemoryRow } from './payload';
 import { problemBox, failureBox } from './problems';
 
-/** The seven scoring dimensions, in the seed's order, with their names. */
+/** The seven scoring dimensions, in the order of their weights (MECHANISMS.md §3.4), with their names. */
 export const DIMENSIONS: [string, string][] = [
   ['r', 'Relevance'],
   ['c', 'Connectivity'],

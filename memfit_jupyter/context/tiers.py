@@ -50,7 +50,7 @@ PRESSURE_TAG = "[MEMORY PRESSURE]"
 
 @dataclass
 class ContextConfig:
-    """Settings of the tiered context; the seed's numbers are the defaults.
+    """Settings of the tiered context; the defaults are explained in docs/MECHANISMS.md §5.
 
     ``Agent(configs=[ContextConfig(...)])`` (or ``agent.context_config = ...``) changes them.
     """

@@ -26,7 +26,7 @@ from typing import Any
 from IPython.core.error import UsageError
 from IPython.core.magic_arguments import argument, magic_arguments
 
-from ..memory.ranking import RANKINGS
+from ..memory.ranking import RANKING_ALIASES, RANKINGS
 
 
 @magic_arguments()
@@ -34,7 +34,8 @@ from ..memory.ranking import RANKINGS
 @argument("-k", type=int, default=10, help="most results (default 10)")
 @argument("--bytes", type=int, default=None, help="byte limit of the selection (reflection searches 2048-10240)")
 @argument("--tags", default=None, help="only memories with one of these tags (comma-separated)")
-@argument("--ranking", default=None, choices=RANKINGS, help="ranking formula")
+@argument("--ranking", default=None, choices=RANKINGS, type=lambda name: RANKING_ALIASES.get(name, name),
+          help="ranking formula")
 def _search(line): ...
 
 

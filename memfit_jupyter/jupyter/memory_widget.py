@@ -17,7 +17,7 @@ from typing import Any
 from ..secrets import redact_obj
 
 MIME = "application/vnd.memfit.memory+json"
-#: (key, label, colour) in the seed's weight order.
+#: (key, label, colour) in the order of their weights (MECHANISMS.md §3.4).
 BARS = (("r", "R relevance", "#4c78a8"), ("c", "C connectivity", "#f58518"), ("t", "T temporality", "#54a24b"),
         ("a", "A actionability", "#e45756"), ("p", "P preference", "#72b7b2"), ("o", "O origin", "#b279a2"),
         ("e", "E emotion", "#ff9da6"), ("keyword_bonus", "keyword bonus", "#9d755d"),

@@ -49,9 +49,9 @@ def _script_text(text: str) -> str:
 
 def report_html(obj: Any) -> str:
     """The report page of a run, a trace or a comparison, as one HTML string."""
+    kind, data, title = _payload(obj)  # what it is asked to draw is checked first
     if not SCRIPT.is_file():
         raise FileNotFoundError(f"the report's renderer is not built ({SCRIPT}): run `jlpm build` in labextension/")
-    kind, data, title = _payload(obj)
     payload = json.dumps({"kind": kind, "data": data}, ensure_ascii=False, default=str)
     from ..version import __version__
 

@@ -56,7 +56,7 @@ DEFAULT_DIR = ".memfit"
 
 @dataclass(frozen=True)
 class MemoryConfig:
-    """How a run uses long-term memory; the seed's numbers are the defaults.
+    """How a run uses long-term memory; the defaults are those of docs/MECHANISMS.md §3.
 
     ``Agent(configs=[MemoryConfig(task_search_bytes=8192)])`` changes them; where the store
     lives is ``Agent(memory=...)``.
@@ -66,8 +66,8 @@ class MemoryConfig:
     task_search_bytes: int = 4096
     #: What the memory_search tool returns at most, in bytes.
     tool_search_bytes: int = 4096
-    #: When triage runs and how its input is written (``TriageConfig(format="seed", every=1)``:
-    #: the seed's labels, after every iteration).
+    #: When triage runs and how its input is written (``TriageConfig(format="chinese", every=1)``:
+    #: the input as first built, after every iteration).
     triage: TriageConfig = field(default_factory=TriageConfig)
 
 
@@ -135,7 +135,7 @@ class MemoryExtension(Hooks):
         return fresh
 
     def after_action(self, run: RunView, record: ActionRecord) -> None:
-        """Seed 3.7.1: the timeline's diff since the last triage goes to triage, when the
+        """MECHANISMS.md §3.7: the timeline's diff since the last triage goes to triage, when the
         iteration has something to keep (``triage.triage_due``)."""
         from .triage import triage_due
 
@@ -163,7 +163,7 @@ class MemoryExtension(Hooks):
                  source=outcome["source"], duplicates=outcome["duplicates"], error=outcome["error"])
 
     def on_finish(self, run: RunView, result: RunResult) -> None:
-        """Seed 3.7.2: a completed task searches memory (4 KB) and shows what it found.  A run that
+        """MECHANISMS.md §3.7: a completed task searches memory (4 KB) and shows what it found.  A run that
         failed triages the steps not triaged yet (a failure is something to keep); its reason is
         the engine's word on the ending, not a lesson, so it is not given."""
         try:

@@ -7,8 +7,7 @@ reach their thresholds against the same existing memory.
 
 A missing signal is not agreement: tags only match when both memories have tags,
 questions only when both have questions, so two untagged memories without questions
-never repeat each other, however alike their text (the seed's 2 of 3, where content
-alone is one).  And an answer is not a repeat of its question: when one of the two
+never repeat each other, however alike their text (content alone is one of the three).  And an answer is not a repeat of its question: when one of the two
 asks something (its text has a question mark) and the other does not, their contents
 do not count as repeating ("How's the store going?" and "The store's doing great!"
 are near-twins by cosine).  Nor is a memory that says something its near-twin does not:
@@ -21,9 +20,9 @@ the same day, and held the answer to a question; "going to Rome next week" and "
 next week" differ in one name.  Rewordings that add words still repeat through tags and
 questions (two of three without the content).
 
-``DedupConfig(rule="seed")`` reads the seed as it was taken before these rules: two memories
+``DedupConfig(rule="lenient")`` is the 2 of 3 as first built, before these rules: two memories
 without tags agree on tags, an answer may repeat its question and any content at the
-threshold repeats (``new_words`` is not asked).
+threshold repeats (``new_words`` is not asked).  ``"seed"`` is an older name of it, still read.
 
 Every function here is pure (vectors in, verdicts out), shared by every store backend;
 ``candidates`` is how the SQLite store finds what to compare.
@@ -40,6 +39,10 @@ import numpy as np
 
 from .text import keywords, tokens
 
+#: ``DedupConfig.rule``: the rules of this module, or the lenient 2 of 3 as first built.
+DEDUP_RULES = ("default", "lenient")
+#: Older names of the rules, still read (user code may carry them).
+DEDUP_RULE_ALIASES = {"seed": "lenient"}
 
 @dataclass(slots=True)
 class DedupConfig:
@@ -57,10 +60,10 @@ class DedupConfig:
     candidates: int = 10
     enabled: bool = True
     #: Keywords the new memory may have that the other lacks for its content to still repeat
-    #: the other's (0: none); None leaves content similarity alone to decide, as the seed does.
+    #: the other's (0: none); None leaves content similarity alone to decide.
     new_words: int | None = 0
-    #: "default": the rules above; "seed": two untagged memories agree on tags, and neither the
-    #: question/answer rule nor ``new_words`` applies (the seed's 2 of 3 as first read).
+    #: "default": the rules above; "lenient": two untagged memories agree on tags, and neither the
+    #: question/answer rule nor ``new_words`` applies (the 2 of 3 as first built).
     rule: str = "default"
 
     def __post_init__(self) -> None:
@@ -70,8 +73,9 @@ class DedupConfig:
                 raise ValueError(f"{name} must be in [0, 1], got {v}")
         if self.min_matches not in (1, 2, 3):
             raise ValueError(f"min_matches must be 1, 2 or 3, got {self.min_matches}")
-        if self.rule not in ("default", "seed"):
-            raise ValueError(f"rule must be 'default' or 'seed', got {self.rule!r}")
+        self.rule = DEDUP_RULE_ALIASES.get(self.rule, self.rule)
+        if self.rule not in DEDUP_RULES:
+            raise ValueError(f"rule must be one of {', '.join(map(repr, DEDUP_RULES))}, got {self.rule!r}")
         if self.new_words is not None and self.new_words < 0:
             raise ValueError(f"new_words must be None or at least 0, got {self.new_words}")
 
@@ -112,7 +116,7 @@ def adds_nothing(new: Probe, old: Probe, config: DedupConfig) -> bool:
     """May ``new``'s content repeat ``old``'s?  Only when it has at most ``config.new_words``
     keywords that ``old`` lacks (always, with the rule off).  Asked only of near-twins by
     cosine, so tokenising costs nothing on the common path."""
-    if config.new_words is None or config.rule == "seed":
+    if config.new_words is None or config.rule == "lenient":
         return True
     novel = content_words(new.content) - content_words(old.content)
     return len(novel) <= config.new_words
@@ -121,7 +125,7 @@ def adds_nothing(new: Probe, old: Probe, config: DedupConfig) -> bool:
 def can_repeat(probe: Probe, config: DedupConfig) -> bool:
     """False when ``probe`` has too few signals to reach ``min_matches`` against anything
     (content is always there; tags and questions only when it has them)."""
-    return 1 + (bool(probe.tags) or config.rule == "seed") + (probe.qvec is not None) >= config.min_matches
+    return 1 + (bool(probe.tags) or config.rule == "lenient") + (probe.qvec is not None) >= config.min_matches
 
 
 def jaccard(a: frozenset[str], b: frozenset[str]) -> float | None:
@@ -135,9 +139,9 @@ def compare(new: Probe, old: Probe, config: DedupConfig) -> tuple[bool, dict[str
     """Is ``new`` a duplicate of ``old``?  Returns the verdict and the three similarities
     (None for tags or questions that one side lacks)."""
     tag_sim = jaccard(new.tags, old.tags)
-    if tag_sim is None and config.rule == "seed" and not new.tags and not old.tags:
-        tag_sim = 1.0  # the seed's reading: no tags on either side is agreement
-    same_kind = new.asks == old.asks or config.rule == "seed"
+    if tag_sim is None and config.rule == "lenient" and not new.tags and not old.tags:
+        tag_sim = 1.0  # the lenient reading: no tags on either side is agreement
+    same_kind = new.asks == old.asks or config.rule == "lenient"
     q_sim = None if new.qvec is None or old.qvec is None else float(np.dot(new.qvec, old.qvec))
     c_sim = float(np.dot(new.vec, old.vec))
     # float32 dot products of identical unit vectors land a hair under 1.0
@@ -212,22 +216,22 @@ def repeat_pairs(probes: list[Probe], config: DedupConfig) -> tuple[np.ndarray, 
         found.append(_lower_pairs(tagged[:, None] & tagged[None, :]))
     else:
         found.append(shared_codes)
-    if config.rule == "seed" and config.min_matches == 1:  # untagged agreement alone is a repeat
+    if config.rule == "lenient" and config.min_matches == 1:  # untagged agreement alone is a repeat
         found.append(_lower_pairs(~tagged[:, None] & ~tagged[None, :]))
     codes = np.unique(np.concatenate(found))
     rows, cols = codes // n, codes % n
     same_kind = np.array([p.asks for p in probes])
     content_hit = sims[rows, cols] >= config.content_similarity_threshold - eps
-    seed = config.rule == "seed"
-    if not seed:
+    lenient = config.rule == "lenient"
+    if not lenient:
         content_hit &= same_kind[rows] == same_kind[cols]
-    for at in np.flatnonzero(content_hit) if config.new_words is not None and not seed else ():  # near-twins: few
+    for at in np.flatnonzero(content_hit) if config.new_words is not None and not lenient else ():  # near-twins: few
         content_hit[at] = adds_nothing(probes[rows[at]], probes[cols[at]], config)
     hits = content_hit.astype(np.int64)
     if qsims is not None:
         hits += has_q[rows] & has_q[cols] & (qsims[rows, cols] >= config.question_similarity_threshold - eps)
     both_tagged = tagged[rows] & tagged[cols]
-    if seed:  # untagged pairs agree on tags; each is among the codes when anything else repeats
+    if lenient:  # untagged pairs agree on tags; each is among the codes when anything else repeats
         hits += ~tagged[rows] & ~tagged[cols]
     if config.tag_overlap_threshold <= eps:
         hits += both_tagged
@@ -251,7 +255,7 @@ def batch_repeats(probes: list[Probe], config: DedupConfig) -> np.ndarray:
 
 
 def non_repeated(probes: list[Probe], existing: list[list[Probe]], config: DedupConfig) -> list[int]:
-    """The seed's ``BatchIsRepeatedMemoryEntities``: indices of ``probes`` that repeat neither a
+    """Batch dedup: indices of ``probes`` that repeat neither a
     memory in ``existing[i]`` (the stored candidates for probe i) nor an earlier kept probe."""
     if not config.enabled:
         return list(range(len(probes)))

@@ -7,7 +7,7 @@ from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-#: The seven C.O.R.E. P.A.C.T. dimensions, in the order the seed lists them.
+#: The seven C.O.R.E. P.A.C.T. dimensions, in the order MECHANISMS.md §3.4 lists them.
 DIMENSIONS = ("c", "o", "r", "e", "p", "a", "t")
 #: What a memory scores when nobody scored it (the triage schema's defaults).
 DEFAULT_SCORES = {"c": 0.5, "o": 0.5, "r": 0.5, "e": 0.0, "p": 0.0, "a": 0.5, "t": 0.5}
@@ -120,7 +120,7 @@ class ScoredMemory:
 
 
 class SearchResults(list[ScoredMemory]):
-    """Ranked, byte-limited results (a list of ``ScoredMemory``) with the seed's totals."""
+    """Ranked, byte-limited results (a list of ``ScoredMemory``) with their totals."""
 
     def __init__(self, items: Iterable[ScoredMemory] = (), *, query: str = "", bytes_limit: int | None = None,
                  selected_tags: list[str] | None = None, candidates: int = 0) -> None:

@@ -11,7 +11,7 @@ if TYPE_CHECKING:  # polars is imported at first use
     import polars as pl
     from polars.datatypes import DataType, DataTypeClass
 
-#: Score columns in the seed's weight order, then what ranking adds.
+#: Score columns in the order of their weights (MECHANISMS.md §3.4), then what ranking adds.
 RANK_COLUMNS = ("r", "c", "t", "a", "p", "o", "e", "keyword_bonus", "semantic", "lexical", "relevance", "final")
 
 

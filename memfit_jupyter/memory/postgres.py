@@ -41,7 +41,7 @@ from .embedders import Embedder, get_embedder
 from .entity import MemoryEntity
 from .items import prepare_batch
 from .ranking import RankingConfig
-from .retrieval import SeedRetrieval
+from .retrieval import StoreRetrieval
 from .search import SEMANTIC_LIMIT, TAG_LIMIT, Candidates
 
 if TYPE_CHECKING:  # imported at first use
@@ -71,7 +71,7 @@ def safe_url(url: str) -> str:
     return urlunsplit(parts._replace(netloc=f"{user}:***@{netloc[1]}"))
 
 
-class PostgresStore(SeedRetrieval):
+class PostgresStore(StoreRetrieval):
     """A memory store in PostgreSQL + pgvector; made by ``MemoryStore(url)``.
 
     ``embedder``, ``dedup`` and ``ranking`` mean what they mean for the SQLite store.

@@ -1,13 +1,14 @@
 """Ranking: the C.O.R.E. P.A.C.T. score, the keyword bonus (docs/MECHANISMS.md §3.4-3.5) and the
 retrieval term that this package adds.
 
-The seed's score is ``seed = min(1, core + keyword_bonus)`` with the bonus capped at
-0.3.  It ignores how close a memory is to the query beyond shared keywords, so two
-modes add a retrieval term ``relevance`` in [0, 1]::
+The reference score is ``weighted = min(1, core + keyword_bonus)``: the weighted sum of the
+seven scores plus the keyword bonus, capped at 0.3.  It ignores how close a memory is to the
+query beyond shared keywords, so two modes add a retrieval term ``relevance`` in [0, 1]::
 
-    final = (1 - w) * seed + w * relevance
+    final = (1 - w) * weighted + w * relevance
 
-- ``ranking="seed"``: the seed's formula (w = 0), over the seed's candidates.
+- ``ranking="weighted"``: the weighted sum alone (w = 0), over the vector search's 15
+  candidates (and the tag search's).  ``"seed"`` is an older name of it, still read.
 - ``ranking="semantic"``: relevance is the cosine similarity to the query.
 - ``ranking="hybrid"`` (default): relevance fuses the candidates that the vector
   search and BM25 found (each ``depth`` deep, plus the tag search's when the model
@@ -20,7 +21,7 @@ modes add a retrieval term ``relevance`` in [0, 1]::
   with hashing; alpha 0.4-0.6 gives minilm-onnx 0.66-0.67 but hashing 0.57-0.62:
   0.3 serves both.
 
-With w close to 1 the seed's part is a bounded rerank: it moves a memory past another
+With w close to 1 the weighted part is a bounded rerank: it moves a memory past another
 only when their relevance differs by less than ``(1 - w) / w`` (0.053 at the default
 0.95), which reorders near-ties and never lifts a memory no retriever found (relevance
 0) over one that some retriever did.  ``w`` and the other defaults are what the
@@ -42,7 +43,9 @@ WEIGHTS = {"r": 0.25, "c": 0.20, "t": 0.15, "a": 0.15, "p": 0.10, "o": 0.10, "e"
 #: MECHANISMS.md §3.5: content, tags, questions, any keyword in content, all keywords in content.
 BONUS = {"content": 0.10, "tags": 0.08, "questions": 0.05, "contains": 0.05, "all": 0.03}
 BONUS_CAP = 0.3
-RANKINGS = ("hybrid", "semantic", "seed")
+RANKINGS = ("hybrid", "semantic", "weighted")
+#: Older names of the rankings, still read (user code may carry them).
+RANKING_ALIASES = {"seed": "weighted"}
 FUSIONS = ("rrf", "convex")
 
 
@@ -50,12 +53,12 @@ FUSIONS = ("rrf", "convex")
 class RankingConfig:
     """How results are ordered.
 
-    ``mode``: hybrid (default), semantic or seed.  ``weight``: the share of the
-    retrieval term in the final score (ignored by seed).  ``rrf_k``: the constant of
+    ``mode``: hybrid (default), semantic or weighted.  ``weight``: the share of the
+    retrieval term in the final score (ignored by weighted).  ``rrf_k``: the constant of
     reciprocal-rank fusion (60, as in Cormack et al.).  ``depth``: how many memories
-    the vector and the full-text search each return to hybrid ranking (seed and
-    semantic use the seed's 15 from the vector search).  ``weights``: the seven
-    C.O.R.E. P.A.C.T. weights (the seed's).  ``fusion``: how hybrid fuses the
+    the vector and the full-text search each return to hybrid ranking (weighted and
+    semantic use 15 from the vector search).  ``weights``: the seven
+    C.O.R.E. P.A.C.T. weights (MECHANISMS.md §3.4).  ``fusion``: how hybrid fuses the
     retrievers: ``rrf`` (their ranks) or ``convex`` (``alpha`` times the cosine, min-max
     scaled over the candidates, plus ``1 - alpha`` times BM25 scaled by the best).
     """
@@ -69,6 +72,7 @@ class RankingConfig:
     weights: dict[str, float] = field(default_factory=lambda: dict(WEIGHTS))
 
     def __post_init__(self) -> None:
+        self.mode = RANKING_ALIASES.get(self.mode, self.mode)
         if self.mode not in RANKINGS:
             raise ValueError(f"unknown ranking {self.mode!r}; choose one of: {', '.join(RANKINGS)}")
         if not 0.0 <= self.weight <= 1.0:
@@ -145,7 +149,7 @@ def _count(kws: list[str], probes: list[str], text: str) -> int:
     return sum(1 for k in kws if k in have)
 
 
-def seed_score(entity: MemoryEntity, query: str, weights: dict[str, float] = WEIGHTS) -> float:
+def weighted_score(entity: MemoryEntity, query: str, weights: dict[str, float] = WEIGHTS) -> float:
     """The reference score ``min(1, core + keyword_bonus)`` (MECHANISMS.md §3.4)."""
     return min(1.0, core_score(entity, weights) + keyword_bonus(entity, query))
 
@@ -208,7 +212,7 @@ def rank(entities: list[MemoryEntity], query: str, *, semantic: dict[str, float]
                        for e in entities], dtype=np.float64)
     core = scores @ np.array([config.weights.get(k, 0.0) for k in _SHOWN])
     bonus = _bonuses(entities, keywords(query))
-    seed = np.minimum(1.0, core + bonus)
+    weighted = np.minimum(1.0, core + bonus)
     sem = np.array([semantic.get(i, 0.0) for i in ids], dtype=np.float64)
     lex_raw = np.array([lexical.get(i, 0.0) for i in ids], dtype=np.float64)
     cos = np.clip(sem, 0.0, 1.0)
@@ -222,8 +226,8 @@ def rank(entities: list[MemoryEntity], query: str, *, semantic: dict[str, float]
                                     config.rrf_k)
     else:
         relevance = cos
-    w = 0.0 if config.mode == "seed" else config.weight
-    final = np.minimum(1.0, (1.0 - w) * seed + w * relevance)
+    w = 0.0 if config.mode == "weighted" else config.weight
+    final = np.minimum(1.0, (1.0 - w) * weighted + w * relevance)
     table = np.round(np.column_stack([scores, core, bonus, cos, lex, relevance, final]), 6)
     rows = table.tolist()  # Python floats: sorting on numpy scalars is slow
     order = sorted(range(n), key=lambda i: (-rows[i][-1], -rows[i][-2], ids[i]))

@@ -1,5 +1,5 @@
-"""What every memory store answers the same way, whatever holds its rows: the seed's
-retrieval pipeline over the store's candidates, and the failure diary's reading."""
+"""What every memory store answers the same way, whatever holds its rows: the retrieval
+pipeline (MECHANISMS.md §3.3) over the store's candidates, and the failure diary's reading."""
 
 from __future__ import annotations
 
@@ -33,7 +33,7 @@ class MemoryBackend(Protocol):
     def flush(self) -> None: ...
 
 
-class SeedRetrieval:
+class StoreRetrieval:
     """Mixed into a store that has ``candidates()`` and ``list()`` (the SQLite and the
     PostgreSQL store): ``search`` and ``failures`` are written once for both."""
 

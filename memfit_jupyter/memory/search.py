@@ -52,7 +52,7 @@ class Candidates:
 
 
 class Searchable(Protocol):
-    """What the pipeline uses of a store (``retrieval.SeedRetrieval``, which both stores are)."""
+    """What the pipeline uses of a store (``retrieval.StoreRetrieval``, which both stores are)."""
 
     ranking: RankingConfig
 

@@ -45,7 +45,7 @@ from .index import SAVE_EVERY, SAVE_SHARE, GraphAdd, StoreWarning, VectorIndex
 from .items import MAX_CONTENT_BYTES, prepare_batch
 from .postgres import PostgresStore, is_url
 from .ranking import RankingConfig
-from .retrieval import SeedRetrieval
+from .retrieval import StoreRetrieval
 from .search import SEMANTIC_LIMIT, TAG_LIMIT, Candidates
 from .text import ANALYZER
 
@@ -63,7 +63,7 @@ ADD_CHUNK = 2_000
 CHECKPOINT_EVERY = 256
 
 
-class MemoryStore(SeedRetrieval):
+class MemoryStore(StoreRetrieval):
     """A durable store of memory entities.
 
     >>> store = MemoryStore("notes/.memfit")          # doctest: +SKIP
@@ -73,7 +73,7 @@ class MemoryStore(SeedRetrieval):
     ``embedder``: a name (hashing, minilm, litellm:<model>) or an object; by default
     the one the store was built with (hashing for a new store).  ``dedup``: a
     ``DedupConfig`` (or False to store every memory).  ``ranking``: hybrid
-    (default), semantic or seed, or a ``RankingConfig``.  ``exact_below``: below
+    (default), semantic or weighted, or a ``RankingConfig``.  ``exact_below``: below
     this many memories a search is one matrix product over every vector (exact,
     and faster than the graph there; the vectors are kept in memory, 15 MB at
     10k of 384 dims).  ``connectivity``, ``expansion_add``, ``expansion_search``:
@@ -158,7 +158,7 @@ class MemoryStore(SeedRetrieval):
 
     def add_many(self, items: Iterable[dict[str, Any] | MemoryEntity], vectors: np.ndarray | None = None,
                  ) -> list[str | None]:
-        """Store many memories (the seed's batch dedup); ids, None for duplicates.
+        """Store many memories (batch dedup, MECHANISMS.md §3.6); ids, None for duplicates.
 
         Up to ``ADD_CHUNK`` memories are written in one transaction (larger batches in
         several, each all or nothing).
@@ -264,7 +264,7 @@ class MemoryStore(SeedRetrieval):
             return self._db.tags()
 
     def search_by_tags(self, tags: Iterable[str], match_all: bool = False, limit: int = TAG_LIMIT) -> builtins.list[MemoryEntity]:
-        """Seed ``SearchByTags``: memories carrying any (or all) of ``tags``, most matches, then newest, first."""
+        """Memories carrying any (or all) of ``tags``, most matches, then newest, first."""
         with self._lock:
             self._check_open()
             keys = self._db.tag_keys(tags, match_all, limit)
@@ -296,7 +296,7 @@ class MemoryStore(SeedRetrieval):
 
     def search_by_semantics(self, query: str | np.ndarray, limit: int = SEMANTIC_LIMIT,
                             tags: Iterable[str] | None = None) -> builtins.list[tuple[MemoryEntity, float]]:
-        """Seed ``SearchBySemantics``: the nearest memories to ``query`` with their cosine similarity.
+        """The nearest memories to ``query`` with their cosine similarity.
         With ``tags``, only memories that carry one of them."""
         q = self.embed_query(query) if isinstance(query, str) else np.asarray(query, dtype=np.float32)
         with self._lock:

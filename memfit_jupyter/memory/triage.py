@@ -2,20 +2,21 @@
 
 ``handle_memory(store, contextual_input, llm)`` asks the model (the "triage"
 purpose, schema ``MemoryTriage``) for entities: content, tags, potential
-questions and the seven scores on the seed's scales.  When the model call
+questions and the seven scores on the scales of MECHANISMS.md §3.4.  When the model call
 fails, ``heuristic_entities`` still keeps what matters: failed actions with
 their errors (high actionability), and finished tasks with their answer.
 Everything goes through the store's ``add_many``: redaction and 2-of-3 dedup.
 
 The contextual input is written in English by default (``TriageConfig.format``): the
 task, then each step on a line (tool, parameters, thought) with its observation clipped,
-under a short instruction.  ``"seed"`` gives the seed's own labels (``ReAct迭代``,
-``任务状态``...), the timeline entries as they stand and the long instruction, as first
-built.  The engine's own trouble (a reply that could not be used, a provider failure:
-``[SYSTEM]`` notes) is never a lesson about the task: it is left out of the input, and
-an iteration that is nothing but such trouble is not triaged.  Triage runs when there is
+under a short instruction.  ``"chinese"`` gives the input as first built: the reference
+design's Chinese labels (``ReAct迭代``, ``任务状态``...), the timeline entries as they stand
+and the long instruction (``"seed"`` is an older name of it, still read).  The engine's
+own trouble (a reply that could not be used, a provider failure: ``[SYSTEM]`` notes) is
+never a lesson about the task: it is left out of the input, and an iteration that is
+nothing but such trouble is not triaged.  Triage runs when there is
 something to keep (``triage_due``): a failed tool call, a finish, a fact written down, or
-every ``every`` iterations (``TriageConfig(every=1)``: after every iteration, the seed's).
+every ``every`` iterations (``TriageConfig(every=1)``: after every iteration, as first built).
 """
 
 from __future__ import annotations
@@ -34,24 +35,37 @@ if TYPE_CHECKING:
     from .retrieval import MemoryBackend
 
 
+#: How triage's input is written (``TriageConfig.format``).
+TRIAGE_FORMATS = ("english", "chinese")
+#: Older names of the formats, still read (user code and saved settings may carry them).
+TRIAGE_FORMAT_ALIASES = {"seed": "chinese"}
+
+
+def triage_format(name: str) -> str:
+    """The format called ``name`` by its current name (an older name is read as its new one)."""
+    return TRIAGE_FORMAT_ALIASES.get(name, name)
+
+
 @dataclass(frozen=True)
 class TriageConfig:
     """When memory triage runs and how its input is written.
 
-    >>> TriageConfig(format="seed", every=1)      # the seed's labels, after every iteration
-    TriageConfig(format='seed', every=1)
+    >>> TriageConfig(format="chinese", every=1)   # the input as first built, after every iteration
+    TriageConfig(format='chinese', every=1)
     """
 
-    #: "english" (labels in English) or "seed" (the reference design's labels, as first built).
+    #: "english" (one short line per step, labels in English) or "chinese" (the input as first
+    #: built: the reference design's Chinese labels, the timeline entries as they stand).
     format: str = "english"
-    #: Triage at least every this many iterations with new content (1: every iteration, the seed's).
+    #: Triage at least every this many iterations with new content (1: every iteration, as first built).
     #: A failure, a finish or a fact written down triage at once; this catches the facts a long
     #: healthy stretch turned up.
     every: int = 10
 
     def __post_init__(self) -> None:
-        if self.format not in ("english", "seed"):
-            raise ValueError(f"format must be 'english' or 'seed', got {self.format!r}")
+        object.__setattr__(self, "format", triage_format(self.format))
+        if self.format not in TRIAGE_FORMATS:
+            raise ValueError(f"format must be 'english' or 'chinese', got {self.format!r}")
         if self.every < 1:
             raise ValueError("every must be at least 1")
 
@@ -62,7 +76,7 @@ the person's preferences, general rules; usually nothing. JSON: {"entities": [{"
 connectivity, origin reliability, relevance, emotion, personal style, actionability, temporality. Write \
 in the task's language."""
 
-#: The instruction of the seed's format (as first built).
+#: The instruction of the Chinese-labelled input (as first built).
 TRIAGE_SYSTEM = """You extract long-term memories from an agent's latest iteration.
 Keep only what would help a future task: lessons from failures, facts about the environment,
 the person's preferences, rules that generalise.  Skip chatter.  Reply with JSON:
@@ -101,11 +115,11 @@ def _clip(text: str, limit: int) -> str:
 
 
 def render_entries(entries: Iterable[Entry], format: str = "english") -> str:
-    """The timeline entries a triage reads: as they stand in the seed's format; in English one
+    """The timeline entries a triage reads: as they stand in the Chinese-labelled input; in English one
     line per step (``#3 read_file {"path": "x"}: thought``) and its observation after ``->``,
     clipped, the finish's echo of its answer left out.  Engine notes are left out in both."""
     entries = [e for e in entries if e.kind != "task"]
-    if format == "seed":
+    if triage_format(format) == "chinese":
         return task_lines("\n".join(f"[{e.kind} #{e.iteration}] {e.content}" for e in entries))
     lines: list[str] = []
     answer = None
@@ -135,7 +149,7 @@ def render_entries(entries: Iterable[Entry], format: str = "english") -> str:
 
 def contextual_input(iteration: int, task_id: str, diff: str, status: str, done: bool, reason: str | None,
                      format: str = "english", task: str = "") -> str:
-    """The contextual input of triage (MECHANISMS.md §3.7): in the seed's own labels, or in English (the task,
+    """The contextual input of triage (MECHANISMS.md §3.7): in the reference design's Chinese labels, or in English (the task,
     the steps, whether it finished, and the reason when the steps do not already say it)."""
     if format == "english":
         head = f"Task: {_clip(task, TASK_CHARS)}" if task else f"Task {task_id}"
@@ -185,10 +199,10 @@ def heuristic_entities(text: str, max_chars: int = 600) -> list[dict[str, Any]]:
 
 
 def handle_memory(store: MemoryBackend, text: str, llm: LLMClient | None = None, *, iteration: int = 0,
-                  format: str = "seed") -> dict[str, Any]:
-    """Seed ``HandleMemory``: extract, dedup, score and save.  Returns what happened:
+                  format: str = "chinese") -> dict[str, Any]:
+    """Extract, dedup, score and save.  Returns what happened:
     ``{"added": [ids], "duplicates": n, "source": "model" | "heuristic", "error": str | None}``.
-    ``format`` picks the instruction: the short English one or the seed format's."""
+    ``format`` picks the instruction: the short English one or the long one of the Chinese-labelled input."""
     entities: list[dict[str, Any]] = []
     source, error = "model", None
     if llm is not None:

@@ -1,4 +1,4 @@
-"""Settings of reflection and spin detection, with the seed's numbers as defaults."""
+"""Settings of reflection and spin detection; each default is explained in docs/MECHANISMS.md §1-2."""
 
 from __future__ import annotations
 
@@ -24,8 +24,11 @@ DETECTORS = (
     "context_window",       # N context condensations in a row (OpenHands' pattern)
 )
 #: "progress": detectors that ask for repetition without progress (reflection/detectors.py);
-#: "seed": the seed's detectors as first built (reflection/seed_detectors.py).
-SPIN_RULES = ("progress", "seed")
+#: "repetition": the first-built detectors, which fire on repetition alone, whatever it found
+#: (reflection/repetition_detectors.py).
+SPIN_RULES = ("progress", "repetition")
+#: Older names of the spin rules, still read (user code and saved settings may carry them).
+SPIN_RULE_ALIASES = {"seed": "repetition"}
 #: Which reflections the prompt's cache keeps, and where the cache goes in the prompt.
 CACHE_KINDS = ("informative", "all")
 PROMPT_PLACES = ("end", "system")
@@ -46,9 +49,9 @@ class ReflectionConfig:
     reflection: str | ReflectionLevel = "auto"
     #: Layer 1: this many actions in a row with the same action type and tool fire it.
     spin_threshold: int = 3
-    #: The decision tree's STANDARD-on-spin branch starts after this iteration (seed: > 5).
+    #: The decision tree's STANDARD-on-spin branch starts after this iteration (from iteration 6 on).
     iteration_threshold: int = 5
-    #: Memory search depth in bytes by level (seed: 2 KB / 5 KB / 10 KB).
+    #: Memory search depth in bytes by level (2 KB / 5 KB / 10 KB).
     memory_bytes: dict[int, int] = field(default_factory=lambda: {
         ReflectionLevel.STANDARD: 2 * 1024, ReflectionLevel.DEEP: 5 * 1024,
         ReflectionLevel.CRITICAL: 10 * 1024})
@@ -56,7 +59,7 @@ class ReflectionConfig:
     cache_size: int = 3
     #: Which reflections the prompt's cache keeps: "informative" (a failure, a model's summary or
     #: suggestions, a spin: a MINIMAL "succeeded" tells the model nothing it has not just read)
-    #: or "all" (the seed's: every reflection, MINIMAL ones too).
+    #: or "all" (as first built: every reflection, MINIMAL ones too).
     cache_kinds: str = "informative"
     #: Where the cached reflections go: "end" (after the timeline: they change every iteration,
     #: so the prompt before them stays a stable prefix for prompt caching) or "system" (in the
@@ -87,7 +90,8 @@ class ReflectionConfig:
     detectors: dict[str, bool] = field(default_factory=dict)
     #: How much of the recent timeline goes into the analysis prompts.
     timeline_chars: int = 3000
-    #: Which detectors decide (SPIN_RULES); "seed" keeps the seed's layers exactly as first built.
+    #: Which detectors decide (SPIN_RULES): "progress" asks for repetition without progress;
+    #: "repetition" keeps the first-built layers, which fire on repetition alone.
     spin_rules: str = "progress"
     #: Progress: a step's output is new when not seen among this many steps before it.
     progress_window: int = 10
@@ -113,6 +117,7 @@ class ReflectionConfig:
             raise ValueError(f"cache_kinds must be one of {', '.join(CACHE_KINDS)}, got {self.cache_kinds!r}")
         if self.prompt_place not in PROMPT_PLACES:
             raise ValueError(f"prompt_place must be one of {', '.join(PROMPT_PLACES)}, got {self.prompt_place!r}")
+        self.spin_rules = SPIN_RULE_ALIASES.get(self.spin_rules, self.spin_rules)
         if self.spin_rules not in SPIN_RULES:
             raise ValueError(f"unknown spin_rules {self.spin_rules!r}; choose one of: {', '.join(SPIN_RULES)}")
         unknown = sorted(set(self.detectors) - set(DETECTORS))

@@ -4,11 +4,11 @@
 2. environmental impact (STANDARD and up): an ``EnvironmentalImpact``, measured here
    and completed by the model;
 3. memory-augmented analysis (STANDARD and up): the memory is searched with the
-   seed's query, as deep as the level allows, and the model reflects;
-4. timeline injection: the seed's success or failure line and the MANDATORY
+   reflection's query, as deep as the level allows, and the model reflects;
+4. timeline injection: a success or failure line and the MANDATORY
    RECOMMENDATIONS, where the next action call will read them;
 5. caching: the most recent informative reflections go into the next prompt
-   (``ReflectionConfig.cache_kinds="all"``: every one, as the seed caches them).
+   (``ReflectionConfig.cache_kinds="all"``: every one, as first built).
 
 A reflection call that fails (timeout, server error, unusable reply) is recorded
 in the ``reflection`` event with ``ok=False`` and the run goes on.

@@ -141,7 +141,7 @@ def firmness_line(warning: int, max_warnings: int) -> str:
 
 
 def spin_warning_text(results: Sequence[SpinDetectionResult], warning: int, max_warnings: int) -> str:
-    """The seed's logic_spin_warning (2.4): what the model reads once a spin is confirmed."""
+    """The spin warning (MECHANISMS.md §2.5): what the model reads once a spin is confirmed."""
     first = results[0]
     reasons = [r.reason for r in results if r.reason]
     suggestions: list[str] = []

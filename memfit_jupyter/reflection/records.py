@@ -1,6 +1,6 @@
 """The records that reflection and spin detection produce (docs/MECHANISMS.md §1-2).
 
-Plain dataclasses with the seed's fields (snake_case, as the seed's JSON tags
+Plain dataclasses with the reference design's fields (snake_case, as its JSON tags
 spell them), plus a few fields the trace and the widget need (tool, trigger,
 summary, memory_used, layer, detector).
 """
@@ -41,7 +41,7 @@ class ActionReflection:
     reflection_timestamp: str = ""
     is_spinning: bool = False
     spin_reason: str = ""
-    # Beyond the seed: what the trace and the widget show.
+    # Beyond the reference design: what the trace and the widget show.
     tool: str = ""
     trigger: str = ""
     summary: str = ""

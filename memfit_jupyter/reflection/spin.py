@@ -2,8 +2,8 @@
 and the extra named detectors; warnings that grow firmer, and the spin exit.
 
 After each action ``SpinMonitor.detect`` runs every enabled detector and
-returns a ``SpinVerdict``; ``SpinMonitor.apply`` then writes the seed's
-logic_spin_warning into the timeline, or ends the run with ``SpinExit`` when
+returns a ``SpinVerdict``; ``SpinMonitor.apply`` then writes the spin
+warning (``logic_spin_warning``) into the timeline, or ends the run with ``SpinExit`` when
 ``max_consecutive_spin_warnings`` warnings have not broken the loop.
 
 With ``spin_rules="progress"`` (the default) the detectors of ``detectors``
@@ -11,8 +11,9 @@ ask for repetition without progress; a layer-1 finding is a spin once layer 2
 confirms it (if the layer-2 call fails, or there is no model to ask, layer 1
 stands), and a run ends only on a verdict that holds deterministic evidence
 (a finding of a detector in ``detectors.EVIDENCE``): a judge can warn,
-evidence stops.  ``spin_rules="seed"`` runs the seed's detectors as first built
-(``seed_detectors``), where a layer-2 verdict alone can end a run.
+evidence stops.  ``spin_rules="repetition"`` runs the detectors as first built
+(``repetition_detectors``): they fire on repetition alone, and a layer-2 verdict alone can
+end a run.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from ..errors import RunEnded, SpinExit
 from ..events import Guidance
 from ..records import ActionRecord
 from . import detectors as d
-from . import seed_detectors as seed
+from . import repetition_detectors as rep
 from .config import ReflectionConfig
 from .levels import actions
 from .prompts import code_spin_text, spin_messages, spin_warning_text
@@ -84,8 +85,8 @@ class SpinMonitor:
         self.history = d.History(window=getattr(config, "progress_window", 10))
 
     @property
-    def seed_rules(self) -> bool:
-        return getattr(self.config, "spin_rules", "progress") == "seed"
+    def repetition_rules(self) -> bool:
+        return getattr(self.config, "spin_rules", "progress") == "repetition"
 
     def _history(self, records: list[ActionRecord]) -> d.History:
         """The derived steps, brought up to date with the run's records (one new step a call)."""
@@ -101,13 +102,13 @@ class SpinMonitor:
         cfg = self.config
         verdict = SpinVerdict(record.iteration)
         records = run.records
-        if not self.seed_rules:
+        if not self.repetition_rules:
             h = self._history(records)
         if record.ok and record.data.get("final"):
             return verdict  # the run is finishing: nothing to break out of
         threshold = cfg.spin_threshold
         if cfg.enabled("same_action_type"):
-            l1 = seed.layer1(records, threshold) if self.seed_rules else d.layer1(h, threshold)
+            l1 = rep.layer1(records, threshold) if self.repetition_rules else d.layer1(h, threshold)
         else:
             l1 = None
         if l1 is not None:
@@ -121,7 +122,7 @@ class SpinMonitor:
                     verdict.confirmed.append(l2)
             else:
                 verdict.confirmed.append(l1)
-        for name, check in (self._seed_checks(records) if self.seed_rules else self._checks(h)):
+        for name, check in (self._repetition_checks(records) if self.repetition_rules else self._checks(h)):
             if cfg.enabled(name):
                 found = check()
                 if found is not None:
@@ -146,18 +147,18 @@ class SpinMonitor:
             ("context_window", lambda: d.context_window(h, getattr(cfg, "context_window_threshold", 3))),
         ]
 
-    def _seed_checks(self, records: list[ActionRecord]) -> list[tuple[str, Check]]:
+    def _repetition_checks(self, records: list[ActionRecord]) -> list[tuple[str, Check]]:
         cfg = self.config
         threshold = cfg.spin_threshold
         return [
-            ("code_modify", lambda: seed.code_modify(records, count=cfg.code_spin_count, window=cfg.code_spin_window,
+            ("code_modify", lambda: rep.code_modify(records, count=cfg.code_spin_count, window=cfg.code_spin_window,
                                                      tolerance=cfg.region_tolerance,
                                                      small_lines=cfg.small_edit_lines)),
-            ("repeat_observation", lambda: seed.repeat_observation(records, cfg.repeat_observation_threshold
+            ("repeat_observation", lambda: rep.repeat_observation(records, cfg.repeat_observation_threshold
                                                                    or threshold)),
-            ("alternation", lambda: seed.alternation(records, cfg.alternation_cycles)),
-            ("repeated_error", lambda: seed.repeated_error(records, cfg.repeated_error_threshold or threshold)),
-            ("empty_replies", lambda: seed.empty_replies(records, cfg.empty_replies_threshold)),
+            ("alternation", lambda: rep.alternation(records, cfg.alternation_cycles)),
+            ("repeated_error", lambda: rep.repeated_error(records, cfg.repeated_error_threshold or threshold)),
+            ("empty_replies", lambda: rep.empty_replies(records, cfg.empty_replies_threshold)),
         ]
 
     def analyse(self, run: SpinSubject, record: ActionRecord, l1: SpinDetectionResult) -> SpinDetectionResult:
@@ -202,7 +203,7 @@ class SpinMonitor:
         exit_now = False
         if verdict.confirmed:
             self.quiet = 0
-            evidence = self.seed_rules or any(r.detector in d.EVIDENCE for r in verdict.confirmed)
+            evidence = self.repetition_rules or any(r.detector in d.EVIDENCE for r in verdict.confirmed)
             if cfg.max_consecutive_spin_warnings and self.warnings >= cfg.max_consecutive_spin_warnings \
                     and evidence:
                 exit_now = True
@@ -235,7 +236,7 @@ class SpinMonitor:
         text = spin_warning_text(verdict.confirmed, self.warnings, cfg.max_consecutive_spin_warnings)
         code = next((r for r in verdict.confirmed if r.layer == 3), None)
         if code is not None:
-            edit = seed.ModifyRecord.of(actions(run.records)[-1])
+            edit = rep.ModifyRecord.of(actions(run.records)[-1])
             if edit is not None:
                 text += "\n\n" + code_spin_text(edit.start_line, edit.end_line, code.reason)
         run.emit(Guidance(kind="logic_spin_warning", iteration=verdict.iteration, text=text))

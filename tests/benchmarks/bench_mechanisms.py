@@ -2,9 +2,9 @@
 
 The bare loop is the same agent with reflection (and with it spin detection) off and no
 memory: one action call per iteration.  The defaults add reflection, spin analysis and
-memory triage.  ``seed`` is the defaults with the seed's choices where the lean ones
-replaced them: triage after every iteration in the seed's format and every reflection
-cached in the system prompt.  All run the same scripted scenario in the same process; the
+memory triage.  ``first-built`` is the defaults with the first-built choices where the lean
+ones replaced them: triage after every iteration on the Chinese-labelled input and every
+reflection cached in the system prompt.  All run the same scripted scenario in the same process; the
 ratio of their tokens to the bare loop's is the price of the mechanisms on a run that
 needed none of them (target <= 1.2x for the defaults).
 
@@ -29,11 +29,11 @@ cut short by its time limit is marked: its tokens are a lower bound.
 
 Measured here (2 shared cores) with ``--scenarios demo --local``: scripted ``demo`` 1.19x
 (bare 1,797 tokens in 3 calls, default 2,132 in 4).  On the local model, 2,043 / 8,273 /
-12,010 tokens (bare / default / seed, 5 / 15 / 18 calls over the three tasks), 4.05x and
+12,010 tokens (bare / default / first-built, 5 / 15 / 18 calls over the three tasks), 4.05x and
 5.88x: the model seldom solves a task, and on a failing step the defaults reflect and
 triage, as they are meant to (demo: 2 reflections, 2,234 tokens, and 2 triages, 1,264).
 The one run that finished at once (``fail-first``, 385 tokens bare) cost 2.04x: the
-finish's triage (226 tokens) and the seed's search of memory for a completed task (one
+finish's triage (226 tokens) and the search of memory for a completed task (one
 tag call, 101 tokens) are a fixed cost that a one-step run does not amortise.
 """
 
@@ -46,7 +46,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-VARIANTS = ("bare", "default", "seed")
+VARIANTS = ("bare", "default", "first-built")
 
 
 class PromptLog:
@@ -81,12 +81,12 @@ def prefix_share(sent: list[tuple[str, list[dict]]]) -> float:
 def settings_of(variant: str) -> dict:
     if variant == "bare":
         return {"reflection": "none", "memory": False}
-    if variant == "seed":
+    if variant == "first-built":
         from memfit_jupyter.memory import MemoryConfig, TriageConfig
         from memfit_jupyter.reflection import ReflectionConfig
 
         return {"configs": [ReflectionConfig(cache_kinds="all", prompt_place="system"),
-                            MemoryConfig(triage=TriageConfig(format="seed", every=1))]}
+                            MemoryConfig(triage=TriageConfig(format="chinese", every=1))]}
     return {}
 
 
@@ -121,14 +121,14 @@ def one(model, task, variant, files=None, max_tokens=None, **kwargs):
 
 
 def report(rows) -> None:
-    print(f"{'run':<20} {'variant':<8} {'tokens':>7} {'ratio':>6} {'calls':>5} {'prefix':>6} {'cached':>6}  "
+    print(f"{'run':<20} {'variant':<11} {'tokens':>7} {'ratio':>6} {'calls':>5} {'prefix':>6} {'cached':>6}  "
           f"status  calls/tokens by purpose")
     for name, results in rows:
         base = results["bare"]["tokens"]
         for variant, r in results.items():
             ratio = r["tokens"] / base if base else float("nan")
             by = ", ".join(f"{p} {n}/{t}" for p, (n, t) in sorted(r["purposes"].items()))
-            print(f"{name:<20} {variant:<8} {r['tokens']:>7} {ratio:>5.2f}x {r['calls']:>5} {r['prefix']:>6.0%} "
+            print(f"{name:<20} {variant:<11} {r['tokens']:>7} {ratio:>5.2f}x {r['calls']:>5} {r['prefix']:>6.0%} "
                   f"{r['cached']:>6}  {r['status']:<9} {by}")
     local = [results for name, results in rows if name.startswith("local")]
     if local:
@@ -136,7 +136,7 @@ def report(rows) -> None:
         for variant in VARIANTS:
             tokens = sum(r[variant]["tokens"] for r in local)
             calls = sum(r[variant]["calls"] for r in local)
-            print(f"{'local, all runs':<20} {variant:<8} {tokens:>7} {tokens / bare if bare else float('nan'):>5.2f}x "
+            print(f"{'local, all runs':<20} {variant:<11} {tokens:>7} {tokens / bare if bare else float('nan'):>5.2f}x "
                   f"{calls:>5}")
     print("(* a run cut short by its time limit: its tokens are a lower bound)")
 

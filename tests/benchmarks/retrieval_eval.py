@@ -19,7 +19,7 @@ and recall@10 of:
 
 - baselines: BM25 (SQLite FTS5), dense exact (the embedder alone), and reciprocal-rank
   fusion of the two (top 50 each, k = 60), computed outside the store;
-- the store's pipeline: ``ranking="seed"`` (the seed's formula), the default ranking, and
+- the store's pipeline: ``ranking="weighted"`` (the weighted C.O.R.E. P.A.C.T. score alone), the default ranking, and
   the default ranking on a store whose memories carry random C.O.R.E. P.A.C.T. scores
   (as triage writes varied scores that have nothing to do with a later query);
 - dedup: how many memories the default dedup refused, how many of them are evidence.
@@ -161,7 +161,7 @@ def measure(tally: Tally, store: MemoryStore, queries: list[dict], sweep: bool) 
     tally.add("bm25", store, queries, lexical)
     tally.add("dense exact", store, queries, dense)
     tally.add("rrf(bm25, dense)", store, queries, lambda s, q: rrf_fuse([lexical(s, q), dense(s, q)]))
-    tally.add("store seed", store, queries, pipeline("seed"))
+    tally.add("store weighted", store, queries, pipeline("weighted"))
     tally.add("store default", store, queries, pipeline())
     for cfg in SWEEP if sweep else ():
         label = f"alpha={cfg.alpha}" if cfg.fusion == "convex" else f"k={cfg.rrf_k}"

@@ -1,5 +1,5 @@
-"""Spin detection on real agents' trajectories: memfit's detectors side by side with the seed's
-first build and with OpenHands' StuckDetector re-implemented (``openhands_stuck.py``).
+"""Spin detection on real agents' trajectories: memfit's detectors side by side with the
+first-built repetition rules and with OpenHands' StuckDetector re-implemented (``openhands_stuck.py``).
 
     python tests/benchmarks/spin_eval.py extract DIR...   # once: convert the fetched runs
     python tests/benchmarks/spin_eval.py run [--split dev|test|all] [--write]
@@ -60,7 +60,7 @@ RESULTS = Path(__file__).resolve().parents[2] / "notebooks" / "spin_eval.json"  
 STOPPING = RESULTS.with_name("spin_stopping.json")
 SYSTEMS = {
     "memfit": {},                       # the defaults: spin_rules="progress"
-    "memfit seed rules": {"spin_rules": "seed"},
+    "memfit repetition rules": {"spin_rules": "repetition"},
 }
 
 

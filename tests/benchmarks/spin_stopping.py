@@ -29,7 +29,7 @@ from memfit_jupyter.study.analysis import records_of
 POINTS: list[tuple[str, str, dict[str, Any]]] = [
     *[(f"warnings={n}", "warnings before exit", {"max_consecutive_spin_warnings": n}) for n in (1, 2, 3, 5, 8)],
     *[(f"spin_threshold={n}", "spin threshold", {"spin_threshold": n}) for n in (4, 6)],
-    ("seed rules", "rules", {"spin_rules": "seed"}),
+    ("repetition rules", "rules", {"spin_rules": "repetition"}),
 ]
 
 

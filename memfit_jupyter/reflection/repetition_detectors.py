@@ -1,6 +1,7 @@
-"""The seed's spin detectors as first built: pure functions of the action records.
+"""The spin detectors as first built, which fire on repetition alone: pure functions of the
+action records.
 
-``ReflectionConfig(spin_rules="seed")`` selects them.  Layer 1 fires on N
+``ReflectionConfig(spin_rules="repetition")`` selects them.  Layer 1 fires on N
 actions of the same type and tool, whatever they found; ``repeated_error``
 compares the error status line; ``code_modify`` counts small same-region edits
 whatever they led to.  On real runs they fire on most healthy runs, which is
