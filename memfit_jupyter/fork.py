@@ -45,6 +45,7 @@ from .replay import (
     _hit,
 )
 from .secrets import package_logger
+from .trace import fork_summary as fork_summary  # importable from here too, its former home
 
 if TYPE_CHECKING:
     from .run import Run

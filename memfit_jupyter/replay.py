@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from .events import BreakerRejected, Event, from_dict
+from .live import LiveClock as LiveClock  # importable from here too, its former home
 from .live import LiveTools
 from .memory.entity import MemoryEntity, ScoredMemory, SearchResults
 from .records import ToolResult
