@@ -135,7 +135,7 @@ def test_no_tier_left_says_which_are_open_and_when(server):
     client.call("sample", SAMPLE)
     result = client.call("sample", SAMPLE)
     assert not result.ok and result.error_kind == "circuit_open"
-    assert "primary (next probe in 60.0 s)" in result.error
+    assert "open circuits: primary (open for 60 s, then one probe call)" in result.error
     fb = breakers.fallbacks[-1]
     assert fb.answered_by is None and set(fb.open_tiers) == {"primary"} and fb.open_tiers["primary"] is not None
     assert server.requests["p"] == 2

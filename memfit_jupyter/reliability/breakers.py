@@ -213,7 +213,9 @@ class BreakerSet:
                 if answered:
                     message = f"{tier} tier is {b.state.value}; the {answered} tier answers instead"
                 else:
-                    when = ", ".join(f"{t} (next probe in {max(0.0, (x.next_probe_at or now) - now):.1f} s)"
+                    # The open period, not the time left: the message is part of the trace, and a
+                    # replay (which runs faster) must say it the same way; ``open_tiers`` has the when.
+                    when = ", ".join(f"{t} (open for {x.open_period:g} s, then one probe call)"
                                      for t, x in self.breakers.items() if x.state is not CircuitState.CLOSED)
                     message = f"no tier can take the call: open circuits: {when}"
                 fallback = FallbackResult(tier, answered, open_tiers, message)
