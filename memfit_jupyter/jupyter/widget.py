@@ -390,6 +390,9 @@ class RunWidget:
         from ..fork import ForkError
         from .fork_view import first_line, request_changes
 
+        if self._fork_error is not None:  # a new attempt: the last one's line goes first
+            self._fork_error = None
+            self.refresh_controls()
         if self._busy:
             self._fork_error = f"run {self.run.id} is executing: fork it once it has stopped"
             self.refresh_controls()
