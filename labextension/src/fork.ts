@@ -160,6 +160,15 @@ function copyButton(text: () => string): HTMLElement {
   return b;
 }
 
+/** Which steps of a fork at `at` come from the recording, in words. */
+function prefixText(at: number): string {
+  if (at <= 1) {
+    return 'nothing comes from the recording';
+  }
+  const steps = at === 2 ? 'step 1 comes' : `steps 1–${at - 1} come`;
+  return `${steps} from the recording (no model call, no tool run)`;
+}
+
 /** The "Fork from here" form of one step. */
 class ForkForm {
   readonly root: HTMLElement;
@@ -178,7 +187,7 @@ class ForkForm {
     this.root = h(
       'form',
       { class: 'memfit-fork-form', 'data-at': String(at) },
-      h('div', { class: 'memfit-fork-form-title' }, `Fork at step ${at}: `, h('span', { class: 'memfit-muted' }, `steps 1–${at - 1} come from the recording (no model call, no tool run); from step ${at} the fork runs live with what you change here.`)),
+      h('div', { class: 'memfit-fork-form-title' }, `Fork at step ${at}: `, h('span', { class: 'memfit-muted' }, `${prefixText(at)}; from step ${at} the fork runs live with what you change here.`)),
       field('guidance', h('textarea', { name: 'guidance', rows: '2', class: 'memfit-fork-input', placeholder: `what step ${at}’s prompt says where a reflection’s guidance goes` })),
       h('div', { class: 'memfit-fork-line' }, field('action', tool), field('params (JSON)', h('textarea', { name: 'params', rows: '1', class: 'memfit-fork-input memfit-code-input', placeholder: '{"path": "data.txt"}' }))),
       field('observation', h('textarea', { name: 'observation', rows: '2', class: 'memfit-fork-input', placeholder: `what step ${at}’s tool gives back (it does not run)` })),
@@ -216,52 +225,66 @@ class ForkForm {
     this.redraw();
   }
 
-  /** Draw the part that depends on the kernel: "Fork and run" with one, the code lines without. */
+  /**
+   * Draw the part that depends on the kernel: "Fork and run" with one, the code lines without.
+   * Elements are kept and updated, not replaced: typing (and the change event of leaving a field
+   * for the button) must not swap the button out from under a click.
+   */
   redraw(): void {
-    const source = this._panel.source();
-    if (source) {
+    const live = this._panel.source() !== null;
+    if (live !== this._liveMode || !this._out.firstChild) {
+      this._liveMode = live;
+      this._out.replaceChildren(live ? this._liveControls() : this._codeLines());
+    }
+    if (live) {
       const executing = this._panel.executing();
-      const run = h('button', { type: 'submit', class: 'memfit-button memfit-button-primary', 'data-action': 'fork' }, this._waiting ? 'Forking…' : 'Fork and run') as HTMLButtonElement;
-      run.disabled = executing || this._waiting;
-      run.addEventListener('click', () => {
-        if (run.disabled) {
-          return;
-        }
-        this._waiting = true;
-        this._error.textContent = '';
-        this._panel.submit(this);
-        this.redraw();
-      });
-      const cancel = h('button', { type: 'button', class: 'memfit-button memfit-button-muted', 'data-action': 'fork_cancel' }, 'Cancel');
-      cancel.addEventListener('click', () => this._panel.closeForm());
-      this._out.replaceChildren(
-        h(
-          'div',
-          { class: 'memfit-buttons' },
-          run,
-          cancel,
-          executing ? h('span', { class: 'memfit-muted memfit-fork-busy' }, 'the run is executing: fork it once it has stopped') : null
-        )
-      );
+      this._run.disabled = executing || this._waiting;
+      this._run.textContent = this._waiting ? 'Forking…' : 'Fork and run';
+      this._busy.textContent = executing && !this._waiting ? 'the run is executing: fork it once it has stopped' : '';
       return;
     }
     const req = this.request();
-    const line = forkLine(this._panel.runId(), req);
-    const call = forkCall(req);
-    this._out.replaceChildren(
-      h(
-        'div',
-        { class: 'memfit-fork-code' },
-        h('div', { class: 'memfit-muted' }, 'No kernel holds this run: run one of these in a cell to fork it (RUN is the run’s variable, its id while the kernel holds it, or its saved trace file).'),
-        h('div', { class: 'memfit-fork-code-line' }, h('pre', { class: 'memfit-pre memfit-fork-magic' }, line), copyButton(() => line)),
-        h('div', { class: 'memfit-fork-code-line' }, h('pre', { class: 'memfit-pre memfit-fork-call' }, call), copyButton(() => call))
-      )
+    this._magic.textContent = forkLine(this._panel.runId(), req);
+    this._call.textContent = forkCall(req);
+  }
+
+  private _liveControls(): HTMLElement {
+    this._run = h('button', { type: 'submit', class: 'memfit-button memfit-button-primary', 'data-action': 'fork' }, 'Fork and run') as HTMLButtonElement;
+    this._run.addEventListener('click', () => {
+      if (this._run.disabled) {
+        return;
+      }
+      this._waiting = true;
+      this._error.textContent = '';
+      this._panel.submit(this);
+      this.redraw();
+    });
+    const cancel = h('button', { type: 'button', class: 'memfit-button memfit-button-muted', 'data-action': 'fork_cancel' }, 'Cancel');
+    cancel.addEventListener('click', () => this._panel.closeForm());
+    this._busy = h('span', { class: 'memfit-muted memfit-fork-busy' });
+    return h('div', { class: 'memfit-buttons' }, this._run, cancel, this._busy);
+  }
+
+  private _codeLines(): HTMLElement {
+    this._magic = h('pre', { class: 'memfit-pre memfit-fork-magic' });
+    this._call = h('pre', { class: 'memfit-pre memfit-fork-call' });
+    return h(
+      'div',
+      { class: 'memfit-fork-code' },
+      h('div', { class: 'memfit-muted' }, 'No kernel holds this run: run one of these in a cell to fork it (RUN is the run’s variable, its id while the kernel holds it, or its saved trace file).'),
+      h('div', { class: 'memfit-fork-code-line' }, this._magic, copyButton(() => this._magic.textContent ?? '')),
+      h('div', { class: 'memfit-fork-code-line' }, this._call, copyButton(() => this._call.textContent ?? ''))
     );
   }
 
   private _error: HTMLElement;
   private _out: HTMLElement;
   private _waiting = false;
+  private _liveMode = false;
+  private _run = h('button', null) as HTMLButtonElement;
+  private _busy = h('span', null);
+  private _magic = h('pre', null);
+  private _call = h('pre', null);
 }
 
 /** The forks of one run output: the buttons in its rows, the tree, the comparison, the children. */
@@ -397,10 +420,9 @@ export class ForkPanel {
 
   private _draw(): void {
     const forks = this.forks();
-    const error = this.source()?.controls.fork_error;
-    this.root.classList.toggle('memfit-forks-empty', !forks.length && !error);
+    this.root.classList.toggle('memfit-forks-empty', !forks.length);
     if (!forks.length) {
-      this._tree.replaceChildren(error ? h('div', { class: 'memfit-error memfit-fork-error' }, error) : '');
+      this._tree.replaceChildren();
     } else {
       const tree = h(
         'ul',
@@ -425,8 +447,7 @@ export class ForkPanel {
       this._tree.replaceChildren(
         h('div', { class: 'memfit-section-title' }, `Forks of this run (${forks.length})`),
         h('div', { class: 'memfit-fork-root memfit-muted' }, `run ${this.runId()}`),
-        tree,
-        ...(error ? [h('div', { class: 'memfit-error memfit-fork-error' }, error)] : [])
+        tree
       );
     }
     this._drawChildren(forks);
