@@ -500,3 +500,11 @@ def test_fork_from_the_view_runs_the_child_in_its_own_widget_and_the_saved_outpu
     [saved] = updates[-1]["content"]["metadata"][RUN_MIME]["forks"]
     assert saved["run"] == entry["run"] and saved["trace"]["parent"]["at"] == 3 and saved["live_widget"] == child
     assert kernel.value("len(forked.events)") == str(events)
+    # the line a saved view writes for the same fork runs as it is, and the tree lists that fork too
+    run_id = kernel.value("forked.id").strip("'")
+    reply, _ = kernel.execute(f"%memfit fork {run_id} --at 2 --guidance \"don't read it twice\" "
+                              "--action '{\"tool\": \"finish\", \"params\": {\"answer\": \"42\"}}' --quiet")
+    assert reply["content"]["status"] == "ok"
+    assert kernel.value("forked.forks[1].parent['changes']['guidance']") == '"don\'t read it twice"'
+    second = kernel.controls(parent)["forks"][1]
+    assert second["at"] == 2 and second["status"] == "done" and second["live_widget"] is None

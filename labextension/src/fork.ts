@@ -32,9 +32,18 @@ export const REFLECTION_LEVELS = ['none', 'minimal', 'standard', 'deep', 'critic
 /** A fork as the tree draws it: the kernel's entry, and its trace once an output saved one. */
 type Fork = ForkEntry & { trace?: Record<string, unknown> };
 
-/** Text as one shell word (what `%memfit fork` reads its options as). */
-function shellWord(text: string): string {
-  return /^[\w@%+=:,./-]+$/.test(text) ? text : `'${text.replace(/'/g, `'"'"'`)}'`;
+/**
+ * Text as one word of a magic line, or null when it cannot be one.  IPython splits a magic's
+ * options as words in quotes with no escapes: text with no quote of one kind goes in that kind.
+ */
+function magicWord(text: string): string | null {
+  if (/^[\w@%+=:,./-]+$/.test(text)) {
+    return text;
+  }
+  if (!text.includes("'")) {
+    return `'${text}'`;
+  }
+  return text.includes('"') ? null : `"${text}"`;
 }
 
 /** A JSON value written as Python. */
@@ -72,12 +81,20 @@ function requestAction(req: ForkRequest): { tool: string; params: unknown } | nu
   return { tool: req.tool, params };
 }
 
-/** The `%memfit fork` line that makes the fork a request asks for (`run` names the run). */
+/**
+ * The `%memfit fork` line that makes the fork a request asks for (`run` names the run); a comment
+ * saying to use the `run.fork` call when a text holds both kinds of quote (no magic line can).
+ */
 export function forkLine(run: string, req: ForkRequest): string {
   const parts = [`%memfit fork ${run || 'RUN'} --at ${req.at ?? 1}`];
+  let impossible = '';
   const option = (name: string, value: unknown) => {
     if (value !== undefined && value !== null && value !== '') {
-      parts.push(`--${name} ${shellWord(typeof value === 'string' ? value : JSON.stringify(value))}`);
+      const word = magicWord(typeof value === 'string' ? value : JSON.stringify(value));
+      if (word === null) {
+        impossible = impossible || name;
+      }
+      parts.push(`--${name} ${word}`);
     }
   };
   option('guidance', req.guidance);
@@ -90,6 +107,9 @@ export function forkLine(run: string, req: ForkRequest): string {
   option('reflection', req.reflection);
   option('spin-threshold', req.spin_threshold);
   option('max-iterations', req.max_iterations);
+  if (impossible) {
+    return `# --${impossible} holds both ' and ", which a %memfit line cannot quote: run the run.fork call below`;
+  }
   return parts.join(' ');
 }
 
@@ -488,13 +508,19 @@ export class ForkPanel {
       const key = `${liveId}|${f.trace ? (Array.isArray(f.trace.events) ? f.trace.events.length : 0) : -1}`;
       let child = this._children.get(f.run);
       if (!child) {
+        // A fork made from this view is shown open; one made in code (a later cell, blame) folded.
         const host = h('div', { class: 'memfit-fork-child-run' });
-        const el = h('div', { class: 'memfit-fork-child', 'data-run': f.run }, h('div', { class: 'memfit-section-title' }, `Fork at step ${count(f.at)} · run ${f.run}`), host);
+        const el = h('details', { class: 'memfit-fork-child', 'data-run': f.run }, h('summary', { class: 'memfit-section-title' }, `Fork at step ${count(f.at)} · run ${f.run}`), host);
+        if (liveId) {
+          el.setAttribute('open', '');
+        }
         this._kids.append(el);
         child = { el, host, key: '', slot: this._slot() };
         this._children.set(f.run, child);
+        const made = child;
+        el.addEventListener('toggle', () => el.hasAttribute('open') && made.key === '' && this._drawChildren(this.forks()));
       }
-      if (child.key !== key) {
+      if (child.key !== key && child.el.hasAttribute('open')) {
         child.key = key;
         const trace = f.trace;
         child.slot.place(child.host, liveId, () =>

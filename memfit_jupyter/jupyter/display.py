@@ -189,9 +189,10 @@ def settle_all(*_args: Any) -> None:
                 import logging
 
                 logging.getLogger("memfit_jupyter").exception("refreshing a memfit display failed")
-    # A finished run moves no more, except a degraded one that may be overridden.
+    # A finished run moves no more, except a degraded one that may be overridden; a shown one may
+    # still gain forks (``%memfit fork``, ``run.fork`` in a later cell), which its tree lists.
     _LIVE[:] = [d for d in _LIVE if not (d.run.done and d.run.status != "degraded") or d.handle is None
-                or d._state() != d._seen]
+                or d._state() != d._seen or d.widget is not None]
 
 
 def show(run: Any, *, step: bool = False, quiet: bool = False, throttle_ms: int = THROTTLE_MS,

@@ -164,9 +164,25 @@ def _blame(magics: Any, args: Any) -> Any:
 
 
 def fork_line(run_var: str, at: int, **changes: Any) -> str:
-    """The ``%memfit fork`` line for a fork (what a saved view with no kernel shows)."""
+    """The ``%memfit fork`` line for a fork (the run view writes the same one, labextension/src/fork.ts).
+
+    IPython splits a magic's options as words in quotes with no escapes, so a text goes in the
+    kind of quote it does not hold; one that holds both cannot go in a line (ValueError).
+
+    >>> print(fork_line("rr", 3, guidance="don't read it twice"))
+    %memfit fork rr --at 3 --guidance "don't read it twice"
+    """
     parts = [f"%memfit fork {run_var} --at {at}"]
     for key, value in changes.items():
         text = json.dumps(value) if isinstance(value, dict | list) else str(value)
-        parts.append(f"--{key.replace('_', '-')} {shlex.quote(text)}")
+        if shlex.quote(text) == text:
+            word = text
+        elif "'" not in text:
+            word = f"'{text}'"
+        elif '"' not in text:
+            word = f'"{text}"'
+        else:
+            raise ValueError(f"--{key.replace('_', '-')} holds both ' and \", which a %memfit line cannot quote: "
+                             "use run.fork(...)")
+        parts.append(f"--{key.replace('_', '-')} {word}")
     return " ".join(parts)

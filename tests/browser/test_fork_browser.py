@@ -14,7 +14,15 @@ import urllib.request
 
 import nbformat
 import test_lab_browser as base
-from test_lab_browser import ARTIFACTS, LIVE_TIMEOUT_MS, RENDER_TIMEOUT_MS, RUN_MIME, _kernel_idle, _open, _theme
+from test_lab_browser import (
+    ARTIFACTS,
+    LIVE_TIMEOUT_MS,
+    RENDER_TIMEOUT_MS,
+    RUN_MIME,
+    _kernel_idle,
+    _open,
+    _theme,
+)
 from test_run_view_browser import ERROR_CONTRAST_JS, _watch
 
 pytestmark = base.pytestmark
