@@ -39,15 +39,11 @@ function cell(kind: string, value: unknown, other: unknown, label: string): HTML
   return td;
 }
 
-/** Mark and open the iteration where the runs diverged, in each side drawn so far. */
+/** Mark the iteration where the runs diverged, in each side drawn so far (`.memfit-diverged-row`). */
 function markDiverged(sides: HTMLElement, iteration: number): void {
   for (const row of Array.from(sides.querySelectorAll(`.memfit-iteration[data-iteration="${iteration}"]`))) {
     row.classList.add('memfit-diverged-row');
     row.querySelector(':scope > summary .memfit-iteration-name')?.after(badge('diverged here', 'bad'));
-    if (!row.hasAttribute('open')) {
-      row.setAttribute('open', '');
-      row.dispatchEvent(new Event('toggle'));
-    }
   }
 }
 

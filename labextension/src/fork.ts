@@ -495,6 +495,11 @@ export class ForkPanel {
             diverged: cmp?.diverged ?? null
           })
         );
+        // Both runs open at the step where they parted (their rows before it are the same).
+        for (const row of Array.from(this._compare.querySelectorAll('.memfit-diverged-row'))) {
+          row.setAttribute('open', '');
+          row.dispatchEvent(new Event('toggle'));
+        }
         this._compare.scrollIntoView?.({ block: 'nearest' });
       }
     }
