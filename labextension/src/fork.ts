@@ -15,7 +15,8 @@
  */
 
 import { renderCompare } from './compare';
-import { badge, clip, count, h, money, num, obj, str } from './dom';
+import { badge, count, h, money, num, obj, str } from './dom';
+import { forkChanges } from './events';
 import { findLive, LiveSource } from './liveregistry';
 import { ForkEntry, ForkRequest, SavedFork } from './protocol-types';
 import { renderRun, RunView, STATUS_KIND } from './run';
@@ -130,24 +131,7 @@ export function forkCall(req: ForkRequest, variable = 'run'): string {
 }
 
 /** What a fork changed, in a few words. */
-export function changesText(changes: Record<string, unknown>): string {
-  const parts: string[] = [];
-  for (const [key, value] of Object.entries(changes)) {
-    if (key === 'action') {
-      const a = obj(value) ?? {};
-      const params = obj(a.params) ?? {};
-      const args = Object.entries(params)
-        .map(([k, v]) => `${k}=${typeof v === 'string' ? v : JSON.stringify(v)}`)
-        .join(', ');
-      parts.push(`action ${str(a.tool)}(${clip(args, 60)})`);
-    } else if (typeof value === 'string') {
-      parts.push(`${key} “${clip(value, 80)}”`);
-    } else {
-      parts.push(`${key} ${clip(JSON.stringify(value) ?? '', 60)}`);
-    }
-  }
-  return parts.join(' · ') || 'no change (the same settings from here)';
-}
+export const changesText = forkChanges;
 
 function forksOf(value: unknown): Fork[] {
   if (!Array.isArray(value)) {

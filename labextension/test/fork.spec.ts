@@ -6,6 +6,7 @@
 import * as fs from 'fs';
 import * as path from 'path';
 
+import { eventCard } from '../src/events';
 import { changesText, forkCall, forkLine } from '../src/fork';
 import { Controls, LiveChange, LiveSource, registerLive, unregisterLive } from '../src/liveregistry';
 import { MemfitEvent, RUN_MIME } from '../src/payload';
@@ -88,6 +89,19 @@ describe('the code a saved fork form writes', () => {
     );
     expect(forkLine('abc123', { at: 1 })).toBe('%memfit fork abc123 --at 1');
     expect(changesText({ action: { tool: 'read_file', params: { path: 'x' } }, max_iterations: 4 })).toBe('action read_file(path=x) · max_iterations 4');
+  });
+});
+
+describe('the fork event', () => {
+  it('says where the fork came from, what changed and how its files were restored', () => {
+    const base = { type: 'fork', iteration: 3, ts: 0, parent: 'abc123', at: 3, changes: { guidance: 'read it once' }, memory: 'overlay' };
+    const exact = eventCard({ ...base, workspace: { exact: true, files: 4, caveats: ['python variables are not restored'] } } as any);
+    expect(exact.querySelector('.memfit-event-title')?.textContent).toBe('Forked from run abc123 at step 3');
+    expect(exact.textContent).toContain('guidance “read it once”');
+    expect(exact.textContent).toContain("the parent's files at step 3 (4 files)");
+    expect(exact.textContent).toContain('python variables are not restored');
+    const inexact = eventCard({ ...base, workspace: { exact: false, problems: ['step 2 wrote /etc/x outside the workdir'] } } as any);
+    expect(inexact.textContent).toContain("not exactly the parent's files: step 2 wrote /etc/x outside the workdir");
   });
 });
 
