@@ -468,3 +468,50 @@ def test_the_header_shows_the_expected_cost_of_an_iteration(kernel):
         assert running and all(c["estimate"] and c["estimate"]["priced"] for c in running), running
     finally:
         kernel.execute("%config MemfitMagics.max_live_cards = 100")
+
+
+def test_fork_from_the_view_runs_the_child_in_its_own_widget_and_the_saved_output_lists_it(kernel):
+    _, _ = kernel.execute("%%memfit_task --model memfit/spin-demo --no-memory --name forked\n"
+                          "What is the total of the numbers in data.txt?")
+    parent = kernel.run_widget()
+    events = len(kernel.events[parent])
+    # bad input: one line in the controls, nothing made, the parent's trace untouched
+    for request, line in [({"at": 99, "guidance": "x"}, "step 99 is outside the run"),
+                          ({"at": 3, "tool": "read_file", "params": "{path: x"}, "are not JSON"),
+                          ({"at": 3, "tool": "nope", "params": "{}"}, "unknown tool 'nope'"),
+                          ({"at": 3, "spin_threshold": 0}, "spin_threshold must be a whole number")]:
+        kernel.act("fork", comm_id=parent, fork=request)
+        error = kernel.controls(parent)["fork_error"]
+        assert line in error and "\n" not in error, error
+        assert kernel.value("len(forked.forks)") == "0"
+    # the same bad input twice: the line is cleared and said again (the view sees each answer)
+    log = kernel.control_log[parent]
+    assert [c["fork_error"] for c in log[-2:]] == [None, error]
+    assert kernel.value("len(forked.events)") == str(events)
+    msgs = kernel.act("fork", comm_id=parent, fork={
+        "at": 3, "guidance": " give the total ", "tool": "finish", "params": '{"answer": "42"}'})
+    assert kernel.value("forked.forks[0].status") == "'done'"
+    controls = kernel.controls(parent)
+    assert controls["fork_error"] is None and not controls["busy"]
+    [entry] = controls["forks"]
+    child = entry["live_widget"]
+    assert child != parent and kernel.widgets[child]["_model_name"] == "MemfitRunModel"
+    assert entry["at"] == 3 and entry["status"] == "done" and entry["answer"] == "42" and entry["cost_usd"] > 0
+    assert entry["changes"]["guidance"] == "give the total"
+    assert entry["compare"]["diverged"]["iteration"] == 3
+    # the child streamed its own events through its own widget, the fork event among them
+    assert kernel.events[child] == kernel.json("forked.forks[0].trace()['events']")
+    assert any(e["type"] == "fork" for e in kernel.events[child])
+    # the parent's saved output now lists the fork with its trace
+    updates = [m for m in msgs if m["msg_type"] == "update_display_data"]
+    [saved] = updates[-1]["content"]["metadata"][RUN_MIME]["forks"]
+    assert saved["run"] == entry["run"] and saved["trace"]["parent"]["at"] == 3 and saved["live_widget"] == child
+    assert kernel.value("len(forked.events)") == str(events)
+    # the line a saved view writes for the same fork runs as it is, and the tree lists that fork too
+    run_id = kernel.value("forked.id").strip("'")
+    reply, _ = kernel.execute(f"%memfit fork {run_id} --at 2 --guidance \"don't read it twice\" "
+                              "--action '{\"tool\": \"finish\", \"params\": {\"answer\": \"42\"}}' --quiet")
+    assert reply["content"]["status"] == "ok"
+    assert kernel.value("forked.forks[1].parent['changes']['guidance']") == '"don\'t read it twice"'
+    second = kernel.controls(parent)["forks"][1]
+    assert second["at"] == 2 and second["status"] == "done" and second["live_widget"] is None

@@ -8,7 +8,7 @@
  *   diverged: {iteration, a, b} | null}
  */
 
-import { count, h, money, num, obj, seconds, str } from './dom';
+import { badge, count, h, money, num, obj, seconds, str } from './dom';
 import { failureBox } from './problems';
 import { renderRun, STATUS_KIND } from './run';
 
@@ -37,6 +37,14 @@ function cell(kind: string, value: unknown, other: unknown, label: string): HTML
     td.classList.add('memfit-differs');
   }
   return td;
+}
+
+/** Mark the iteration where the runs diverged, in each side drawn so far (`.memfit-diverged-row`). */
+function markDiverged(sides: HTMLElement, iteration: number): void {
+  for (const row of Array.from(sides.querySelectorAll(`.memfit-iteration[data-iteration="${iteration}"]`))) {
+    row.classList.add('memfit-diverged-row');
+    row.querySelector(':scope > summary .memfit-iteration-name')?.after(badge('diverged here', 'bad'));
+  }
 }
 
 /**
@@ -85,6 +93,10 @@ export function renderCompare(data: unknown, side: (trace: unknown, i: number) =
       { class: 'memfit-side-by-side' },
       ...runs.map((t, i) => h('div', { class: 'memfit-side' }, h('div', { class: 'memfit-section-title' }, labels[i] ?? ''), side(t, i)))
     );
+    const at = d ? num(d.iteration) : null;
+    if (at !== null) {
+      markDiverged(sides, at);
+    }
     root.append(
       h('div', { class: 'memfit-header' }, h('span', { class: 'memfit-badge memfit-badge-kind' }, 'memfit compare'), h('span', { class: 'memfit-title' }, `${labels[0]} vs ${labels[1]}`)),
       table,

@@ -134,6 +134,44 @@ const approval: Card = e =>
 
 const note: Card = e => card(e, 'Note', text(e.text));
 
+/** What a fork changed at its step, in a few words (the fork's card and the run view's tree). */
+export function forkChanges(changes: Record<string, unknown>): string {
+  const parts: string[] = [];
+  for (const [key, value] of Object.entries(changes)) {
+    if (key === 'action') {
+      const a = obj(value) ?? {};
+      const params = obj(a.params) ?? {};
+      const args = Object.entries(params)
+        .map(([k, v]) => `${k}=${typeof v === 'string' ? v : JSON.stringify(v)}`)
+        .join(', ');
+      parts.push(`action ${str(a.tool)}(${clip(args, 60)})`);
+    } else if (typeof value === 'string') {
+      parts.push(`${key} “${clip(value, 80)}”`);
+    } else {
+      parts.push(`${key} ${clip(JSON.stringify(value) ?? '', 60)}`);
+    }
+  }
+  return parts.join(' · ') || 'no change (the same settings from here)';
+}
+
+/** Where a fork went live: the run it came from, what changed, and how its files were restored. */
+const fork: Card = e => {
+  const w = obj(e.workspace) ?? {};
+  const problems = strings(w.problems);
+  const restored =
+    w.exact === false
+      ? `not exactly the parent's files${problems.length ? `: ${problems.join('; ')}` : ''}`
+      : `the parent's files at step ${count(e.at)}${num(w.files) !== null ? ` (${count(w.files)} files)` : ''}`;
+  return card(
+    e,
+    `Forked from run ${str(e.parent)} at step ${count(e.at)}`,
+    field('changes', forkChanges(obj(e.changes) ?? {})),
+    field('workspace', restored),
+    list(strings(w.caveats)),
+    e.memory ? field('memory', str(e.memory)) : null
+  );
+};
+
 const reflection: Card = e => {
   const impact = obj(e.impact);
   const impactLines: string[] = [];
@@ -406,6 +444,7 @@ export const CARDS: { [K in EventType]?: Card } = {
   observation,
   approval,
   note,
+  fork,
   reflection,
   spin,
   guarantee,

@@ -7,7 +7,7 @@
 
 import { MemfitEvent } from './payload';
 import { Streaming } from './stream';
-import { Estimate } from './protocol-types';
+import { Estimate, ForkEntry } from './protocol-types';
 
 /** What the kernel says about the controls of a live run (see memfit_jupyter/jupyter/widget.py). */
 export interface Controls {
@@ -37,6 +37,10 @@ export interface Controls {
   max_cards?: number;
   /** What the next iteration is expected to cost (`run.estimate()`), or why that is unknown. */
   estimate?: CostEstimate | null;
+  /** The forks of the run made in this kernel (fork.ts draws them as a tree). */
+  forks?: ForkEntry[];
+  /** Why the last "Fork from here" made nothing (one line), or null. */
+  fork_error?: string | null;
 }
 
 /** The figures of `run.estimate()` the view shows: the generated protocol's `Estimate`. */

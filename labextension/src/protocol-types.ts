@@ -2,8 +2,8 @@
 // Do not edit: a test fails when this file and the Python protocol differ.
 
 /** The actions the front end may ask for (`{action: name, ...}`). */
-export type ActionName = 'sync' | 'step' | 'continue' | 'abort' | 'approve' | 'reject' | 'override' | 'choose' | 'more_trials' | 'open_diary' | 'stop';
-export const ACTION_NAMES: ActionName[] = ['sync', 'step', 'continue', 'abort', 'approve', 'reject', 'override', 'choose', 'more_trials', 'open_diary', 'stop'];
+export type ActionName = 'sync' | 'step' | 'continue' | 'abort' | 'approve' | 'reject' | 'override' | 'choose' | 'more_trials' | 'open_diary' | 'stop' | 'fork';
+export const ACTION_NAMES: ActionName[] = ['sync', 'step', 'continue', 'abort', 'approve', 'reject', 'override', 'choose', 'more_trials', 'open_diary', 'stop', 'fork'];
 
 /** The figures of `run.estimate()` that the view shows. */
 export const ESTIMATE_KEYS: (keyof Estimate)[] = ['model', 'priced', 'iteration_cost_usd', 'iteration_worst_case_usd', 'calls_per_iteration', 'prompt_tokens', 'iterations_affordable', 'budget_left_usd'];
@@ -46,6 +46,77 @@ export interface PromptMessage {
   content: string;
 }
 
+/** One row of a comparison: ``kind`` says how to show the two values (text, count, money, seconds). */
+export interface CompareRow {
+  label: string;
+  kind: string;
+  values: unknown[];
+}
+
+/** The first iteration whose action differs, and the two actions. */
+export interface Diverged {
+  iteration: number;
+  a: string;
+  b: string;
+}
+
+/** What the "Fork from here" form asks for: the step ``at`` and the changes there (fields left empty are left out). ``params`` is the JSON text typed for ``tool``'s parameters. */
+export interface ForkRequest {
+  at?: number;
+  guidance?: string;
+  observation?: string;
+  tool?: string;
+  params?: string;
+  model?: string;
+  reflection?: string;
+  spin_threshold?: number;
+  max_iterations?: number;
+}
+
+/** ``compare(parent, child)`` without the two runs (the view has both). */
+export interface ForkCompare {
+  labels: string[];
+  rows: CompareRow[];
+  diverged: Diverged | null;
+}
+
+/** One fork of the run, for the run view's tree: the step it forked at, its changes, how it ended, the live widget that streams it (None when none does) and its comparison with the run. */
+export interface ForkEntry {
+  run: string;
+  at: number;
+  changes: Record<string, unknown>;
+  status: string;
+  answer: string | null;
+  cost_usd: number;
+  iterations: number;
+  exact: boolean;
+  live_widget: string | null;
+  compare: ForkCompare | null;
+}
+
+/** A fork as the parent's saved output keeps it: the entry and the child's trace. */
+export interface SavedFork {
+  run: string;
+  at: number;
+  changes: Record<string, unknown>;
+  status: string;
+  answer: string | null;
+  cost_usd: number;
+  iterations: number;
+  exact: boolean;
+  live_widget: string | null;
+  compare: ForkCompare | null;
+  trace: Record<string, unknown>;
+}
+
+/** The metadata of a run's output (``application/vnd.memfit.run+json``): the live widget that streams the run (None: none), whether it is quiet, and its forks with their traces. */
+export interface RunOutputMeta {
+  version: unknown;
+  live_widget: string | null;
+  quiet: boolean;
+  forks: SavedFork[];
+}
+
 /** The controls of a live run (the widget's synced ``controls``): status, the buttons to show by action name, what waits for the person, and the estimate of the next iteration. */
 export interface Controls {
   status: string;
@@ -61,14 +132,17 @@ export interface Controls {
   max_cards: number;
   estimate: Estimate | null;
   note: string | null;
+  forks: ForkEntry[];
+  fork_error: string | null;
 }
 
-/** A button of the front end: ``have`` with sync (the events it holds), ``max_cost_usd`` with override, ``index`` with choose. */
+/** A button of the front end: ``have`` with sync (the events it holds), ``max_cost_usd`` with override, ``index`` with choose, ``fork`` with fork. */
 export interface ActionMessage {
   action?: ActionName;
   have?: number;
   max_cost_usd?: number;
   index?: number;
+  fork?: ForkRequest;
 }
 
 /** Events from ``start`` on, and the trace's head (the trace without its events) when it changed. */
@@ -106,20 +180,6 @@ export interface MemoryPayload {
   score_label: string;
   floor: number | null;
   nothing_relevant: boolean;
-}
-
-/** One row of a comparison: ``kind`` says how to show the two values (text, count, money, seconds). */
-export interface CompareRow {
-  label: string;
-  kind: string;
-  values: unknown[];
-}
-
-/** The first iteration whose action differs, and the two actions. */
-export interface Diverged {
-  iteration: number;
-  a: string;
-  b: string;
 }
 
 /** ``application/vnd.memfit.compare+json``: two runs (each a ``Trace``) side by side. */

@@ -11,7 +11,21 @@ import '../style/base.css';
 import '../style/report.css';
 
 import { renderCompare } from './compare';
-import { renderRun } from './run';
+import { ForkPanel } from './fork';
+import { savedRunView } from './run';
+
+/** A run as JupyterLab draws it saved with no kernel: "Fork from here" writes the code to run. */
+function drawRun(data: unknown): HTMLElement {
+  const { root, view } = savedRunView(data);
+  if (!view) {
+    return root;
+  }
+  const forks = new ForkPanel(() => ({ place: (host, _id, saved) => host.replaceChildren(saved()), dispose: () => undefined }));
+  forks.attach(view, null, () => (data && typeof data === 'object' ? (data as Record<string, unknown>) : {}));
+  const box = document.createElement('div');
+  box.append(root, forks.root);
+  return box;
+}
 
 /** Follow the reader's light or dark preference, as JupyterLab's theme attribute says it. */
 function followScheme(): void {
@@ -40,7 +54,7 @@ export function drawReport(): void {
   }
   const frame = document.createElement('div');
   frame.className = 'jp-MemfitRenderer';
-  frame.append(payload.kind === 'compare' ? renderCompare(payload.data) : renderRun(payload.data));
+  frame.append(payload.kind === 'compare' ? renderCompare(payload.data) : drawRun(payload.data));
   host.replaceChildren(frame);
 }
 

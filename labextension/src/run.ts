@@ -378,6 +378,26 @@ export class RunView {
     return this._stream;
   }
 
+  /**
+   * Put `tools(iteration)` (e.g. "Fork from here", fork.ts) at the top of each iteration's body,
+   * drawn rows included; null takes them away.
+   */
+  setRowTools(tools: ((iteration: number) => HTMLElement | null) | null): void {
+    this._rowTools = tools;
+    for (const [iteration, block] of this._blocks) {
+      block.querySelector(':scope > .memfit-row-tools')?.remove();
+      this._addRowTools(iteration, block);
+    }
+  }
+
+  private _addRowTools(iteration: number, block: HTMLElement): void {
+    const tools = this._rowTools?.(iteration);
+    if (tools) {
+      tools.classList.add('memfit-row-tools');
+      block.querySelector(':scope > summary')?.after(tools);
+    }
+  }
+
   /** Keep at most `n` iteration rows in the page (0: all); the older ones fold into one line. */
   setMaxRows(n: number): void {
     const rows = Math.max(0, Math.floor(n));
@@ -498,6 +518,7 @@ export class RunView {
     block.append(iterationSummary(iteration, events));
     const body = h('div', { class: 'memfit-iteration-body' });
     block.append(body);
+    this._addRowTools(iteration, block);
     if (old?.hasAttribute('open')) {
       block.setAttribute('open', '');
     }
@@ -585,6 +606,7 @@ export class RunView {
   private _filled = new WeakSet<Element>();
   private _maxRows = 0;
   private _unfolded = false;
+  private _rowTools: ((iteration: number) => HTMLElement | null) | null = null;
   private _problems: HTMLElement;
   private _summary: HTMLElement;
   private _toolbar: HTMLElement;
@@ -608,16 +630,22 @@ export function viewOf(trace: RunTrace, problems: string[] = []): RunView {
 
 /** Render an `application/vnd.memfit.run+json` payload; never throws, never blank. */
 export function renderRun(data: unknown): HTMLElement {
+  return savedRunView(data).root;
+}
+
+/** A saved run's element, and its view when the payload could be drawn as one (never throws). */
+export function savedRunView(data: unknown): { root: HTMLElement; view: RunView | null } {
   try {
     const { value, problems } = checkRun(data);
     if (!value) {
       const root = h('div', { class: 'memfit-root memfit-run' });
       const box = problemBox(problems);
       root.append(...(box ? [box] : []), failureBox(null, data));
-      return root;
+      return { root, view: null };
     }
-    return viewOf(value, problems).root;
+    const view = viewOf(value, problems);
+    return { root: view.root, view };
   } catch (err) {
-    return h('div', { class: 'memfit-root memfit-run' }, failureBox(err, data));
+    return { root: h('div', { class: 'memfit-root memfit-run' }, failureBox(err, data)), view: null };
   }
 }

@@ -15,11 +15,12 @@ import { Widget } from '@lumino/widgets';
 
 import { renderCompare } from './compare';
 import { h } from './dom';
+import { ForkPanel } from './fork';
 import { LiveRunView } from './live';
 import { findLive, LiveSource, whenLive } from './liveregistry';
 import { renderMemory } from './memory';
 import { COMPARE_MIME, MEMORY_MIME } from './payload';
-import { renderRun } from './run';
+import { renderRun, savedRunView } from './run';
 
 /**
  * One run on the page: drawn live from its widget model while that is on the page (or once it
@@ -58,6 +59,9 @@ export class LiveSlot {
   /** Told when the slot goes live or back to the saved trace. */
   onChange: (live: boolean) => void = () => undefined;
 
+  /** Told when the slot draws a live view (and the source it follows). */
+  onLive: (view: LiveRunView, source: LiveSource) => void = () => undefined;
+
   dispose(): void {
     this._disposed = true;
     this._unwait();
@@ -79,6 +83,7 @@ export class LiveSlot {
       }
     });
     this._host.replaceChildren(live.root);
+    this.onLive(live, source);
     this.onChange(true);
   }
 
@@ -129,11 +134,26 @@ export class MemfitRenderer extends Widget implements IRenderMime.IRenderer {
       return Promise.resolve();
     }
     const id = typeof meta.live_widget === 'string' ? meta.live_widget : '';
-    this._slot(0).place(this.node, id, () => renderRun(data));
+    // The run, then its forks (the tree, a comparison, each child's view): fork.ts.
+    const forks = this._forks ?? (this._forks = new ForkPanel(() => new LiveSlot()));
+    const slot = this._slot(0);
+    slot.onLive = (live, source) => forks.attach(live.run, source, () => ({ ...source.head, events: source.events }));
+    forks.setSaved(meta.forks);
+    slot.place(this._runHost, id, () => {
+      const saved = savedRunView(data);
+      if (saved.view) {
+        forks.attach(saved.view, null, () => (data && typeof data === 'object' ? (data as Record<string, unknown>) : {}));
+      }
+      return saved.root;
+    });
+    if (this._runHost.parentNode !== this.node) {
+      this.node.replaceChildren(this._runHost, forks.root);
+    }
     return Promise.resolve();
   }
 
   dispose(): void {
+    this._forks?.dispose();
     this._slots.forEach(slot => slot.dispose());
     super.dispose();
   }
@@ -149,4 +169,6 @@ export class MemfitRenderer extends Widget implements IRenderMime.IRenderer {
 
   private _mimeType: string;
   private _slots: LiveSlot[] = [];
+  private _forks: ForkPanel | null = null;
+  private _runHost = h('div', { class: 'memfit-run-host' });
 }

@@ -7,7 +7,9 @@ the run settles (end of the cell, a click, a later ``run.step()``).  Its
 metadata names the live widget's model (``live_widget``); the JupyterLab
 extension draws the run live from that model while it exists, and from the
 saved trace otherwise.  No output holds a widget view, so a notebook reopened
-with no kernel shows every run, never "model not found".
+with no kernel shows every run, never "model not found".  The metadata also
+lists the run's forks, each with its trace (``forks``), so the run view's tree
+of forks reopens with the notebook.
 """
 
 from __future__ import annotations
@@ -68,18 +70,21 @@ def captured_logs(run: Any) -> Iterator[None]:
             package.removeHandler(handler)
 
 
-def bundle(run: Any, *, quiet: bool = False, widget_id: str | None = None) -> tuple[dict, dict]:
-    """The (data, metadata) of a run's output."""
-    return trace_bundle(run.trace(), quiet=quiet, widget_id=widget_id)
+def bundle(run: Any, *, quiet: bool = False, widget_id: str | None = None,
+           forks: list[dict] | None = None) -> tuple[dict, dict]:
+    """The (data, metadata) of a run's output; ``forks``: its saved forks (``SavedFork``)."""
+    return trace_bundle(run.trace(), quiet=quiet, widget_id=widget_id, forks=forks)
 
 
-def trace_bundle(trace: dict, *, quiet: bool = False, widget_id: str | None = None) -> tuple[dict, dict]:
+def trace_bundle(trace: dict, *, quiet: bool = False, widget_id: str | None = None,
+                 forks: list[dict] | None = None) -> tuple[dict, dict]:
     """The (data, metadata) that show a trace: the run MIME type, text and HTML.  Every string
     of every part goes through the redaction (an output is saved with the notebook)."""
     data = {RUN_MIME: trace, "text/plain": render_text(trace, quiet=quiet),
             "text/html": render_html(trace, quiet=quiet)}
-    metadata = {RUN_MIME: {"version": trace.get("version"), "live_widget": widget_id, "quiet": quiet}}
-    return redact_obj(data), metadata
+    metadata = {RUN_MIME: {"version": trace.get("version"), "live_widget": widget_id, "quiet": quiet,
+                           "forks": list(forks or [])}}
+    return redact_obj(data), redact_obj(metadata)
 
 
 class RunDisplay:
@@ -90,7 +95,7 @@ class RunDisplay:
         self.run = run
         self.quiet = quiet
         self.handle: Any = None
-        self._seen = -1
+        self._seen: tuple[int, tuple[tuple[str, int], ...]] | None = None
         self.widget = None
         if not quiet:
             from .widget import RunWidget
@@ -106,18 +111,28 @@ class RunDisplay:
         from IPython.display import display
 
         data, metadata = self._bundle()
-        self._seen = len(self.run.events)
+        self._seen = self._state()
         self.handle = display(data, raw=True, metadata=metadata, display_id=True)
 
     def _bundle(self) -> tuple[dict, dict]:
         widget_id = self.widget.model.model_id if self.widget is not None else None
-        return bundle(self.run, quiet=self.quiet, widget_id=widget_id)
+        forks = None
+        if self.run.forks:
+            from .fork_view import ForkTree
+
+            tree = self.widget.forks if self.widget is not None else ForkTree(self.run)
+            forks = tree.entries(self.widget.fork_widgets() if self.widget is not None else {}, traces=True)
+        return bundle(self.run, quiet=self.quiet, widget_id=widget_id, forks=forks)
+
+    def _state(self) -> tuple[int, tuple[tuple[str, int], ...]]:
+        """What the saved output shows: the run's events and each fork's."""
+        return len(self.run.events), tuple((c.id, len(c.events)) for c in self.run.forks)
 
     def update_bundle(self) -> None:
-        if self.handle is None or len(self.run.events) == self._seen:
+        if self.handle is None or self._state() == self._seen:
             return
         data, metadata = self._bundle()
-        self._seen = len(self.run.events)
+        self._seen = self._state()
         self.handle.update(data, raw=True, metadata=metadata)
 
     def settle(self) -> None:
@@ -167,16 +182,17 @@ class CompareDisplay:
 def settle_all(*_args: Any) -> None:
     """``post_run_cell`` hook: a ``run.step()`` in a later cell shows up in its run's output."""
     for display in list(_LIVE):
-        if display.handle is not None and len(display.run.events) != display._seen:
+        if display.handle is not None and display._state() != display._seen:
             try:
                 display.settle()
             except Exception:  # a display must never break the person's cell
                 import logging
 
                 logging.getLogger("memfit_jupyter").exception("refreshing a memfit display failed")
-    # A finished run moves no more, except a degraded one that may be overridden.
+    # A finished run moves no more, except a degraded one that may be overridden; a shown one may
+    # still gain forks (``%memfit fork``, ``run.fork`` in a later cell), which its tree lists.
     _LIVE[:] = [d for d in _LIVE if not (d.run.done and d.run.status != "degraded") or d.handle is None
-                or len(d.run.events) != d._seen]
+                or d._state() != d._seen or d.widget is not None]
 
 
 def show(run: Any, *, step: bool = False, quiet: bool = False, throttle_ms: int = THROTTLE_MS,

@@ -3,7 +3,7 @@
 ::
 
     %memfit fork RUN --at K [--guidance TEXT] [--observation TEXT] [--action JSON]
-                 [--model M] [--reflection LEVEL] [--max-iterations N] [--max-cost USD]
+                 [--model M] [--reflection LEVEL] [--spin-threshold N] [--max-iterations N] [--max-cost USD]
                  [--memory overlay|write-through] [--workdir DIR] [--name VAR] [--quiet]
     %memfit blame RUN [--budget USD] [--oracle CMD] [--name VAR]
 
@@ -34,6 +34,7 @@ SUBCOMMANDS = ("fork", "blame")
 @argument("--action", metavar="JSON", help='step K\'s action instead of the model\'s: {"tool": ..., "params": ...}')
 @argument("--model", metavar="M", help="the model from step K on")
 @argument("--reflection", metavar="LEVEL", help="the reflection level from step K on")
+@argument("--spin-threshold", type=int, metavar="N", help="the spin detector's threshold from step K on")
 @argument("--max-iterations", type=int, metavar="N", help="the iteration limit from step K on")
 @argument("--max-cost", type=float, metavar="USD", help="the cost limit from step K on")
 @argument("--memory", choices=("overlay", "write-through"), default="overlay",
@@ -124,7 +125,7 @@ def _fork(magics: Any, args: Any) -> None:
 
     _check_name(args.name)
     changes: dict[str, Any] = {}
-    for key in ("guidance", "observation", "model", "reflection", "max_iterations"):
+    for key in ("guidance", "observation", "model", "reflection", "spin_threshold", "max_iterations"):
         value = getattr(args, key)
         if value is not None:
             changes[key] = _unquote(value) if isinstance(value, str) else value
@@ -163,9 +164,25 @@ def _blame(magics: Any, args: Any) -> Any:
 
 
 def fork_line(run_var: str, at: int, **changes: Any) -> str:
-    """The ``%memfit fork`` line for a fork (what a saved view with no kernel shows)."""
+    """The ``%memfit fork`` line for a fork (the run view writes the same one, labextension/src/fork.ts).
+
+    IPython splits a magic's options as words in quotes with no escapes, so a text goes in the
+    kind of quote it does not hold; one that holds both cannot go in a line (ValueError).
+
+    >>> print(fork_line("rr", 3, guidance="don't read it twice"))
+    %memfit fork rr --at 3 --guidance "don't read it twice"
+    """
     parts = [f"%memfit fork {run_var} --at {at}"]
     for key, value in changes.items():
         text = json.dumps(value) if isinstance(value, dict | list) else str(value)
-        parts.append(f"--{key.replace('_', '-')} {shlex.quote(text)}")
+        if shlex.quote(text) == text:
+            word = text
+        elif "'" not in text:
+            word = f"'{text}'"
+        elif '"' not in text:
+            word = f'"{text}"'
+        else:
+            raise ValueError(f"--{key.replace('_', '-')} holds both ' and \", which a %memfit line cannot quote: "
+                             "use run.fork(...)")
+        parts.append(f"--{key.replace('_', '-')} {word}")
     return " ".join(parts)

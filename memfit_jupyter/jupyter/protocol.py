@@ -2,7 +2,9 @@
 
 The live run widget (``widget.py``) sends ``BatchMessage`` and ``DeltaMessage`` and
 keeps ``Controls`` as synced state; the front end's buttons send ``ActionMessage``.
-The memory ranking panel's payload is ``MemoryPayload``
+The run view's "Fork from here" form sends ``{"action": "fork", "fork": ForkRequest}``; the
+forks of the run are ``Controls.forks`` while it is live and ``RunOutputMeta.forks`` (each with
+its trace) in the saved output.  The memory ranking panel's payload is ``MemoryPayload``
 (``application/vnd.memfit.memory+json``), a comparison's ``ComparePayload``
 (``application/vnd.memfit.compare+json``).  ``labextension/src/protocol-types.ts`` is
 generated from this module (``python -m memfit_jupyter.schema --write``); a test fails
@@ -15,7 +17,7 @@ from typing import Any, Literal, TypedDict, get_args
 
 #: The actions the front end may ask for (``{"action": name, ...}``), in the widget's order.
 ActionName = Literal["sync", "step", "continue", "abort", "approve", "reject", "override", "choose",
-                     "more_trials", "open_diary", "stop"]
+                     "more_trials", "open_diary", "stop", "fork"]
 ACTIONS: tuple[str, ...] = get_args(ActionName)
 #: The figures of ``run.estimate()`` (``llm/estimate.py``) that the view shows.
 ESTIMATE_KEYS = ("model", "priced", "iteration_cost_usd", "iteration_worst_case_usd", "calls_per_iteration",
@@ -66,6 +68,77 @@ class PromptMessage(TypedDict):
     content: str
 
 
+class CompareRow(TypedDict):
+    """One row of a comparison: ``kind`` says how to show the two values (text, count, money, seconds)."""
+
+    label: str
+    kind: str
+    values: list[Any]
+
+
+class Diverged(TypedDict):
+    """The first iteration whose action differs, and the two actions."""
+
+    iteration: int
+    a: str
+    b: str
+
+
+class ForkRequest(TypedDict, total=False):
+    """What the "Fork from here" form asks for: the step ``at`` and the changes there (fields
+    left empty are left out).  ``params`` is the JSON text typed for ``tool``'s parameters."""
+
+    at: int
+    guidance: str
+    observation: str
+    tool: str
+    params: str
+    model: str
+    reflection: str
+    spin_threshold: int
+    max_iterations: int
+
+
+class ForkCompare(TypedDict):
+    """``compare(parent, child)`` without the two runs (the view has both)."""
+
+    labels: list[str]
+    rows: list[CompareRow]
+    diverged: Diverged | None
+
+
+class ForkEntry(TypedDict):
+    """One fork of the run, for the run view's tree: the step it forked at, its changes, how it
+    ended, the live widget that streams it (None when none does) and its comparison with the run."""
+
+    run: str
+    at: int
+    changes: dict[str, Any]
+    status: str
+    answer: str | None
+    cost_usd: float
+    iterations: int
+    exact: bool
+    live_widget: str | None
+    compare: ForkCompare | None
+
+
+class SavedFork(ForkEntry):
+    """A fork as the parent's saved output keeps it: the entry and the child's trace."""
+
+    trace: dict[str, Any]
+
+
+class RunOutputMeta(TypedDict):
+    """The metadata of a run's output (``application/vnd.memfit.run+json``): the live widget that
+    streams the run (None: none), whether it is quiet, and its forks with their traces."""
+
+    version: Any
+    live_widget: str | None
+    quiet: bool
+    forks: list[SavedFork]
+
+
 class Controls(TypedDict):
     """The controls of a live run (the widget's synced ``controls``): status, the buttons to show
     by action name, what waits for the person, and the estimate of the next iteration."""
@@ -84,16 +157,21 @@ class Controls(TypedDict):
     estimate: Estimate | None
     #: What the run is waiting for when it is not the model ("loading the model client"), or None.
     note: str | None
+    #: The forks of the run made in this kernel, oldest first.
+    forks: list[ForkEntry]
+    #: Why the last "Fork from here" made nothing (one line), or None.
+    fork_error: str | None
 
 
 class ActionMessage(TypedDict, total=False):
     """A button of the front end: ``have`` with sync (the events it holds), ``max_cost_usd``
-    with override, ``index`` with choose."""
+    with override, ``index`` with choose, ``fork`` with fork."""
 
     action: ActionName
     have: int
     max_cost_usd: float
     index: int
+    fork: ForkRequest
 
 
 class BatchMessage(TypedDict, total=False):
@@ -141,22 +219,6 @@ class MemoryPayload(TypedDict):
     nothing_relevant: bool
 
 
-class CompareRow(TypedDict):
-    """One row of a comparison: ``kind`` says how to show the two values (text, count, money, seconds)."""
-
-    label: str
-    kind: str
-    values: list[Any]
-
-
-class Diverged(TypedDict):
-    """The first iteration whose action differs, and the two actions."""
-
-    iteration: int
-    a: str
-    b: str
-
-
 class ComparePayload(TypedDict):
     """``application/vnd.memfit.compare+json``: two runs (each a ``Trace``) side by side."""
 
@@ -168,5 +230,6 @@ class ComparePayload(TypedDict):
 
 
 #: The types written to TypeScript, in order.
-TYPES = (Estimate, Approval, Choice, Diary, PromptMessage, Controls, ActionMessage, BatchMessage, DeltaMessage,
-         MemoryResult, MemoryPayload, CompareRow, Diverged, ComparePayload)
+TYPES = (Estimate, Approval, Choice, Diary, PromptMessage, CompareRow, Diverged, ForkRequest, ForkCompare, ForkEntry,
+         SavedFork, RunOutputMeta, Controls, ActionMessage, BatchMessage, DeltaMessage, MemoryResult, MemoryPayload,
+         ComparePayload)

@@ -14,7 +14,10 @@ that draws a saved run), registered as the widget ``MemfitRunModel`` of module
 - keeps ``controls`` (a synced dict: status, which buttons, the approval
   question, the diverse choices, the next prompt in step mode, the expected
   cost of an iteration, how many iteration rows the view keeps) up to date;
-- runs the front end's actions (``{"action": "step"}``, ``"approve"``...).
+- runs the front end's actions (``{"action": "step"}``, ``"approve"``...), among them
+  ``{"action": "fork", "fork": {...}}``: ``run.fork(...)`` at a step with the form's changes, the
+  child run live in a widget of its own (listed in ``controls["forks"]``, drawn under the run);
+  a fork that cannot be made is one line in ``controls["fork_error"]`` and makes nothing.
 
 Browser clicks reach the kernel only once the running cell has ended, so the
 Step, Continue, Approve and Override actions run iterations inside their own
@@ -106,6 +109,12 @@ class RunWidget:
         self._estimate: dict[str, Any] | None = None
         self._estimated_at: tuple[int, bool] | None = None
         self._unsubscribe_delta = run.subscribe(self._on_delta, ModelDelta)
+        from .fork_view import ForkTree
+
+        #: The widgets of the forks made from this view, by the child's run id.
+        self.children: dict[str, RunWidget] = {}
+        self.forks = ForkTree(run)
+        self._fork_error: str | None = None
         self.flush(head=True)
         # No estimate yet: it may import litellm (seconds), and the view must show up first.
         self.refresh_controls(estimate=False)
@@ -254,6 +263,7 @@ class RunWidget:
             "extra_trials": self.extra_trials, "diary": self._diary, "prompt": self._prompt(),
             "count": self._sent, "max_cards": self.max_cards, "note": self._note,
             "estimate": self._cost_estimate() if estimate else None,
+            "forks": self.forks.entries(self.fork_widgets()), "fork_error": self._fork_error,
         }
         if controls != self.model.controls:
             self.model.controls = controls
@@ -274,6 +284,9 @@ class RunWidget:
             "choose": lambda: self.on_choose(content.get("index")),
             "more_trials": self.on_more_trials, "open_diary": self.on_open_diary, "stop": self.on_stop,
         }
+        if action == "fork":
+            self.on_fork(content.get("fork"))
+            return
         handler = handlers.get(action)
         if handler is not None:
             self._guarded(handler)
@@ -363,6 +376,60 @@ class RunWidget:
 
     def on_choose(self, index: Any) -> None:
         self.run.choose(index)
+
+    # --- forks ---------------------------------------------------------------------------
+    def fork_widgets(self) -> dict[str, str]:
+        """The live widget model of each fork made from this view, by the child's run id."""
+        return {run_id: w.model.model_id for run_id, w in self.children.items()}
+
+    def on_fork(self, request: Any) -> Any:
+        """"Fork from here": ``run.fork`` with the form's changes, then the child runs to its end
+        in its own widget.  What stops a fork (bad input, a run still executing) is one line in
+        ``controls["fork_error"]``; nothing is made then and the run's trace is untouched.
+        Returns the child ``Run`` (None when none was made)."""
+        from ..fork import ForkError
+        from .fork_view import first_line, request_changes
+
+        if self._fork_error is not None:  # a new attempt: the last one's line goes first
+            self._fork_error = None
+            self.refresh_controls()
+        if self._busy:
+            self._fork_error = f"run {self.run.id} is executing: fork it once it has stopped"
+            self.refresh_controls()
+            return None
+        try:
+            at, changes = request_changes(request)
+            child = self.run.fork(at, **changes)
+        except (ForkError, ValueError, TypeError) as exc:
+            self._fork_error = first_line(exc)
+            self.refresh_controls()
+            return None
+        self._fork_error = None
+        widget = RunWidget(child, throttle_ms=int(self.throttle_s * 1000), max_cards=self.max_cards,
+                           on_settle=self._child_settled)
+        self.children[child.id] = widget
+        self.settle()  # the tree lists the child and names its widget before it runs
+        self._busy = True
+        self.refresh_controls()
+        try:
+            with captured_logs(child):
+                widget.run_to_end()
+        except KeyboardInterrupt:
+            if not child.done:
+                child.cancel("interrupted by the person")
+        except Exception as exc:  # the child's, not the parent's: its trace keeps it, its view shows it
+            child.emit("error", message=f"{type(exc).__name__}: {exc}")
+        finally:
+            self._busy = False
+            widget.settle()
+            self.settle()
+        return child
+
+    def _child_settled(self) -> None:
+        """A fork settled (its own action, a later cell): the tree and the saved output follow."""
+        if self._busy:
+            return  # the fork's own run: settled once it ends
+        self.settle()
 
     # --- escalation (failure diary) -------------------------------------------------------
     def escalation_open(self) -> bool:
