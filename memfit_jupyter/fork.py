@@ -84,6 +84,14 @@ class ForkClock:
         self.at = at
         self.run: Any = None
         self.base = float(recorded.events[-1].get("ts", 0.0) or 0.0) if recorded.events else 0.0
+        #: The parent's running time to the fork, as the time its recorded calls and tools took:
+        #: event times count from the run's creation, pauses and the model client's first load
+        #: included, which the parent's own duration and time limit never counted.
+        #: (A sample's call runs inside its tool's observation time: not counted twice.)
+        self.base_running = sum(float(e.get("latency_s") or 0.0) if e.get("type") == "model_call"
+                                and e.get("purpose") != "sample"
+                                else float(e.get("duration_s") or 0.0) if e.get("type") == "observation" else 0.0
+                                for e in recorded.events)
         self._from: float | None = None  # the child's elapsed seconds at the hand-over
         self._from_mono: float | None = None
         self._from_running: float | None = None
@@ -118,7 +126,7 @@ class ForkClock:
             return self.recorded.budget_time(running)
         if self._from_running is None:
             self._from_running = running
-        return self.base + running - self._from_running
+        return self.base_running + running - self._from_running
 
 
 class ForkBackend:

@@ -141,6 +141,24 @@ def test_guidance_at_the_step_goes_where_the_reflection_goes_and_the_trace_says_
     assert child.trace()["parent"]["changes"]["guidance"].startswith("Stop listing")
 
 
+def test_a_fork_counts_the_parents_running_time_not_its_pauses(tmp_path):
+    """A step-mode parent that waited for the person between steps: the child's duration (and its
+    time limit) starts from the time the parent spent running, as the parent's own did."""
+    import time
+
+    task = load_scenario("demo").task
+    Agent(model="memfit/demo", memory=False, workdir=tmp_path / "warm").start(task).run()  # the model client loaded
+    parent = Agent(model="memfit/demo", memory=False, workdir=tmp_path / "parent").start(task)
+    parent.step()
+    time.sleep(1.0)  # the person reads the first step
+    parent.step()
+    parent.run()
+    assert parent.result.duration_s < 1.0 <= parent.trace()["events"][-1]["ts"]
+    child = parent.fork(3, workdir=tmp_path / "child")
+    child.run()
+    assert child.result.status == "done" and child.result.duration_s < 1.0
+
+
 def test_a_replaced_action_runs_for_real_and_a_replaced_observation_does_not(tmp_path):
     parent = _parent("demo", tmp_path / "parent")
     acted = parent.fork(2, action={"tool": "write_file", "params": {"path": "made.txt", "content": "hi"}},
