@@ -21,12 +21,15 @@ from argparse import Namespace
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from IPython.core.error import UsageError
-from IPython.core.magic_arguments import argument, magic_arguments
 
 from ..memory.ranking import RANKINGS
+from .ipython import argument, magic_arguments
+
+if TYPE_CHECKING:
+    from .protocol import MemoryPayload
 
 
 @magic_arguments()
@@ -35,40 +38,40 @@ from ..memory.ranking import RANKINGS
 @argument("--bytes", type=int, default=None, help="byte limit of the selection (reflection searches 2048-10240)")
 @argument("--tags", default=None, help="only memories with one of these tags (comma-separated)")
 @argument("--ranking", default=None, choices=RANKINGS, help="ranking formula")
-def _search(line): ...
+def _search(line: str) -> None: ...
 
 
 @magic_arguments()
 @argument("text", nargs="+", help="the memory's content")
 @argument("--tags", default="", help="comma-separated tags")
 @argument("--question", action="append", default=[], help="a question this memory answers (repeatable)")
-def _add(line): ...
+def _add(line: str) -> None: ...
 
 
 @magic_arguments()
 @argument("id", help="a memory id")
-def _id(line): ...
+def _id(line: str) -> None: ...
 
 
 @magic_arguments()
 @argument("--tag", default=None, help="only memories with this tag")
 @argument("--limit", type=int, default=50, help="most rows (default 50)")
-def _list(line): ...
+def _list(line: str) -> None: ...
 
 
 @magic_arguments()
 @argument("kind", nargs="?", default=None, help="the task kind")
-def _failures(line): ...
+def _failures(line: str) -> None: ...
 
 
 @magic_arguments()
 @argument("path", help="a JSON Lines file")
-def _path(line): ...
+def _path(line: str) -> None: ...
 
 
 @magic_arguments()
 @argument("--embedder", default=None, help="hashing, hashing-<dim>, minilm or litellm:<model>")
-def _reindex(line): ...
+def _reindex(line: str) -> None: ...
 
 
 def _parse(func: Any, rest: str, sub: str) -> Any:
@@ -89,7 +92,7 @@ def store_for(magics: Any) -> Any:
     from ..memory.postgres import is_url
 
     configured = getattr(magics, "memory_path", None)
-    path = Path(configured).expanduser() if configured else Path.cwd() / DEFAULT_DIR
+    path: Path | str = Path(configured).expanduser() if configured else Path.cwd() / DEFAULT_DIR
     if is_url(configured):  # a PostgreSQL store: postgresql://...
         path = configured
     try:
@@ -107,9 +110,8 @@ def _tags(value: str | None) -> list[str] | None:
     return tags
 
 
-def _show(payload: dict[str, Any], magics: Any) -> None:
-    from IPython.display import display
-
+def _show(payload: MemoryPayload, magics: Any) -> None:
+    from .ipython import display
     from .memory_widget import MemoryRanking, ranking_widget
 
     shell = getattr(magics, "shell", None)
@@ -120,7 +122,7 @@ def _show(payload: dict[str, Any], magics: Any) -> None:
 
 
 def _summary(store: Any) -> None:
-    from IPython.display import display
+    from .ipython import display
 
     info = store.info()
     text = (f"memory store {info['path']}: {info['count']} memories, embedder {info['embedder']} "
@@ -179,8 +181,7 @@ def _entity_or_error(store: Any, mid: str) -> Any:
 
 
 def handle_show(magics: Any, args: Namespace) -> Any:
-    from IPython.display import display
-
+    from .ipython import display
     from .memory_widget import MemoryRanking, ranking_payload
 
     entity = _entity_or_error(store_for(magics), args.id)

@@ -89,7 +89,8 @@ def write_report(obj: Any, path: str | Path) -> Path:
 def export_magic(namespace: dict[str, Any], line: str) -> Path:
     """``%memfit export RUN PATH``: RUN names a run, a trace or a comparison in the namespace."""
     from IPython.core.error import UsageError
-    from IPython.display import display
+
+    from .ipython import display
 
     try:
         words = shlex.split(line)
