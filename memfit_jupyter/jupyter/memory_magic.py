@@ -29,6 +29,9 @@ from ..memory.ranking import RANKINGS
 from .ipython import argument, magic_arguments
 
 if TYPE_CHECKING:
+    from ..memory.entity import MemoryEntity
+    from ..memory.postgres import PostgresStore
+    from ..memory.store import MemoryStore
     from .protocol import MemoryPayload
 
 
@@ -86,7 +89,7 @@ def _parse(func: Any, rest: str, sub: str) -> Any:
         raise UsageError(f"%memfit_memory {sub}: see the usage above") from None
 
 
-def store_for(magics: Any) -> Any:
+def store_for(magics: Any) -> MemoryStore | PostgresStore:
     from ..errors import StoreError
     from ..memory import DEFAULT_DIR, open_store
     from ..memory.postgres import is_url
@@ -121,7 +124,7 @@ def _show(payload: MemoryPayload, magics: Any) -> None:
         display(MemoryRanking(payload))
 
 
-def _summary(store: Any) -> None:
+def _summary(store: MemoryStore | PostgresStore) -> None:
     from .ipython import display
 
     info = store.info()
@@ -164,7 +167,7 @@ def handle_search(magics: Any, args: Namespace) -> Any:
 
 
 def handle_add(magics: Any, args: Namespace) -> Any:
-    tags = _tags(args.tags) if args.tags else []
+    tags = (_tags(args.tags) or []) if args.tags else []
     try:
         new_id = store_for(magics).add(" ".join(args.text), tags=tags, questions=args.question)
     except ValueError as exc:
@@ -173,7 +176,7 @@ def handle_add(magics: Any, args: Namespace) -> Any:
     return None
 
 
-def _entity_or_error(store: Any, mid: str) -> Any:
+def _entity_or_error(store: MemoryStore | PostgresStore, mid: str) -> MemoryEntity:
     entity = store.get(mid)
     if entity is None:
         raise UsageError(f"no memory with id {mid!r}")
