@@ -21,10 +21,10 @@ from typing import TYPE_CHECKING, Any, TextIO
 from ..secrets import redact_obj
 from . import RUN_MIME
 from .html import render_html, render_text
-from .ipython import OutputHandle, display_updatable
 
 if TYPE_CHECKING:
     from ..run import Run
+    from .ipython import OutputHandle
     from .widget import RunWidget
 
 #: The live view re-renders at most this often, in milliseconds (``MemfitMagics.throttle_ms``).
@@ -110,6 +110,8 @@ class RunDisplay:
         """Put the output in the current cell (once); later changes update it in place."""
         if self.handle is not None:
             return
+        from .ipython import display_updatable
+
         data, metadata = self._bundle()
         self._seen = len(self.run.events)
         self.handle = display_updatable(data, metadata)
@@ -154,6 +156,8 @@ class CompareDisplay:
 
     def show(self) -> None:
         """Put the comparison in the current cell (once); later updates change it in place."""
+        from .ipython import display_updatable
+
         if self.handle is None:
             data, metadata = self._bundle()
             self.handle = display_updatable(data, metadata)
