@@ -70,6 +70,7 @@ if TYPE_CHECKING:  # pragma: no cover
     )
     from .events import Event
     from .fork import ForkError
+    from .jupyter.ipython import Shell
     from .llm.scenarios import scenarios
     from .memory import MemoryEntity, MemoryStore
     from .records import (
@@ -105,14 +106,14 @@ def __dir__() -> list[str]:
     return __all__
 
 
-def load_ipython_extension(ipython) -> None:
+def load_ipython_extension(ipython: Shell) -> None:
     """``%load_ext memfit_jupyter``: register the magics (litellm is not imported)."""
     from .jupyter.magics import load
 
     load(ipython)
 
 
-def unload_ipython_extension(ipython) -> None:
+def unload_ipython_extension(ipython: Shell) -> None:
     from .jupyter.magics import unload
 
     unload(ipython)

@@ -9,6 +9,7 @@ This is the only layer that imports IPython and ipywidgets.  Modules:
 - ``html``: self-contained ``text/html`` and ``text/plain`` renderings of a trace.
 - ``widget``: the live ipywidgets view of a run, with step and approval controls.
 - ``display``: the output bundle (``application/vnd.memfit.run+json`` and friends).
+- ``ipython``: typed doors to IPython's magic decorators, ``display`` and the shell.
 """
 
 from ..trace import RUN_MIME as RUN_MIME  # the type a notebook keeps a run under

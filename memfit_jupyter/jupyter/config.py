@@ -10,6 +10,7 @@ default and help are the field's.  The traitlets of the display are written here
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -38,7 +39,8 @@ def _trait(opt: Option) -> TraitType[Any, Any]:
         text += f" Unset: {opt.default_text.replace('`', '')}."
     if opt.choices:
         return CaselessStrEnum(opt.choices, default_value=default, help=text).tag(config=True)
-    kind = {int: Int, float: Float}.get(opt.type, Unicode)
+    kinds: dict[type, Callable[..., TraitType[Any, Any]]] = {int: Int, float: Float}
+    kind = kinds.get(opt.type, Unicode)
     return kind(default, allow_none=default is None, help=text).tag(config=True)
 
 

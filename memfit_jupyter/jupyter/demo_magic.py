@@ -24,8 +24,9 @@ from pathlib import Path
 from typing import Any
 
 from IPython.core.error import UsageError
-from IPython.core.magic import Magics, line_magic, magics_class
-from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
+from IPython.core.magic import Magics, magics_class
+
+from .ipython import argument, line_magic, magic_arguments, parse_argstring, user_namespace
 
 #: Every pair shown in this kernel, by mode id (the last one of each): its outcomes, for ``summary()``.
 SHOWN_PAIRS: dict[str, dict[str, Any]] = {}
@@ -116,7 +117,7 @@ class DemoMagics(Magics):
         root = Path(args.dir) if args.dir else Path(tempfile.mkdtemp(prefix=f"memfit-demo-{m.id}-"))
         runs = self._start(m, root, args.model)
         if args.name:
-            self.shell.user_ns[args.name] = runs
+            user_namespace(self)[args.name] = runs
         self._show(m, runs, root, args.model, quiet=args.quiet)
         return None
 
@@ -135,10 +136,9 @@ class DemoMagics(Magics):
         """The note, then one view of the pair: the compare view, each side live while it runs
         (its widget model streams it; no output holds a widget), saved as the comparison of the
         two finished runs; then the on/off table."""
-        from IPython.display import display
-
         from ..study.catalogue import outcome
         from .display import CompareDisplay, RunDisplay, captured_logs
+        from .ipython import display
 
         plain, rich = explanation(m, model)
         display({"text/plain": plain, "text/html": rich}, raw=True)
@@ -149,8 +149,9 @@ class DemoMagics(Magics):
         for side, run in runs.items():
             with captured_logs(run):
                 try:
-                    if views[side].widget is not None:
-                        views[side].widget.run_to_end()
+                    widget = views[side].widget
+                    if widget is not None:
+                        widget.run_to_end()
                     else:
                         run.run()
                 except KeyboardInterrupt:  # between two steps: the engine catches the rest

@@ -18,11 +18,16 @@ import logging
 import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any
+from typing import TYPE_CHECKING, Any, TextIO
 
 from ..secrets import redact_obj
 from . import RUN_MIME
 from .html import render_html, render_text
+
+if TYPE_CHECKING:
+    from ..run import Run
+    from .ipython import OutputHandle
+    from .widget import RunWidget
 
 #: The live view re-renders at most this often, in milliseconds (``MemfitMagics.throttle_ms``).
 THROTTLE_MS = 100
@@ -34,7 +39,7 @@ _LIVE: list[RunDisplay] = []
 
 
 @contextmanager
-def captured_logs(run: Any) -> Iterator[None]:
+def captured_logs(run: Run) -> Iterator[None]:
     """While a run moves, its warnings and log lines become ``log`` events of the run (so the
     view shows them, and the saved trace keeps them) instead of a stderr block in the cell."""
     inside = False
@@ -60,7 +65,8 @@ def captured_logs(run: Any) -> Iterator[None]:
     package = logging.getLogger("memfit_jupyter")
     package.addHandler(handler)
     with warnings.catch_warnings():  # the filters stay as they are: only where warnings go changes
-        def show(message, category, filename, lineno, file=None, line=None):
+        def show(message: Warning | str, category: type[Warning], filename: str, lineno: int,
+                 file: TextIO | None = None, line: str | None = None) -> None:
             record("WARNING", category.__name__, str(message))
 
         warnings.showwarning = show
@@ -70,14 +76,14 @@ def captured_logs(run: Any) -> Iterator[None]:
             package.removeHandler(handler)
 
 
-def bundle(run: Any, *, quiet: bool = False, widget_id: str | None = None,
-           forks: list[dict] | None = None) -> tuple[dict, dict]:
+def bundle(run: Run, *, quiet: bool = False, widget_id: str | None = None,
+           forks: list[dict[str, Any]] | None = None) -> tuple[dict[str, Any], dict[str, Any]]:
     """The (data, metadata) of a run's output; ``forks``: its saved forks (``SavedFork``)."""
     return trace_bundle(run.trace(), quiet=quiet, widget_id=widget_id, forks=forks)
 
 
-def trace_bundle(trace: dict, *, quiet: bool = False, widget_id: str | None = None,
-                 forks: list[dict] | None = None) -> tuple[dict, dict]:
+def trace_bundle(trace: dict[str, Any], *, quiet: bool = False, widget_id: str | None = None,
+                 forks: list[dict[str, Any]] | None = None) -> tuple[dict[str, Any], dict[str, Any]]:
     """The (data, metadata) that show a trace: the run MIME type, text and HTML.  Every string
     of every part goes through the redaction (an output is saved with the notebook)."""
     data = {RUN_MIME: trace, "text/plain": render_text(trace, quiet=quiet),
@@ -90,13 +96,13 @@ def trace_bundle(trace: dict, *, quiet: bool = False, widget_id: str | None = No
 class RunDisplay:
     """The output of one run in one cell, and (unless quiet) its live widget."""
 
-    def __init__(self, run: Any, *, quiet: bool = False, step: bool = False, throttle_ms: int = THROTTLE_MS,
+    def __init__(self, run: Run, *, quiet: bool = False, step: bool = False, throttle_ms: int = THROTTLE_MS,
                  max_cards: int = MAX_LIVE_CARDS):
         self.run = run
         self.quiet = quiet
-        self.handle: Any = None
+        self.handle: OutputHandle | None = None
         self._seen: tuple[int, tuple[tuple[str, int], ...]] | None = None
-        self.widget = None
+        self.widget: RunWidget | None = None
         if not quiet:
             from .widget import RunWidget
 
@@ -108,13 +114,13 @@ class RunDisplay:
         """Put the output in the current cell (once); later changes update it in place."""
         if self.handle is not None:
             return
-        from IPython.display import display
+        from .ipython import display_updatable
 
         data, metadata = self._bundle()
         self._seen = self._state()
-        self.handle = display(data, raw=True, metadata=metadata, display_id=True)
+        self.handle = display_updatable(data, metadata)
 
-    def _bundle(self) -> tuple[dict, dict]:
+    def _bundle(self) -> tuple[dict[str, Any], dict[str, Any]]:
         widget_id = self.widget.model.model_id if self.widget is not None else None
         forks = None
         if self.run.forks:
@@ -152,9 +158,9 @@ class CompareDisplay:
     def __init__(self, views: tuple[RunDisplay, RunDisplay], labels: tuple[str, str]):
         self.views = views
         self.labels = labels
-        self.handle: Any = None
+        self.handle: OutputHandle | None = None
 
-    def _bundle(self) -> tuple[dict, dict]:
+    def _bundle(self) -> tuple[dict[str, Any], dict[str, Any]]:
         from ..study.compare import COMPARE_MIME, compare
 
         # Traces, not runs: compare() would run a run that has not started to its end.
@@ -164,11 +170,11 @@ class CompareDisplay:
 
     def show(self) -> None:
         """Put the comparison in the current cell (once); later updates change it in place."""
-        from IPython.display import display
+        from .ipython import display_updatable
 
         if self.handle is None:
             data, metadata = self._bundle()
-            self.handle = display(data, raw=True, metadata=metadata, display_id=True)
+            self.handle = display_updatable(data, metadata)
 
     def update(self) -> None:
         """Refresh the comparison's table and saved traces (each side's live view streams itself)."""
@@ -195,7 +201,7 @@ def settle_all(*_args: Any) -> None:
                 or d._state() != d._seen or d.widget is not None]
 
 
-def show(run: Any, *, step: bool = False, quiet: bool = False, throttle_ms: int = THROTTLE_MS,
+def show(run: Run, *, step: bool = False, quiet: bool = False, throttle_ms: int = THROTTLE_MS,
          max_cards: int = MAX_LIVE_CARDS) -> RunDisplay:
     """Show a ``Run`` from the Python API as ``%%memfit_task`` does: one output, live while it
     runs, kept as the saved record.  With ``step=True`` nothing runs yet; otherwise the run goes

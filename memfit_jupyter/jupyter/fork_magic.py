@@ -17,11 +17,13 @@ from __future__ import annotations
 
 import json
 import shlex
+from argparse import Namespace
 from pathlib import Path
 from typing import Any
 
 from IPython.core.error import UsageError
-from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
+
+from .ipython import argument, magic_arguments, parse_argstring, user_namespace
 
 SUBCOMMANDS = ("fork", "blame")
 
@@ -74,7 +76,7 @@ def memfit_fork_or_blame(magics: Any, line: str) -> Any:
 
 
 def _target(magics: Any, name: str) -> Any:
-    namespace = magics.shell.user_ns
+    namespace = user_namespace(magics)
     if name in namespace:
         return namespace[name]
     found = find_run(magics, name)
@@ -90,7 +92,7 @@ def find_run(magics: Any, run_id: str) -> Any:
     view knows a run by its id: ``%memfit fork <run id> --at K ...``)."""
     from ..run import Run
 
-    todo = [v for v in magics.shell.user_ns.values() if isinstance(v, Run)]
+    todo = [v for v in user_namespace(magics).values() if isinstance(v, Run)]
     if isinstance(getattr(magics, "last_run", None), Run):
         todo.append(magics.last_run)
     seen: set[int] = set()
@@ -120,7 +122,7 @@ def _check_name(name: str | None) -> None:
         raise UsageError(f"--name must be a Python identifier, got {name!r}")
 
 
-def _fork(magics: Any, args: Any) -> None:
+def _fork(magics: Any, args: Namespace) -> None:
     from ..fork import fork
 
     _check_name(args.name)
@@ -140,14 +142,14 @@ def _fork(magics: Any, args: Any) -> None:
     workdir = _unquote(args.workdir) if args.workdir else None
     child = fork(_target(magics, args.run), args.at, memory=args.memory, workdir=workdir, **changes)
     if args.name:
-        magics.shell.user_ns[args.name] = child
+        user_namespace(magics)[args.name] = child
     magics.last_run = child
     from .display import show
 
     show(child, quiet=args.quiet, throttle_ms=magics.throttle_ms, max_cards=magics.max_live_cards)
 
 
-def _blame(magics: Any, args: Any) -> Any:
+def _blame(magics: Any, args: Namespace) -> Any:
     from ..study.intervention import blame
 
     _check_name(args.name)
@@ -156,8 +158,8 @@ def _blame(magics: Any, args: Any) -> Any:
         target = json.loads(target.read_text())
     found = blame(target, oracle=_unquote(args.oracle) if args.oracle else None, budget=args.budget)
     if args.name:
-        magics.shell.user_ns[args.name] = found
-    from IPython.display import display
+        user_namespace(magics)[args.name] = found
+    from .ipython import display
 
     display({"text/plain": repr(found), "text/html": found._repr_html_()}, raw=True)
     return found.frame

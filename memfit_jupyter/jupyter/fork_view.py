@@ -127,7 +127,7 @@ class ForkTree:
 
 
 def _comparison(parent: dict[str, Any], child: dict[str, Any], at: int) -> dict[str, Any] | None:
-    from ..compare import compare
+    from ..study.compare import compare
 
     try:
         payload = compare(parent, child, labels=("this run", f"fork at step {at}")).payload()

@@ -16,20 +16,22 @@ A file that is missing or in no known format is one line of error.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from IPython.core.error import UsageError
-from IPython.core.magic import Magics, line_magic, magics_class
-from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
+from IPython.core.magic import Magics, magics_class
+
+from .ipython import argument, line_magic, magic_arguments, parse_argstring, user_namespace
 
 
-def bundle(trace: dict, *, quiet: bool = False) -> tuple[dict, dict]:
+def bundle(trace: dict[str, Any], *, quiet: bool = False) -> tuple[dict[str, Any], dict[str, Any]]:
     """The (data, metadata) that show a trace: the run MIME type, text and HTML (redacted)."""
     from .display import trace_bundle
 
     return trace_bundle(trace, quiet=quiet)
 
 
-def summary_line(trace: dict) -> str:
+def summary_line(trace: dict[str, Any]) -> str:
     source = trace.get("source") or {}
     analysis = trace.get("analysis")
     line = (f"{source.get('format', 'memfit')} run, {trace.get('totals', {}).get('iterations', '?')} steps, "
@@ -54,12 +56,11 @@ class LoadMagics(Magics):
     @argument("--name", default=None, help="bind the trace to this variable")
     @argument("--quiet", action="store_true", help="the summary only, no step cards")
     @line_magic
-    def memfit_load(self, line: str = ""):
+    def memfit_load(self, line: str = "") -> None:
         """Show a run recorded by another agent (or a saved memfit trace) in the run view."""
-        from IPython.display import display
-
         from ..study.analysis import analyze
         from ..trajectories import TrajectoryFormatError, load_trajectory
+        from .ipython import display
 
         try:
             args = parse_argstring(self.memfit_load, line)
@@ -80,4 +81,4 @@ class LoadMagics(Magics):
         display({"text/plain": summary_line(trace)}, raw=True)
         display(data, metadata=metadata, raw=True)
         if args.name:
-            self.shell.user_ns[args.name] = trace
+            user_namespace(self)[args.name] = trace

@@ -8,23 +8,34 @@ Loading registers the magics and nothing else: no litellm, no widgets, no
 from __future__ import annotations
 
 import os
+from argparse import Namespace
+from collections.abc import Callable
 from typing import Any
 
 from IPython.core.error import UsageError
-from IPython.core.magic import Magics, cell_magic, line_magic, magics_class
-from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
+from IPython.core.magic import Magics, magics_class
 
 from ..config import OPTIONS, Option, agent_kwargs, check_bounds
 from .config import MemfitSettings, load_dotenv_file, resolve_model
+from .ipython import (
+    F,
+    Shell,
+    argument,
+    cell_magic,
+    line_magic,
+    magic_arguments,
+    parse_argstring,
+    user_namespace,
+)
 
 MEMFIT_SUBCOMMANDS = ("status", "scenarios", "defaults", "tiers")
 #: The subcommands that act on a run: time travel (``fork_magic``) and the offline report.
 RUN_SUBCOMMANDS = ("fork", "blame", "export")
 
 
-def _with_options(options: tuple[Option, ...]) -> Any:
+def _with_options(options: tuple[Option, ...]) -> Callable[[F], F]:
     """``magic_arguments`` with one ``argument`` per option, in the options' order."""
-    def decorate(func: Any) -> Any:
+    def decorate(func: F) -> F:
         for opt in reversed(options):  # each decorator adds its argument in front
             func = argument(opt.flag, **opt.argparse_kwargs())(func)
         # IPython's usage line puts one % before the name: the cell magic is typed with two.
@@ -65,13 +76,13 @@ class MemfitMagics(MemfitSettings, Magics):
         for note in notes:
             run.emit("note", iteration=0, text=note, source="magic")
         if args.name:
-            self.shell.user_ns[args.name] = run
+            user_namespace(self)[args.name] = run
         self.last_run = run
         from .display import show
 
         show(run, step=args.step, quiet=args.quiet, throttle_ms=self.throttle_ms, max_cards=self.max_live_cards)
 
-    def agent_kwargs(self, args: Any) -> tuple[dict[str, Any], list[str]]:
+    def agent_kwargs(self, args: Namespace) -> tuple[dict[str, Any], list[str]]:
         """``Agent`` keyword arguments from the parsed options and the settings, with the notes
         a person should see (where the model came from)."""
         notes: list[str] = []
@@ -107,7 +118,7 @@ class MemfitMagics(MemfitSettings, Magics):
             kwargs = agent_kwargs(values)
         except ValueError as exc:
             raise UsageError(str(exc)) from None
-        kwargs.update(namespace=self.shell.user_ns, workdir=os.getcwd(), ask_user=ask_person)
+        kwargs.update(namespace=user_namespace(self), workdir=os.getcwd(), ask_user=ask_person)
         if args.approve:
             if args.approve_tools not in (None, "always"):
                 raise UsageError("--approve means --approve-tools always: give one of them")
@@ -136,15 +147,18 @@ class MemfitMagics(MemfitSettings, Magics):
         from .status import status_html, status_text
 
         if (line or "").split(None, 1)[:1] == ["export"]:
+            from .ipython import display
             from .report import export_magic
 
-            export_magic(self.shell.user_ns, line.split(None, 1)[1] if len(line.split(None, 1)) > 1 else "")
+            target = export_magic(user_namespace(self), line.split(None, 1)[1] if len(line.split(None, 1)) > 1 else "")
+            size = target.stat().st_size
+            display({"text/plain": f"wrote {target} ({size / 1024:.0f} KB): opens offline in any browser"}, raw=True)
             return
         sub = (line or "").strip() or "status"
         if sub not in MEMFIT_SUBCOMMANDS:
             valid = ", ".join((*MEMFIT_SUBCOMMANDS, *RUN_SUBCOMMANDS))
             raise UsageError(f"unknown subcommand {sub!r} for %memfit; valid: {valid}")
-        from IPython.display import display
+        from .ipython import display
 
         display({"text/plain": status_text(self, sub), "text/html": status_html(self, sub)}, raw=True)
 
@@ -191,7 +205,7 @@ def _wait_for_person(call: dict[str, Any]) -> None:
     return None
 
 
-def load(ipython: Any) -> None:
+def load(ipython: Shell) -> None:
     """Register the magics and the hook that keeps live displays up to date."""
     from .display import settle_all
 
@@ -210,7 +224,7 @@ def load(ipython: Any) -> None:
         events.register("post_run_cell", settle_all)
 
 
-def unload(ipython: Any) -> None:
+def unload(ipython: Shell) -> None:
     from .display import settle_all
 
     try:

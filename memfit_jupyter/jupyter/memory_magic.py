@@ -21,12 +21,18 @@ from argparse import Namespace
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from IPython.core.error import UsageError
-from IPython.core.magic_arguments import argument, magic_arguments
 
 from ..memory.ranking import RANKING_ALIASES, RANKINGS
+from .ipython import argument, magic_arguments
+
+if TYPE_CHECKING:
+    from ..memory.entity import MemoryEntity
+    from ..memory.postgres import PostgresStore
+    from ..memory.store import MemoryStore
+    from .protocol import MemoryPayload
 
 
 @magic_arguments()
@@ -36,40 +42,40 @@ from ..memory.ranking import RANKING_ALIASES, RANKINGS
 @argument("--tags", default=None, help="only memories with one of these tags (comma-separated)")
 @argument("--ranking", default=None, choices=RANKINGS, type=lambda name: RANKING_ALIASES.get(name, name),
           help="ranking formula")
-def _search(line): ...
+def _search(line: str) -> None: ...
 
 
 @magic_arguments()
 @argument("text", nargs="+", help="the memory's content")
 @argument("--tags", default="", help="comma-separated tags")
 @argument("--question", action="append", default=[], help="a question this memory answers (repeatable)")
-def _add(line): ...
+def _add(line: str) -> None: ...
 
 
 @magic_arguments()
 @argument("id", help="a memory id")
-def _id(line): ...
+def _id(line: str) -> None: ...
 
 
 @magic_arguments()
 @argument("--tag", default=None, help="only memories with this tag")
 @argument("--limit", type=int, default=50, help="most rows (default 50)")
-def _list(line): ...
+def _list(line: str) -> None: ...
 
 
 @magic_arguments()
 @argument("kind", nargs="?", default=None, help="the task kind")
-def _failures(line): ...
+def _failures(line: str) -> None: ...
 
 
 @magic_arguments()
 @argument("path", help="a JSON Lines file")
-def _path(line): ...
+def _path(line: str) -> None: ...
 
 
 @magic_arguments()
 @argument("--embedder", default=None, help="hashing, hashing-<dim>, minilm or litellm:<model>")
-def _reindex(line): ...
+def _reindex(line: str) -> None: ...
 
 
 def _parse(func: Any, rest: str, sub: str) -> Any:
@@ -84,13 +90,13 @@ def _parse(func: Any, rest: str, sub: str) -> Any:
         raise UsageError(f"%memfit_memory {sub}: see the usage above") from None
 
 
-def store_for(magics: Any) -> Any:
+def store_for(magics: Any) -> MemoryStore | PostgresStore:
     from ..errors import StoreError
     from ..memory import DEFAULT_DIR, open_store
     from ..memory.postgres import is_url
 
     configured = getattr(magics, "memory_path", None)
-    path = Path(configured).expanduser() if configured else Path.cwd() / DEFAULT_DIR
+    path: Path | str = Path(configured).expanduser() if configured else Path.cwd() / DEFAULT_DIR
     if is_url(configured):  # a PostgreSQL store: postgresql://...
         path = configured
     try:
@@ -108,9 +114,8 @@ def _tags(value: str | None) -> list[str] | None:
     return tags
 
 
-def _show(payload: dict[str, Any], magics: Any) -> None:
-    from IPython.display import display
-
+def _show(payload: MemoryPayload, magics: Any) -> None:
+    from .ipython import display
     from .memory_widget import MemoryRanking, ranking_widget
 
     shell = getattr(magics, "shell", None)
@@ -120,8 +125,8 @@ def _show(payload: dict[str, Any], magics: Any) -> None:
         display(MemoryRanking(payload))
 
 
-def _summary(store: Any) -> None:
-    from IPython.display import display
+def _summary(store: MemoryStore | PostgresStore) -> None:
+    from .ipython import display
 
     info = store.info()
     text = (f"memory store {info['path']}: {info['count']} memories, embedder {info['embedder']} "
@@ -163,7 +168,7 @@ def handle_search(magics: Any, args: Namespace) -> Any:
 
 
 def handle_add(magics: Any, args: Namespace) -> Any:
-    tags = _tags(args.tags) if args.tags else []
+    tags = (_tags(args.tags) or []) if args.tags else []
     try:
         new_id = store_for(magics).add(" ".join(args.text), tags=tags, questions=args.question)
     except ValueError as exc:
@@ -172,7 +177,7 @@ def handle_add(magics: Any, args: Namespace) -> Any:
     return None
 
 
-def _entity_or_error(store: Any, mid: str) -> Any:
+def _entity_or_error(store: MemoryStore | PostgresStore, mid: str) -> MemoryEntity:
     entity = store.get(mid)
     if entity is None:
         raise UsageError(f"no memory with id {mid!r}")
@@ -180,8 +185,7 @@ def _entity_or_error(store: Any, mid: str) -> Any:
 
 
 def handle_show(magics: Any, args: Namespace) -> Any:
-    from IPython.display import display
-
+    from .ipython import display
     from .memory_widget import MemoryRanking, ranking_payload
 
     entity = _entity_or_error(store_for(magics), args.id)

@@ -12,9 +12,11 @@ from __future__ import annotations
 
 import html
 import json
+from collections.abc import Collection, Iterable
 from typing import Any
 
 from ..secrets import redact_obj
+from .protocol import MemoryPayload, MemoryResult
 
 MIME = "application/vnd.memfit.memory+json"
 #: (key, label, colour) in the order of their weights (MECHANISMS.md §3.4).
@@ -24,8 +26,8 @@ BARS = (("r", "R relevance", "#4c78a8"), ("c", "C connectivity", "#f58518"), ("t
         ("semantic", "semantic", "#bab0ac"), ("final", "score", "#222222"))
 
 
-def ranking_payload(items: Any, query: str = "", bytes_limit: int | None = None,
-                    floor: float | None = None) -> dict[str, Any]:
+def ranking_payload(items: Iterable[Any], query: str = "", bytes_limit: int | None = None,
+                    floor: float | None = None) -> MemoryPayload:
     """The JSON payload from search results (``ScoredMemory``) or plain entities.
 
     Search results carry their final score and ``floor`` (default: ``relevance_floor()`` of
@@ -35,7 +37,7 @@ def ranking_payload(items: Any, query: str = "", bytes_limit: int | None = None,
     (``score_label`` "stored score"), never a final score of 0."""
     from ..memory.ranking import core_score, relevance_floor
 
-    results = []
+    results: list[MemoryResult] = []
     searched = False
     for i, m in enumerate(items):
         if hasattr(m, "breakdown"):
@@ -48,19 +50,21 @@ def ranking_payload(items: Any, query: str = "", bytes_limit: int | None = None,
             breakdown["final"] = round(core_score(entity), 6)
         results.append({"rank": i + 1, "id": entity.id, "content": entity.content, "tags": list(entity.tags),
                         "score": breakdown.get("final", 0.0), "breakdown": breakdown})
-    payload: dict[str, Any] = {
+    payload: MemoryPayload = {
         "version": 1, "query": query, "bytes_limit": bytes_limit,
         "bytes": sum(len(r["content"].encode()) for r in results),
         "dimensions": [k for k, _, _ in BARS], "results": results,
         "score_label": "final score" if searched or query else "stored score",
         "floor": None, "nothing_relevant": False}  # a list has no query: nothing to be relevant to
     if searched:
-        payload["floor"] = relevance_floor() if floor is None else floor
-        payload["nothing_relevant"] = bool(results) and all(r["score"] <= payload["floor"] for r in results)
+        cutoff = relevance_floor() if floor is None else floor
+        payload["floor"] = cutoff
+        payload["nothing_relevant"] = (cutoff is not None and bool(results)
+                                       and all(r["score"] <= cutoff for r in results))
     return payload
 
 
-def nothing_relevant_note(payload: dict[str, Any]) -> str:
+def nothing_relevant_note(payload: MemoryPayload) -> str:
     """What to say when no result beats the floor (empty when some does)."""
     if not payload.get("nothing_relevant"):
         return ""
@@ -69,7 +73,7 @@ def nothing_relevant_note(payload: dict[str, Any]) -> str:
             "matching word).")
 
 
-def ranking_text(payload: dict[str, Any]) -> str:
+def ranking_text(payload: MemoryPayload) -> str:
     head = f"memory ranking for {payload['query']!r}" if payload.get("query") else "memories"
     lines = [f"{head}: {len(payload['results'])} result(s), {payload.get('bytes', 0)} bytes"
              f" ({payload.get('score_label', 'final score')} first)"]
@@ -83,13 +87,13 @@ def ranking_text(payload: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def _sorted(results: list[dict[str, Any]], key: str) -> list[dict[str, Any]]:
+def _sorted(results: list[MemoryResult], key: str) -> list[MemoryResult]:
     if key == "rank":
         return sorted(results, key=lambda r: r["rank"])
     return sorted(results, key=lambda r: (-r["breakdown"].get(key, 0.0), r["rank"]))
 
 
-def ranking_html(payload: dict[str, Any], sort: str = "final") -> str:
+def ranking_html(payload: MemoryPayload, sort: str = "final") -> str:
     """A self-contained static table, a bar per dimension, sorted by ``sort``: the fallback for
     viewers without the extension (no script: JupyterLab would not run it anyway)."""
     head = "".join(
@@ -125,7 +129,7 @@ def ranking_html(payload: dict[str, Any], sort: str = "final") -> str:
             f"{head}</tr></thead><tbody>{''.join(rows)}</tbody></table></div>")
 
 
-def bundle(payload: dict[str, Any]) -> dict[str, Any]:
+def bundle(payload: MemoryPayload) -> dict[str, Any]:
     """The output bundle of a ranking, redacted (the query is what the person typed)."""
     data = {MIME: json.loads(json.dumps(payload)), "text/html": ranking_html(payload),
             "text/plain": ranking_text(payload)}
@@ -135,17 +139,18 @@ def bundle(payload: dict[str, Any]) -> dict[str, Any]:
 class MemoryRanking:
     """A static display of a ranking (works in any frontend, and with no kernel)."""
 
-    def __init__(self, payload: dict[str, Any]):
+    def __init__(self, payload: MemoryPayload):
         self.payload = payload
 
-    def _repr_mimebundle_(self, include=None, exclude=None) -> dict[str, Any]:
+    def _repr_mimebundle_(self, include: Collection[str] | None = None,
+                          exclude: Collection[str] | None = None) -> dict[str, Any]:
         return bundle(self.payload)
 
     def __repr__(self) -> str:
         return ranking_text(self.payload)
 
 
-def ranking_widget(payload: dict[str, Any]) -> MemoryRanking:
+def ranking_widget(payload: MemoryPayload) -> MemoryRanking:
     """The ranking as it shows in a notebook.  It is the static bundle: the JupyterLab extension
     draws it from ``application/vnd.memfit.memory+json`` and sorts it by a click on a header,
     with or without a kernel, so a reopened notebook still shows it (a widget would not)."""

@@ -85,9 +85,9 @@ def write_report(obj: Any, path: str | Path) -> Path:
 
 
 def export_magic(namespace: dict[str, Any], line: str) -> Path:
-    """``%memfit export RUN PATH``: RUN names a run, a trace or a comparison in the namespace."""
+    """``%memfit export RUN PATH``: RUN names a run, a trace or a comparison in the namespace.
+    Returns the file written; the magic says so."""
     from IPython.core.error import UsageError
-    from IPython.display import display
 
     try:
         words = shlex.split(line)
@@ -102,6 +102,4 @@ def export_magic(namespace: dict[str, Any], line: str) -> Path:
         target = write_report(namespace[name], path)
     except (TypeError, ValueError, OSError) as exc:
         raise UsageError(f"%memfit export: {exc}") from None
-    size = target.stat().st_size
-    display({"text/plain": f"wrote {target} ({size / 1024:.0f} KB): opens offline in any browser"}, raw=True)
     return target

@@ -37,7 +37,7 @@ class RunFacts:
     #: (iteration, tool, ok) of every action taken.
     actions: list[tuple[int, str, bool | None]] = field(default_factory=list)
     #: Reflection levels that fired: "L2 standard" -> how many times.
-    reflections: Counter = field(default_factory=Counter)
+    reflections: Counter[str] = field(default_factory=Counter)
     #: Reasons of the spin alerts, in order.
     spins: list[str] = field(default_factory=list)
     #: "primary CLOSED → OPEN" per breaker transition, in order.

@@ -19,11 +19,13 @@ num_cpus=2,memory=4e9`` is what each run asks of Ray.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from typing import Any
 
 from IPython.core.error import UsageError
-from IPython.core.magic import Magics, line_cell_magic, magics_class
-from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
+from IPython.core.magic import Magics, magics_class
+
+from .ipython import argument, line_cell_magic, magic_arguments, parse_argstring, user_namespace
 
 
 def _value(text: str) -> Any:
@@ -106,7 +108,7 @@ class SweepMagics(Magics):
         if args.resume:
             if args.task or args.grid or args.set or args.out or (cell or "").strip():
                 raise UsageError("--resume DIR takes the runs kept in DIR: give no tasks, --grid, --set or --out")
-            run = lambda: resume(args.resume, **options)  # noqa: E731
+            run: Callable[[], Any] = lambda: resume(args.resume, **options)  # noqa: E731
         else:
             tasks = parse_tasks(cell, args.task)
             grid = parse_grid(args.grid)
@@ -123,5 +125,5 @@ class SweepMagics(Magics):
                 raise UsageError(str(exc)) from None
             raise
         if args.name:
-            self.shell.user_ns[args.name] = df
+            user_namespace(self)[args.name] = df
         return df

@@ -59,7 +59,7 @@ class SweepWidget:
         self._text = f"sweep on {engine}: {total} runs"
 
     def show(self) -> None:
-        from IPython.display import display
+        from .ipython import display
 
         display(self)
 

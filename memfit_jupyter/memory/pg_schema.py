@@ -23,10 +23,8 @@ from .embedders import Embedder, get_embedder, recorded_embedder
 from .entity import MemoryEntity
 from .text import ANALYZER
 
-if TYPE_CHECKING:  # psycopg is imported by the store, at first use
-    import psycopg
-
-    Conn = psycopg.Connection[tuple[Any, ...]]
+if TYPE_CHECKING:
+    from .pg_types import Conn
 
 #: 2: full text in postings scored by BM25 (1: a tsvector column ranked by ts_rank).
 SCHEMA_VERSION = "2"

@@ -20,7 +20,7 @@ from .pg_schema import COLUMNS, ROW, array, entity
 from .search import TAG_LIMIT, Candidates
 
 if TYPE_CHECKING:
-    from .pg_schema import Conn
+    from .pg_types import Conn
 
 Rows = list[tuple[Any, ...]]
 
@@ -31,7 +31,7 @@ def side_connection(url: str) -> Conn:
     import psycopg
     from pgvector.psycopg import register_vector
 
-    conn = psycopg.connect(url, autocommit=True)
+    conn: Conn = psycopg.connect(url, autocommit=True)
     register_vector(conn)
     return conn
 

@@ -25,12 +25,12 @@ differ: the phrase also matches the two words written apart, side by side; here 
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from .text import tokens
 
-if TYPE_CHECKING:  # psycopg is imported by the store, at first use
-    import psycopg
+if TYPE_CHECKING:
+    from .pg_types import Conn, Cursor
 
 #: Column weights, as the SQLite store passes them to bm25(): content, tags, questions.
 WEIGHTS = (1.0, 0.8, 0.6)
@@ -82,7 +82,7 @@ def create_sql(schema: str) -> list[str]:
     ]
 
 
-def write(cur: psycopg.Cursor[tuple[Any, ...]], schema: str, rows: list[tuple[int, str, list[str], list[str]]]) -> None:
+def write(cur: Cursor, schema: str, rows: list[tuple[int, str, list[str], list[str]]]) -> None:
     """Inside a write transaction: the postings of these new memories, ``(key, content, tags,
     questions)`` (by COPY), and the statistics moved by them."""
     total = 0
@@ -95,7 +95,7 @@ def write(cur: psycopg.Cursor[tuple[Any, ...]], schema: str, rows: list[tuple[in
     cur.execute(f"UPDATE {schema}.text_stats SET rows = rows + %s, tokens = tokens + %s", (len(rows), total))
 
 
-def rebuild(conn: psycopg.Connection[tuple[Any, ...]], schema: str, rows: Iterable[tuple[int, str, list[str], list[str]]]) -> None:
+def rebuild(conn: Conn, schema: str, rows: Iterable[tuple[int, str, list[str], list[str]]]) -> None:
     """Inside a transaction: every memory's postings again (a new text analysis), and the
     statistics counted afresh.  Readers keep the old postings until it commits."""
     with conn.cursor() as cur:

@@ -20,7 +20,7 @@ from .entity import MemoryEntity
 from .pg_schema import array, lock, one
 
 if TYPE_CHECKING:
-    from .pg_schema import Conn
+    from .pg_types import Conn
 
 #: The graph's beam when dedup looks for a new memory's near-duplicates: wider than a search's,
 #: since a missed neighbour would be a duplicate stored.

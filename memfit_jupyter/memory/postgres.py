@@ -47,9 +47,7 @@ from .search import SEMANTIC_LIMIT, TAG_LIMIT, Candidates
 if TYPE_CHECKING:  # imported at first use
     import concurrent.futures as cf
 
-    import psycopg
-
-    from .pg_schema import Conn
+    from .pg_types import Conn, Cursor
 
 URL_SCHEMES = ("postgresql://", "postgres://")
 #: add_many decides and writes larger batches in transactions of this many.
@@ -111,7 +109,7 @@ class PostgresStore(StoreRetrieval):
         self._vec_conn: Conn | None = None
         self._vec_ef = 0
         try:
-            self._conn = psycopg.connect(url, autocommit=True)
+            self._conn: Conn = psycopg.connect(url, autocommit=True)
         except psycopg.Error as exc:
             raise StoreError(f"cannot open memory store {self.path!r}: {_first_line(exc)}") from None
         self._closed = False
@@ -125,7 +123,7 @@ class PostgresStore(StoreRetrieval):
             raise
 
     # --- plumbing -----------------------------------------------------------------------
-    def _x(self, sql: str, params: Sequence[Any] | None = None) -> psycopg.Cursor[tuple[Any, ...]]:
+    def _x(self, sql: str, params: Sequence[Any] | None = None) -> Cursor:
         return self._conn.execute(sql, params)
 
     def _check_open(self) -> None:

@@ -34,7 +34,7 @@ SERVICE = "memfit-jupyter"
 TRACES_PATH = "/v1/traces"
 
 
-class PlannedIds(IdGenerator):
+class PlannedIds(IdGenerator):  # type: ignore[misc]  # an SDK class: the otel extra is read as untyped (pyproject.toml)
     """Hands out the ids ``SpanBuilder`` chose for the next span (random when none was set)."""
 
     def __init__(self) -> None:
@@ -110,7 +110,7 @@ def http_exporter(url: str, headers: Mapping[str, str] | None = None,
     return OTLPSpanExporter(endpoint=url, headers=dict(headers) if headers else None, timeout=timeout)
 
 
-class FileExporter(SpanExporter):
+class FileExporter(SpanExporter):  # type: ignore[misc]  # an SDK class: the otel extra is read as untyped (pyproject.toml)
     """Appends each batch to a file as one OTLP/JSON line (see ``otlp_json``)."""
 
     def __init__(self, path: str | Path) -> None:
@@ -178,7 +178,7 @@ def quiet(sink: list[str]) -> Iterator[list[str]]:
         _local.sink = previous
 
 
-class CountingExporter(SpanExporter):
+class CountingExporter(SpanExporter):  # type: ignore[misc]  # an SDK class: the otel extra is read as untyped (pyproject.toml)
     """Delegates to ``inner`` and counts what it took (``started``), delivered and lost, and the
     CPU time its exports took (``cpu_s``, for the live export's pacing).
 
@@ -237,4 +237,5 @@ class CountingExporter(SpanExporter):
         self.inner.shutdown()
 
     def force_flush(self, timeout_millis: int = 30000) -> bool:
-        return self.inner.force_flush(timeout_millis)
+        flushed: bool = self.inner.force_flush(timeout_millis)
+        return flushed

@@ -38,9 +38,9 @@ def requested_level(record: ActionRecord, tool: Any) -> tuple[ReflectionLevel, s
             level = ReflectionLevel.NONE
         if level:
             return level, "the action"
-    level = getattr(tool, "reflection_level", None)
-    if level:
-        return ReflectionLevel.parse(level), f"tool {record.tool}"
+    declared = getattr(tool, "reflection_level", None)
+    if declared:
+        return ReflectionLevel.parse(declared), f"tool {record.tool}"
     return None
 
 

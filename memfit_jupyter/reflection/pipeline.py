@@ -154,6 +154,7 @@ class Reflector:
         shown = {k: v for k, v in impact.to_dict().items() if v and k != "resource_usage"}
         messages = reflection_messages(run.task, record, level, shown, reflection.memory_used, timeline, spin)
         tier = "fast" if level == ReflectionLevel.STANDARD else "primary"
+        error: str | None
         try:
             result = run.llm.call("reflection", messages, tier=tier, iteration=record.iteration)
         except RunEnded:

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from ..errors import json_error_text
 from ..trace import MAX_DEPTH, Trace, TraceError, is_trace, too_deep
@@ -31,8 +31,16 @@ from .common import (
 __all__ = ["FORMATS", "TrajectoryFormatError", "classify_command", "command_program", "detect_format",
            "load_trajectory", "read_json"]
 
+class Importer(Protocol):
+    """What each format's module gives: whether parsed JSON is in its format, and the trace of it."""
+
+    def looks_like(self, data: Any) -> bool: ...
+
+    def convert(self, data: Any, *, meta: dict[str, Any] | None = None) -> dict[str, Any]: ...
+
+
 #: Importers by format name, in the order ``format="auto"`` tries them.
-_IMPORTERS = {
+_IMPORTERS: dict[str, Importer] = {
     "mini-swe-agent": mini_swe,
     "swe-agent": swe_agent,
     "otlp": otlp,
@@ -73,7 +81,7 @@ def read_json(path: str | Path) -> Any:
         raise format_error(f"{p.name} is not JSON ({json_error_text(first)})") from None
 
 
-def load_trajectory(path_or_dict: str | Path | dict | list, format: str = "auto") -> dict[str, Any]:
+def load_trajectory(path_or_dict: str | Path | dict[str, Any] | list[Any], format: str = "auto") -> dict[str, Any]:
     """Another agent's run (a path, or its parsed JSON) as a memfit trace.
 
     ``format`` is ``"auto"`` or one of ``FORMATS``.  The result has

@@ -39,6 +39,11 @@ def format_error(what: str) -> TrajectoryFormatError:
     return TrajectoryFormatError(f"{what}; load_trajectory reads: {names}")
 
 
+def object_of(value: Any) -> dict[str, Any]:
+    """``value`` if it is a JSON object, else an empty one (a field some records leave out)."""
+    return value if isinstance(value, dict) else {}
+
+
 def text_of(content: Any) -> str:
     """Message content as text: a string, or the text parts of a list of parts."""
     if content is None:

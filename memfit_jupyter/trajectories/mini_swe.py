@@ -19,7 +19,15 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from .common import TraceBuilder, classify_command, exit_code_of, format_error, text_of, tool_call
+from .common import (
+    TraceBuilder,
+    classify_command,
+    exit_code_of,
+    format_error,
+    object_of,
+    text_of,
+    tool_call,
+)
 
 FORMAT = "mini-swe-agent"
 #: The action block mini-swe-agent 1.x accepts (its default action pattern: a bash fence).
@@ -104,7 +112,7 @@ def convert(data: dict[str, Any], *, meta: dict[str, Any] | None = None) -> dict
     if not looks_like(data):
         raise format_error("not a mini-swe-agent trajectory (no messages with a system prompt)")
     info = data.get("info") or {}
-    config = info.get("config") if isinstance(info.get("config"), dict) else {}
+    config = object_of(info.get("config"))
     model = str((config.get("model") or {}).get("model_name") or "")
     messages = [m for m in data["messages"] if isinstance(m, dict)]
     task = next((text_of(m.get("content")) for m in messages if m.get("role") == "user"), "")
@@ -129,7 +137,7 @@ def convert(data: dict[str, Any], *, meta: dict[str, Any] | None = None) -> dict
         b.model_call(reply, model=reply_model or model, prompt_tokens=pt, completion_tokens=ct)
         # the messages that answer this reply: tool results, or one user message
         j = i + 1
-        answers = []
+        answers: list[dict[str, Any]] = []
         while j < len(messages) and messages[j].get("role") in ("tool", "user", "exit"):
             nxt = messages[j]
             if calls and nxt.get("role") != "tool":

@@ -14,7 +14,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from .common import TraceBuilder, classify_command, format_error, text_of, tool_call
+from .common import TraceBuilder, classify_command, format_error, object_of, text_of, tool_call
 
 FORMAT = "openhands"
 _SKIP_ACTIONS = {"system", "change_agent_state", "null", "recall", "condensation_request"}
@@ -81,7 +81,7 @@ def convert(data: Any, *, meta: dict[str, Any] | None = None) -> dict[str, Any]:
     for e in events:
         if "action" in e:
             kind = str(e.get("action"))
-            args = e.get("args") if isinstance(e.get("args"), dict) else {}
+            args = object_of(e.get("args"))
             if kind in _SKIP_ACTIONS:
                 continue
             if e.get("source") == "user":
@@ -107,7 +107,7 @@ def convert(data: Any, *, meta: dict[str, Any] | None = None) -> dict[str, Any]:
             output, ok, err, extra = "", True, None, {}
             if obs is not None:
                 output = text_of(obs.get("content"))
-                extras = obs.get("extras") if isinstance(obs.get("extras"), dict) else {}
+                extras = object_of(obs.get("extras"))
                 code = (extras.get("metadata") or {}).get("exit_code") if isinstance(extras.get("metadata"), dict) \
                     else extras.get("exit_code")
                 if code is not None:
