@@ -52,8 +52,6 @@ KNOWN_CIRCLES = [
     # Run.fork() and Agent.replay() are the API of forks and replays (fork.py), which make runs
     # and agents; a run's annotation of its agent closes the circle too.
     {"agent", "fork", "run"},
-    # The run display makes the widget; the widget reads the display's limits.
-    {"jupyter.display", "jupyter.widget"},
 ]
 
 #: At most this many imports go up (the issue's goal for the graph).

@@ -20,7 +20,7 @@ from traitlets.config import Configurable
 from ..config import DEFAULT_MODEL, OPTIONS, REFLECTION_CHOICES, Option
 from ..llm.structured import CHOICES as STRUCTURED_CHOICES
 from ..records import SynthesisStrategy
-from .display import MAX_LIVE_CARDS, THROTTLE_MS
+from .capture import MAX_LIVE_CARDS, THROTTLE_MS
 
 #: The offline scripted model used when no model is configured anywhere.
 FALLBACK_DEMO_MODEL = DEFAULT_MODEL

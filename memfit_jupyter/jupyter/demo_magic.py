@@ -137,7 +137,8 @@ class DemoMagics(Magics):
         (its widget model streams it; no output holds a widget), saved as the comparison of the
         two finished runs; then the on/off table."""
         from ..study.catalogue import outcome
-        from .display import CompareDisplay, RunDisplay, captured_logs
+        from .capture import captured_logs
+        from .display import CompareDisplay, RunDisplay
         from .ipython import display
 
         plain, rich = explanation(m, model)

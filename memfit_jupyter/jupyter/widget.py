@@ -37,7 +37,7 @@ import ipywidgets as W
 from traitlets import Dict, Unicode
 
 from ..version import __version__
-from .display import MAX_LIVE_CARDS, THROTTLE_MS, captured_logs
+from .capture import MAX_LIVE_CARDS, THROTTLE_MS, captured_logs
 
 log = logging.getLogger("memfit_jupyter")
 
@@ -53,7 +53,7 @@ MAX_HEARTBEAT_STEPS = 10
 EXTRA_TRIALS = 2
 
 
-class RunModel(W.DOMWidget):
+class RunModel(W.DOMWidget):  # type: ignore[misc]  # ipywidgets ships no type hints
     """The widget model the front end draws (labextension/src/widgetmodel.ts)."""
 
     _model_name = Unicode("MemfitRunModel").tag(sync=True)
@@ -67,7 +67,7 @@ class RunModel(W.DOMWidget):
 
 def trace_head(run: Any) -> dict[str, Any]:
     """The trace without its events."""
-    head = run.trace()
+    head: dict[str, Any] = run.trace()
     head.pop("events", None)
     return head
 
@@ -177,14 +177,14 @@ class RunWidget:
     def status_label(self) -> str:
         run = self.run
         if run.done:
-            return run.status
+            return str(run.status)
         if run.waiting_for_approval is not None:
             return "waiting for approval"
         if self._busy:
             return "running"
         if self.step_mode:
             return "paused"
-        return run.status
+        return str(run.status)
 
     def buttons(self) -> list[str]:
         run = self.run
@@ -287,7 +287,7 @@ class RunWidget:
         if action == "fork":
             self.on_fork(content.get("fork"))
             return
-        handler = handlers.get(action)
+        handler = handlers.get(action) if isinstance(action, str) else None
         if handler is not None:
             self._guarded(handler)
 

@@ -91,7 +91,8 @@ class _ModelJudge:
 
         self.client = LLMClient({"primary": model}, LiteLLMBackend(), emit, run_key="analysis")
 
-    def call(self, purpose: str, messages: list[dict], *, tier: str = "fast", iteration: int = 0, **_: Any):
+    def call(self, purpose: str, messages: list[dict[str, Any]], *, tier: str = "fast", iteration: int = 0,
+             **_: Any) -> Any:
         return self.client.call(purpose, messages, tier=tier, iteration=iteration)
 
 
@@ -102,7 +103,7 @@ class _CallableJudge:
         self.fn = fn
         self.replay = replay
 
-    def call(self, purpose: str, messages: list[dict], **_: Any):
+    def call(self, purpose: str, messages: list[dict[str, Any]], **_: Any) -> SimpleNamespace:
         reply = self.fn(list(self.replay.records), self.replay.timeline.text(max_chars=3000)) or {}
         value = SimpleNamespace(is_spinning=bool(reply.get("is_spinning")), reason=str(reply.get("reason", "")),
                                 suggestions=list(reply.get("suggestions") or []),
@@ -123,6 +124,7 @@ class _Replay:
         #: The time of the step being analysed: the events placed after it carry it.
         self.ts = 0.0
         self.model_events: list[dict[str, Any]] = []
+        self.llm: _CallableJudge | _ModelJudge | None
         if judge is None:
             self.llm = None
         elif callable(judge):
@@ -133,15 +135,14 @@ class _Replay:
     def _emit_model(self, type: str, iteration: int | None = None, **data: Any) -> None:
         self.emit(type, iteration=iteration, **data)
 
-    def emit(self, type: Any, iteration: int | None = None, **data: Any) -> None:
-        if isinstance(type, Event):  # a typed event: what the model is told goes to the timeline
-            event = type
+    def emit(self, event: Event | str, iteration: int | None = None, **data: Any) -> None:
+        if isinstance(event, Event):  # a typed event: what the model is told goes to the timeline
             if isinstance(event, Guidance):
                 self.timeline.add(event.kind, self.iteration if event.iteration is None else event.iteration,
                                   event.text)
                 return
         else:  # through its class, so that what analysis writes fits the trace's schema
-            event = make(type, iteration, **data)
+            event = make(event, iteration, **data)
         if event.iteration is None:
             event.iteration = self.iteration
         event.ts = self.ts
@@ -222,7 +223,7 @@ def analyze(trace: dict[str, Any], judge: Any = None, **settings: Any) -> dict[s
                              "reason": r.reason})
     out = copy.copy(trace)
     events = []
-    placed = set()
+    placed: set[int] = set()
     for event in trace["events"]:  # the serialised events (unknown types included), in order
         kind = event.get("type")
         if kind in ANALYSIS_TYPES:

@@ -45,7 +45,7 @@ def record(lm, task_name: str, store: Path, args) -> dict:
     from bench_local_model import TASKS, TOOLS
 
     from memfit_jupyter import Agent
-    from memfit_jupyter.jupyter.display import captured_logs
+    from memfit_jupyter.jupyter.capture import captured_logs
     from memfit_jupyter.reliability.guarantees import ExecutionGuarantees
 
     task, files = TASKS[task_name]
@@ -64,7 +64,7 @@ def record(lm, task_name: str, store: Path, args) -> dict:
 def replay_divergences(trace: dict) -> dict[str, str | None]:
     """Where each replay of ``trace`` parts from it: outside a notebook cell and inside one."""
     from memfit_jupyter import Agent
-    from memfit_jupyter.jupyter.display import captured_logs
+    from memfit_jupyter.jupyter.capture import captured_logs
     from memfit_jupyter.replay import divergence
 
     found: dict[str, str | None] = {}
