@@ -199,7 +199,8 @@ def command_program(command: str) -> str:
 
 def _run_process(argv: list[str], cwd: Path, timeout_s: float, stdin: str | None = None,
                  ) -> tuple[int, str, str] | None:
-    """Run ``argv`` in its own session; None when it outlives ``timeout_s``.  On a timeout the
+    """Run ``argv`` in its own session; None when it outlives ``timeout_s``.  On a timeout, or
+    when the person interrupts the kernel (the session does not get the kernel's SIGINT), the
     whole session is killed, so a child it left in the background does not go on running; its
     output is not waited for (a child that left the session could hold the pipes open)."""
     proc = subprocess.Popen(argv, cwd=cwd, stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL,
@@ -207,14 +208,21 @@ def _run_process(argv: list[str], cwd: Path, timeout_s: float, stdin: str | None
     try:
         stdout, stderr = proc.communicate(stdin, timeout=timeout_s)
     except subprocess.TimeoutExpired:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait()
-        for pipe in (proc.stdin, proc.stdout, proc.stderr):
-            if pipe is not None:
-                pipe.close()
+        _kill_session(proc)
         return None
+    except KeyboardInterrupt:
+        _kill_session(proc)
+        raise
     return proc.returncode, stdout, stderr
+
+
+def _kill_session(proc: subprocess.Popen[str]) -> None:
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+    for pipe in (proc.stdin, proc.stdout, proc.stderr):
+        if pipe is not None:
+            pipe.close()
 
 
 #: What a sandboxed ``python`` call runs: the code (read from stdin) as the in-kernel tool runs

@@ -145,26 +145,49 @@ def test_a_policy_given_whole_applies_to_scripted_runs_too(tmp_path):
     assert [a["state"] for a in of(run, "approval")] == ["rejected"] * len(refused)
 
 
+def _gone(pid: int, within_s: float = 10.0) -> bool:
+    """Whether process ``pid`` is dead (or a zombie) within ``within_s``: a killed process is
+    reaped a moment later, and on a loaded machine that moment can be long."""
+    status = Path(f"/proc/{pid}/status")
+    deadline = time.monotonic() + within_s
+    while True:
+        try:
+            if "zombie" in status.read_text():
+                return True
+        except FileNotFoundError:
+            return True
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.05)
+
+
+def test_an_interrupted_command_takes_its_session_with_it(tmp_path):
+    """Interrupt Kernel lands while a shell call runs: the command runs in its own session, which
+    does not get the kernel's SIGINT, so the call kills it before the interrupt goes on."""
+    ctx = ToolContext(workdir=tmp_path, shell_timeout_s=60.0)
+
+    def interrupt(*_):
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGALRM, interrupt)
+    try:
+        signal.setitimer(signal.ITIMER_REAL, 1.0)
+        with pytest.raises(KeyboardInterrupt):
+            BUILTIN_TOOLS["shell"](ctx, {"command": "echo $$ > shell.pid; sleep 300 & echo $! > child.pid; wait"})
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+    for name in ("shell.pid", "child.pid"):
+        assert _gone(int((tmp_path / name).read_text())), f"{name}: the process outlived the interrupt"
+
+
 def test_a_timed_out_command_takes_its_background_children_with_it(tmp_path):
     """A command that leaves a child in the background: at the timeout the child is killed with
     it (it used to go on running, unseen, after the call had ended)."""
     ctx = ToolContext(workdir=tmp_path, shell_timeout_s=1.0)
     result = BUILTIN_TOOLS["shell"](ctx, {"command": "sleep 300 & echo $! > child.pid; wait"})
     assert not result.ok and result.error == "command timed out after 1 s"
-    pid = int((tmp_path / "child.pid").read_text())
-    status = Path(f"/proc/{pid}/status")
-
-    def gone() -> bool:
-        try:
-            return "zombie" in status.read_text()
-        except FileNotFoundError:
-            return True
-
-    # a killed process is reaped a moment later: on a loaded machine that moment can be long
-    deadline = time.monotonic() + 10
-    while not gone() and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert gone(), "the background child outlived its command"
+    assert _gone(int((tmp_path / "child.pid").read_text())), "the background child outlived its command"
     # a child that left the session holds the output pipes: the call still ends at its timeout
     result = BUILTIN_TOOLS["shell"](ctx, {"command": "setsid sleep 300 & echo $! > escaped.pid; wait"})
     assert result.error == "command timed out after 1 s"
