@@ -47,6 +47,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import signal
 import sys
 import tempfile
 import time
@@ -74,47 +75,75 @@ def table(summary) -> str:
     return "\n".join(lines)
 
 
+def per_family(runs):
+    """Successes / runs per variant, family and tier (the calibration of the suite on a model)."""
+    import polars as pl
+
+    return (runs.join(_tiers(), on="task", how="left")
+            .group_by("variant", "family", "tier", maintain_order=True)
+            .agg(pl.col("passed").sum().alias("passed"), pl.len().alias("runs"))
+            .sort("variant", "family", "tier"))
+
+
+def _tiers():
+    import polars as pl
+
+    from memfit_jupyter.tasks import SUITE
+
+    return pl.DataFrame({"task": [t.name for t in SUITE], "tier": [t.tier for t in SUITE]})
+
+
 def main() -> None:
     from local_model import MODELS, LocalModel, missing
 
     from memfit_jupyter.evaluate import VARIANTS, evaluate
-    from memfit_jupyter.tasks import tasks
+    from memfit_jupyter.tasks import TIERS, tasks
 
     ap = argparse.ArgumentParser()
     ap.add_argument("--models", default="smollm2,gemma3")
     ap.add_argument("--repeats", type=int, default=1)
-    ap.add_argument("--per-family", type=int, default=2)
-    ap.add_argument("--variants", default=",".join(VARIANTS))
+    ap.add_argument("--per-family", type=int, default=None, help="the first N tasks of each family (default: all)")
+    ap.add_argument("--tiers", default="easy,medium", help=f"task tiers, of {','.join(TIERS)}")
+    ap.add_argument("--temperature", type=float, default=0.3)
+    ap.add_argument("--variants", default="bare,default,spin,diary,reflection-standard",
+                    help=f"of {','.join(VARIANTS)}")
     ap.add_argument("--max-iterations", type=int, default=4)
     ap.add_argument("--max-duration", type=float, default=180.0)
     ap.add_argument("--out", type=Path, default=None, help="keep the runs here (default: a temporary folder)")
     ap.add_argument("--json", type=Path, default=None)
+    ap.add_argument("--finished-only", action="store_true",
+                    help="run nothing: the table of the runs --out already holds (an evaluation stopped part way)")
     args = ap.parse_args()
+    # a stopped benchmark (kill PID) leaves the runs it finished in --out and stops its server
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     models = [m for m in args.models.split(",") if m]
     for m in models:
         if m not in MODELS:
             raise SystemExit(f"unknown model {m!r}; models: {', '.join(MODELS)}")
-        if missing(m):
+        if missing(m) and not args.finished_only:
             raise SystemExit(f"{m}: {missing(m)}")
-    suite = tasks(per_family=args.per_family)
+    suite = tasks(per_family=args.per_family, tiers=[t for t in args.tiers.split(",") if t])
     variants = [v for v in args.variants.split(",") if v]
     base = args.out or Path(tempfile.mkdtemp(prefix="memfit-does-it-help-"))
     started = time.perf_counter()
     frames = []
     import polars as pl
 
+    settings = {"tools": TOOLS, "structured": "schema", "max_iterations": args.max_iterations,
+                "max_duration_seconds": args.max_duration}
     for m in models:
         t0 = time.perf_counter()
-        with LocalModel.start(model=m, log_dir=base) as lm:
-            ev = evaluate(suite, variants, model=lm.model, api_base=lm.api_base, repeats=args.repeats,
-                          settings={"tools": TOOLS, "structured": "schema", "max_iterations": args.max_iterations,
-                                    "max_duration_seconds": args.max_duration},
-                          out=base / m, max_parallel=1)
+        if args.finished_only:
+            ev = evaluate(suite, variants, model=f"openai/{MODELS[m]['alias']}", repeats=args.repeats,
+                          temperature=args.temperature, settings=settings, out=base / m, finished_only=True)
+        else:
+            with LocalModel.start(model=m, log_dir=base) as lm:
+                ev = evaluate(suite, variants, model=lm.model, api_base=lm.api_base, repeats=args.repeats,
+                              temperature=args.temperature, settings=settings, out=base / m, max_parallel=1)
         frames.append(ev)
         print(f"{m}: {ev.runs.height} runs in {time.perf_counter() - t0:.0f} s", flush=True)
-        by_family = ev.runs.group_by("variant", "family", maintain_order=True).agg(
-            pl.col("passed").sum().alias("passed"), pl.len().alias("runs"))
-        print(by_family.filter(pl.col("variant") == "bare"))
+        with pl.Config(tbl_rows=200):
+            print(per_family(ev.runs))
     summary = pl.concat([ev.summary for ev in frames])
     print()
     print(table(summary))
