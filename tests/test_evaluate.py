@@ -77,9 +77,13 @@ def test_an_evaluation_stopped_part_way_is_summarised_from_what_out_holds(tmp_pa
     evaluate(tasks(["fix-add"]), ["bare"], model="memfit/demo", out=out, max_parallel=1)
     ev = evaluate(tasks(["arith-sum", "fix-add"]), ["bare", "default"], model="memfit/demo", out=out,
                   finished_only=True)
-    # only the task both variants finished counts, so both rates are over the same runs
-    assert ev.runs.height == 2 and set(ev.runs["task"]) == {"arith-sum"}
-    assert ev.summary["runs"].to_list() == [1, 1] and ev.summary["pairs"].to_list() == [None, 1]
+    # bare finished both tasks, default one: its change is over that one pair
+    assert ev.runs.height == 3 and set(ev.runs.filter(ev.runs["variant"] == "default")["task"]) == {"arith-sum"}
+    assert ev.summary["runs"].to_list() == [2, 1] and ev.summary["pairs"].to_list() == [None, 1]
+    # a run whose baseline has not finished has no pair, and does not count
+    flipped = evaluate(tasks(["arith-sum", "fix-add"]), ["bare", "default"], model="memfit/demo", out=out,
+                       baseline="default", finished_only=True)
+    assert flipped.runs.height == 2 and set(flipped.runs["task"]) == {"arith-sum"}
 
 
 def test_the_diary_judges_its_trials_with_the_task_s_own_oracle(tmp_path):

@@ -81,7 +81,9 @@ def evaluate(tasks: Iterable[Task], variants: Mapping[str, Mapping[str, Any]] | 
     - ``engine``, ``max_parallel``, ``out`` and ``engine_options`` (``address``, ``resources``...)
       go to the sweep.
     - ``finished_only``: run nothing; summarise the runs of this evaluation that ``out`` already
-      holds (an evaluation stopped part way: the table so far, its pairs those both sides finished).
+      holds (an evaluation stopped part way: the table so far).  Only the (task, seed) cells the
+      baseline finished count, so every change is over pairs; a variant's ``runs`` says how many
+      of them it finished (its success rate is over those, not over the baseline's).
     """
     from ..sweep import _check_options
 
@@ -135,12 +137,11 @@ def _finished(specs: list[Any], plan: dict[str, dict[str, Any]], tasks: list[Tas
     import polars as pl
 
     runs = _judge(rows, plan, {t.name: t for t in tasks}, out, model)
-    # only the (task, seed) cells every variant finished: each variant's rate is over the same runs
-    variants = len({p["variant"] for p in plan.values()})
-    whole = runs.group_by("task", "seed").agg(pl.len().alias("n")).filter(pl.col("n") == variants)
-    runs = runs.join(whole.select("task", "seed"), on=["task", "seed"], how="semi")
+    # only the (task, seed) cells the baseline finished: every other run has its pair
+    base = runs.filter(pl.col("variant") == baseline).select("task", "seed")
+    runs = runs.join(base, on=["task", "seed"], how="semi")
     if not runs.height:
-        raise FileNotFoundError(f"no task of this evaluation in {out} has finished under every variant yet")
+        raise FileNotFoundError(f"no run of the baseline {baseline!r} of this evaluation in {out} has finished yet")
     return Evaluation(runs=runs, summary=summarise(runs, baseline, resamples=resamples), baseline=baseline, out=out)
 
 
