@@ -35,9 +35,10 @@ def test_does_it_help_executes_and_shows_its_tables(tmp_path):
     code = [c for c in nb.cells if c.cell_type == "code"]
     assert not any(o.get("output_type") == "error" for c in code for o in c.get("outputs", []))
     texts = [_text(c) for c in code]
-    assert "28 tasks" in texts[0]
+    assert "48 tasks" in texts[0] and "'easy': 12" in texts[0]
     assert "<svg" in texts[1] and "smollm2-135m-instruct" in texts[1]
-    live = texts[3]  # the live evaluation: both tasks under both variants, each with its verdict
+    assert "easy" in texts[2] and "passed" in texts[2]  # the calibration per family and tier
+    live = texts[4]  # the live evaluation: both tasks under both variants, each with its verdict
     assert "arith-sum" in live and "fix-add" in live and "pytest test_add.py" in live
-    assert "warnings=3" in texts[5] and "repetition rules" in texts[5]
-    assert "gpt-5-mini/mini-swe-agent-2.2" in texts[6]
+    assert "warnings=3" in texts[6] and "repetition rules" in texts[6]
+    assert "gpt-5-mini/mini-swe-agent-2.2" in texts[7]

@@ -68,6 +68,25 @@ def test_an_evaluation_on_the_scripted_model_is_judged_and_summarised(tmp_path):
     assert again.runs["passed"].to_list() == runs["passed"].to_list()
 
 
+def test_an_evaluation_stopped_part_way_is_summarised_from_what_out_holds(tmp_path):
+    out = tmp_path / "ev"
+    with pytest.raises(FileNotFoundError, match="no finished run"):
+        evaluate(tasks(["arith-sum"]), ["bare", "default"], model="memfit/demo", out=out, finished_only=True)
+    assert not out.exists()
+    # one task ran under both variants, the other under bare only (as if stopped there)
+    evaluate(tasks(["arith-sum"]), ["bare", "default"], model="memfit/demo", out=out, max_parallel=1)
+    evaluate(tasks(["fix-add"]), ["bare"], model="memfit/demo", out=out, max_parallel=1)
+    ev = evaluate(tasks(["arith-sum", "fix-add"]), ["bare", "default"], model="memfit/demo", out=out,
+                  finished_only=True)
+    # bare finished both tasks, default one: its change is over that one pair
+    assert ev.runs.height == 3 and set(ev.runs.filter(ev.runs["variant"] == "default")["task"]) == {"arith-sum"}
+    assert ev.summary["runs"].to_list() == [2, 1] and ev.summary["pairs"].to_list() == [None, 1]
+    # a run whose baseline has not finished has no pair, and does not count
+    flipped = evaluate(tasks(["arith-sum", "fix-add"]), ["bare", "default"], model="memfit/demo", out=out,
+                       baseline="default", finished_only=True)
+    assert flipped.runs.height == 2 and set(flipped.runs["task"]) == {"arith-sum"}
+
+
 def test_the_diary_judges_its_trials_with_the_task_s_own_oracle(tmp_path):
     ev = evaluate(tasks(["fix-add"]), ["diary"], model="memfit/demo", out=tmp_path / "d", max_parallel=1)
     trace = json.loads(open(ev.runs["trace"][0]).read())

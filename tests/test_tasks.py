@@ -3,12 +3,13 @@ pass on the reference solution, and say the same as a command."""
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 from collections import Counter
 
 import pytest
 
-from memfit_jupyter.tasks import FAMILIES, SUITE, Task, check_command, get, prepare, tasks
+from memfit_jupyter.tasks import FAMILIES, SUITE, TIERS, Task, check_command, get, prepare, tasks
 
 
 def test_the_suite_has_at_least_24_tasks_in_four_families():
@@ -16,6 +17,28 @@ def test_the_suite_has_at_least_24_tasks_in_four_families():
     counts = Counter(t.family for t in SUITE)
     assert set(counts) == set(FAMILIES) and min(counts.values()) >= 6
     assert all(t.check is not None and t.files and t.solution for t in SUITE)
+
+
+def test_every_family_has_tasks_in_every_tier():
+    counts = Counter((t.family, t.tier) for t in SUITE)
+    assert all(counts[(f, tier)] >= 2 for f in FAMILIES for tier in TIERS)
+    easy = tasks(tiers=["easy"])
+    assert easy and all(t.tier == "easy" and '"' in t.prompt and t.prompt.startswith("Call shell") for t in easy)
+    assert [t.family for t in tasks(tiers=["medium"], per_family=1)] == list(FAMILIES)
+    with pytest.raises(ValueError, match="unknown task tier"):
+        tasks(tiers=["trivial"])
+
+
+def test_an_easy_task_is_solved_by_its_own_command(tmp_path):
+    """The command an easy prompt gives does the task (run here as the agent's shell would)."""
+    for task in tasks(tiers=["easy"]):
+        work = prepare(task, tmp_path / task.name)
+        command = task.prompt.split('"', 1)[1].rsplit('"', 1)[0]
+        if shutil.which(command.split()[0]) is None:  # jq is not everywhere
+            continue
+        subprocess.run(command, shell=True, cwd=work, check=True)
+        verdict = task.judge(work)
+        assert verdict.passed, (task.name, verdict.detail)
 
 
 #: Each "fix" oracle runs pytest twice in a new interpreter: the fast tier checks the first of them.

@@ -40,8 +40,10 @@ __all__ = ["VARIANTS", "Evaluation", "chart", "evaluate", "summarise"]
 
 #: Where evaluations keep their runs when ``out`` is not given.
 DEFAULT_OUT = ".memfit-evals"
-#: Settings every run of an evaluation gets unless the caller gives others: short runs.
-RUN_DEFAULTS: dict[str, Any] = {"max_iterations": 6, "max_duration_seconds": 300.0}
+#: Settings every run of an evaluation gets unless the caller gives others: short runs, and shell
+#: and python in the bubblewrap sandbox where the machine has one (no person is there to approve
+#: an unconfined command, so without it the tool policy refuses every shell call of a real model).
+RUN_DEFAULTS: dict[str, Any] = {"max_iterations": 6, "max_duration_seconds": 300.0, "sandbox": "auto"}
 
 
 @dataclass
@@ -66,7 +68,7 @@ def evaluate(tasks: Iterable[Task], variants: Mapping[str, Mapping[str, Any]] | 
              baseline: str | None = None, temperature: float = 0.7, seed: int = 0,
              settings: Mapping[str, Any] | None = None, out: str | os.PathLike[str] | None = None,
              max_parallel: int | None = None, progress: Any = False, resamples: int = 2000,
-             **engine_options: Any) -> Evaluation:
+             finished_only: bool = False, **engine_options: Any) -> Evaluation:
     """Run every task under every variant ``repeats`` times and summarise (module docstring).
 
     - ``tasks``: ``memfit_jupyter.tasks.Task``s (each with its oracle).
@@ -78,6 +80,10 @@ def evaluate(tasks: Iterable[Task], variants: Mapping[str, Mapping[str, Any]] | 
       ``{"tools": [...], "max_iterations": 4, "structured": "schema"}``.
     - ``engine``, ``max_parallel``, ``out`` and ``engine_options`` (``address``, ``resources``...)
       go to the sweep.
+    - ``finished_only``: run nothing; summarise the runs of this evaluation that ``out`` already
+      holds (an evaluation stopped part way: the table so far).  Only the (task, seed) cells the
+      baseline finished count, so every change is over pairs; a variant's ``runs`` says how many
+      of them it finished (its success rate is over those, not over the baseline's).
     """
     from ..sweep import _check_options
 
@@ -95,8 +101,10 @@ def evaluate(tasks: Iterable[Task], variants: Mapping[str, Mapping[str, Any]] | 
     from ..sweep.spec import validate
 
     validate(specs)  # an unknown setting or model: one error, before anything exists
-    _probe(model, api_base)  # a model that does not answer: the same
     out_dir = _out_dir(out, specs)
+    if finished_only:
+        return _finished(specs, plan, task_list, out_dir, model, base, resamples)
+    _probe(model, api_base)  # a model that does not answer: the same
     relay = None
     if api_base is not None:
         from .seeding import SeedRelay
@@ -117,6 +125,24 @@ def evaluate(tasks: Iterable[Task], variants: Mapping[str, Mapping[str, Any]] | 
     runs = _judge(rows, plan, {t.name: t for t in task_list}, out_dir, model)
     summary = summarise(runs, base, resamples=resamples)
     return Evaluation(runs=runs, summary=summary, baseline=base, out=out_dir)
+
+
+def _finished(specs: list[Any], plan: dict[str, dict[str, Any]], tasks: list[Task], out: Path, model: str,
+              baseline: str, resamples: int) -> Evaluation:
+    from ..sweep.runner import read_finished
+
+    rows = [row for row in (read_finished(s, out) for s in specs) if row is not None]
+    if not rows:
+        raise FileNotFoundError(f"no finished run of this evaluation in {out}")
+    import polars as pl
+
+    runs = _judge(rows, plan, {t.name: t for t in tasks}, out, model)
+    # only the (task, seed) cells the baseline finished: every other run has its pair
+    base = runs.filter(pl.col("variant") == baseline).select("task", "seed")
+    runs = runs.join(base, on=["task", "seed"], how="semi")
+    if not runs.height:
+        raise FileNotFoundError(f"no run of the baseline {baseline!r} of this evaluation in {out} has finished yet")
+    return Evaluation(runs=runs, summary=summarise(runs, baseline, resamples=resamples), baseline=baseline, out=out)
 
 
 def _check_input(tasks: list[Task], variants: dict[str, dict[str, Any]], repeats: int) -> None:

@@ -8,30 +8,35 @@ working directory (exit code 0 passes), which is what the failure diary's ``orac
 takes; the command sees only the files (a diary trial's answer is not passed to it), so
 tasks that ask for a value ask for it in ``answer.txt`` too.
 
-``SUITE`` holds 28 tasks in four families (``FAMILIES``): ``arith`` (arithmetic over
+``SUITE`` holds 48 tasks in four families (``FAMILIES``): ``arith`` (arithmetic over
 files), ``extract`` (a value from text, CSV or JSON), ``fix`` (a failing script, judged by
 the pytest file beside it, which must stay as it was) and ``multi`` (read, compute, write
-a file).  They are small on purpose: the local models this suite is run on have 135M and
-270M parameters.
+a file), each in three tiers (``TIERS``: ``easy``, the exact shell command is given;
+``medium``, the program to use is named; ``hard``, only the goal is said).  They are small
+on purpose: the local models this suite is run on have 135M and 270M parameters.
 """
 
 from __future__ import annotations
 
-from .core import FAMILIES, Task, Verdict, check_command, get, prepare
+from .core import FAMILIES, TIERS, Task, Verdict, check_command, get, prepare
 from .suite import SUITE
 
-__all__ = ["FAMILIES", "SUITE", "Task", "Verdict", "check_command", "get", "prepare", "tasks"]
+__all__ = ["FAMILIES", "SUITE", "TIERS", "Task", "Verdict", "check_command", "get", "prepare", "tasks"]
 
 
-def tasks(names: list[str] | None = None, families: list[str] | None = None, per_family: int | None = None
-          ) -> list[Task]:
-    """Tasks of the suite by name, or by family (the first ``per_family`` of each), in suite order."""
+def tasks(names: list[str] | None = None, families: list[str] | None = None, per_family: int | None = None,
+          tiers: list[str] | None = None) -> list[Task]:
+    """Tasks of the suite by name, or by family and tier (the first ``per_family`` of each family),
+    in suite order."""
     if names is not None:
         return [get(n) for n in names]
-    chosen = [t for t in SUITE if families is None or t.family in families]
     unknown = sorted(set(families or ()) - set(FAMILIES))
     if unknown:
         raise ValueError(f"unknown task family {', '.join(unknown)}; families: {', '.join(FAMILIES)}")
+    unknown = sorted(set(tiers or ()) - set(TIERS))
+    if unknown:
+        raise ValueError(f"unknown task tier {', '.join(unknown)}; tiers: {', '.join(TIERS)}")
+    chosen = [t for t in SUITE if (families is None or t.family in families) and (tiers is None or t.tier in tiers)]
     if per_family is not None:
         seen: dict[str, int] = {}
         kept = []

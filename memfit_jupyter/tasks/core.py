@@ -13,6 +13,10 @@ from pathlib import Path
 
 #: The task families, in the order tables show them.
 FAMILIES = ("arith", "extract", "fix", "multi")
+#: How much a task leaves to the agent: ``easy`` (the prompt names the one tool call that does it,
+#: e.g. the exact shell command), ``medium`` (the prompt names the tool and what it must do, the agent
+#: writes the call) and ``hard`` (the prompt says only what is wanted: the agent chooses the steps).
+TIERS = ("easy", "medium", "hard")
 #: The file a task asks its value to be written to (the diary's oracle command reads only files).
 ANSWER_FILE = "answer.txt"
 #: Longest a pytest oracle may run.
@@ -43,6 +47,8 @@ class Task:
     check: Callable[[Path, str | None], Verdict] | None = None
     #: Files that solve the task (written over ``files``): the proof that the oracle can pass.
     solution: Mapping[str, str] = field(default_factory=dict)
+    #: One of ``TIERS``.
+    tier: str = "hard"
 
     def judge(self, workdir: str | Path, answer: str | None = None) -> Verdict:
         """The oracle on a run's working directory and final answer; an oracle that raises fails."""
@@ -62,6 +68,8 @@ def register(task: Task) -> Task:
         raise ValueError(f"task {task.name!r} is defined twice")
     if task.family not in FAMILIES:
         raise ValueError(f"task {task.name!r}: unknown family {task.family!r}")
+    if task.tier not in TIERS:
+        raise ValueError(f"task {task.name!r}: unknown tier {task.tier!r}")
     _REGISTRY[task.name] = task
     return task
 
