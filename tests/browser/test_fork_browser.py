@@ -10,7 +10,6 @@ Real parts only, as in test_lab_browser.py (whose server and browser fixtures th
 from __future__ import annotations
 
 import json
-import urllib.request
 
 import nbformat
 import test_lab_browser as base
@@ -23,7 +22,7 @@ from test_lab_browser import (
     _open,
     _theme,
 )
-from test_run_view_browser import ERROR_CONTRAST_JS, _watch
+from test_run_view_browser import ERROR_CONTRAST_JS, _reopen_without_kernel, _shut_kernels, _watch
 
 pytestmark = base.pytestmark
 
@@ -63,13 +62,6 @@ def _save(page) -> None:
                            timeout=RENDER_TIMEOUT_MS)
 
 
-def _shut_kernels(lab) -> None:
-    for kind in ("sessions", "kernels"):
-        for item in json.loads(urllib.request.urlopen(f"{lab['url']}/api/{kind}?token={base.TOKEN}").read()):
-            req = urllib.request.Request(f"{lab['url']}/api/{kind}/{item['id']}?token={base.TOKEN}", method="DELETE")
-            urllib.request.urlopen(req, timeout=30).close()
-
-
 def _readable(page, theme: str) -> None:
     """The fork form's and the tree's text reads against what it is drawn on (WCAG AA)."""
     low = [c for c in page.evaluate(FORK_CONTRAST_JS) if c["ratio"] < 4.5]
@@ -80,14 +72,7 @@ def _readable(page, theme: str) -> None:
 
 #: The contrast of the fork parts' text (titles, labels, inputs, the tree's nodes, the code lines).
 FORK_CONTRAST_JS = """
-() => {
-  const rgb = s => (s.match(/[\\d.]+/g) || []).map(Number);
-  const lum = c => { const [r, g, b] = c.slice(0, 3).map(v => { v /= 255;
-    return v <= 0.03928 ? v / 12.92 : Math.pow((v + 0.055) / 1.055, 2.4); });
-    return 0.2126 * r + 0.7152 * g + 0.0722 * b; };
-  const ground = el => { for (let n = el; n; n = n.parentElement) {
-    const c = rgb(getComputedStyle(n).backgroundColor); if (c.length === 3 || (c.length === 4 && c[3] > 0.5)) return c; }
-    return [255, 255, 255]; };
+() => {""" + base.COLOUR_JS + """
   const sel = '.jp-MemfitRenderer :is(.memfit-fork-open, .memfit-fork-form-title, .memfit-fork-field > .memfit-label,'
     + ' .memfit-fork-input, .memfit-fork-node-button, .memfit-fork-changes, .memfit-fork-compare-hint,'
     + ' .memfit-fork-magic, .memfit-fork-call, .memfit-fork-tree .memfit-section-title, .memfit-fork-child > .memfit-section-title)';
@@ -186,17 +171,8 @@ def test_fork_from_a_step_runs_the_child_and_the_tree_survives_reopening(browser
 
     # reopened with no kernel: the tree is still there, and the button writes the code to run
     _shut_kernels(lab)
-    for key in ("kernelspec", "language_info"):
-        saved["metadata"].pop(key, None)
-    (lab["root"] / "fork_reopened.ipynb").write_text(json.dumps(saved))
-    page = browser.new_page(viewport={"width": 1400, "height": 1100})
-    _watch(page, errors)
+    page = _reopen_without_kernel(browser, lab, saved, "fork_reopened.ipynb", errors, height=1100)
     try:
-        _open(page, lab, "fork_reopened.ipynb")
-        try:
-            page.wait_for_selector(".jp-Dialog button:has-text('No Kernel')", timeout=15_000).click()
-        except Exception:
-            pass
         page.wait_for_selector(f"{TREE} .memfit-fork-node[data-at='{AT}'][data-status=done]", timeout=RENDER_TIMEOUT_MS)
         assert page.locator(f"{PARENT} .memfit-live").count() == 0
         assert "42" in page.locator(f"{CHILD} .memfit-run .memfit-header").inner_text()

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import urllib.request
 
 import nbformat
 import test_lab_browser as base
@@ -67,6 +68,37 @@ def _run_all(page) -> None:
     page.evaluate("() => { window.jupyterapp.commands.execute('notebook:run-all-cells'); }")
 
 
+def _start(page, lab, name: str) -> None:
+    """Open notebook ``name``, wait for its kernel, run all its cells."""
+    _open(page, lab, name)
+    _kernel_idle(page)
+    _run_all(page)
+
+
+def _shut_kernels(lab) -> None:
+    """Shut every session and kernel of the server down, as the Running panel would."""
+    for kind in ("sessions", "kernels"):
+        for item in json.loads(urllib.request.urlopen(f"{lab['url']}/api/{kind}?token={base.TOKEN}").read()):
+            req = urllib.request.Request(f"{lab['url']}/api/{kind}/{item['id']}?token={base.TOKEN}", method="DELETE")
+            urllib.request.urlopen(req, timeout=30).close()
+
+
+def _reopen_without_kernel(browser, lab, saved: dict, name: str, errors: list[str], height: int = 1000):
+    """``saved`` (a notebook as JSON) written as ``name`` without its kernelspec and opened with
+    "No Kernel", as on a machine with no Python; returns the page."""
+    for key in ("kernelspec", "language_info"):
+        saved["metadata"].pop(key, None)
+    (lab["root"] / name).write_text(json.dumps(saved))
+    page = browser.new_page(viewport={"width": 1400, "height": height})
+    _watch(page, errors)
+    _open(page, lab, name)
+    try:
+        page.wait_for_selector(".jp-Dialog button:has-text('No Kernel')", timeout=15_000).click()
+    except Exception:
+        pass
+    return page
+
+
 def _watch(page, errors: list[str]) -> None:
     page.on("pageerror", lambda e: errors.append(str(e)))
     page.on("console", lambda m: errors.append(m.text) if m.type in ("error", "warning")
@@ -116,9 +148,7 @@ def test_reload_mid_run_reattaches_and_a_second_view_follows(browser, lab):
     page, errors = _new_page(browser)
     second = None
     try:
-        _open(page, lab, "reload.ipynb")
-        _kernel_idle(page)
-        _run_all(page)
+        _start(page, lab, "reload.ipynb")
         page.wait_for_selector(f"{LIVE} button[data-action=step]", timeout=LIVE_TIMEOUT_MS)
         _kernel_idle(page)
         view = _view(page)
@@ -172,9 +202,7 @@ def test_a_kernel_shut_down_mid_run_leaves_the_saved_copy_with_no_buttons(browse
     _write_notebook(lab, "shutdown.ipynb", STEP_CELLS)
     page, errors = _new_page(browser)
     try:
-        _open(page, lab, "shutdown.ipynb")
-        _kernel_idle(page)
-        _run_all(page)
+        _start(page, lab, "shutdown.ipynb")
         page.wait_for_selector(f"{LIVE} button[data-action=step]", timeout=LIVE_TIMEOUT_MS)
         _kernel_idle(page)
         _step(page, lambda: page.locator(f"{LIVE} button[data-action=step]").click())
@@ -250,15 +278,11 @@ DEMO_MAX_PX = 1100
 def test_a_demo_is_one_compact_view_live_and_reopened(browser, lab):
     """``%memfit_demo``: one compare view, each side live while it runs (no widget container), its
     height measured live and reopened with no kernel."""
-    import urllib.request
-
     cells = ["%load_ext memfit_jupyter", "%memfit_demo step-repetition --dir spin-demo-cell"]
     _write_notebook(lab, "demo.ipynb", cells)
     page, errors = _new_page(browser)
     try:
-        _open(page, lab, "demo.ipynb")
-        _kernel_idle(page)
-        _run_all(page)
+        _start(page, lab, "demo.ipynb")
         # live while the runs go: both sides drawn from their widget models inside the compare view
         page.wait_for_function("() => document.querySelectorAll('.jp-Notebook .memfit-compare .memfit-side .memfit-live')"
                                ".length === 2", timeout=LIVE_TIMEOUT_MS)
@@ -278,24 +302,12 @@ def test_a_demo_is_one_compact_view_live_and_reopened(browser, lab):
                                timeout=RENDER_TIMEOUT_MS)
     finally:
         page.close()
-    for kind in ("sessions", "kernels"):
-        for item in json.loads(urllib.request.urlopen(f"{lab['url']}/api/{kind}?token={base.TOKEN}").read()):
-            req = urllib.request.Request(f"{lab['url']}/api/{kind}/{item['id']}?token={base.TOKEN}", method="DELETE")
-            urllib.request.urlopen(req, timeout=30).close()
+    _shut_kernels(lab)
     saved = json.loads((lab["root"] / "demo.ipynb").read_text())
     assert not [o for c in saved["cells"] for o in c.get("outputs", [])
                 if "application/vnd.jupyter.widget-view+json" in o.get("data", {})]
-    for key in ("kernelspec", "language_info"):
-        saved["metadata"].pop(key, None)
-    (lab["root"] / "demo_reopened.ipynb").write_text(json.dumps(saved))
-    page = browser.new_page(viewport={"width": 1400, "height": 1000})
-    _watch(page, errors)
+    page = _reopen_without_kernel(browser, lab, saved, "demo_reopened.ipynb", errors)
     try:
-        _open(page, lab, "demo_reopened.ipynb")
-        try:
-            page.wait_for_selector(".jp-Dialog button:has-text('No Kernel')", timeout=15_000).click()
-        except Exception:
-            pass
         page.wait_for_selector(".jp-Notebook .memfit-compare .memfit-side .memfit-run", timeout=RENDER_TIMEOUT_MS)
         reopened = page.evaluate(DEMO_HEIGHT_JS)
         page.screenshot(path=str(ARTIFACTS / "demo_reopened_light.png"), full_page=True)
@@ -322,9 +334,7 @@ def test_the_exported_report_opens_offline_and_reads_as_the_live_view(browser, l
     _write_notebook(lab, "export.ipynb", cells)
     page, errors = _new_page(browser)
     try:
-        _open(page, lab, "export.ipynb")
-        _kernel_idle(page)
-        _run_all(page)
+        _start(page, lab, "export.ipynb")
         page.wait_for_selector(f"{LIVE} .memfit-live-status[data-status=done]", timeout=LIVE_TIMEOUT_MS)
         page.wait_for_function("() => document.querySelector('.jp-Notebook').innerText.includes('opens offline')",
                                timeout=LIVE_TIMEOUT_MS)
@@ -373,9 +383,7 @@ def test_memory_ranking_bars_are_absolute_and_a_nonsense_query_says_so(browser, 
     _write_notebook(lab, "ranking.ipynb", cells)
     page, errors = _new_page(browser)
     try:
-        _open(page, lab, "ranking.ipynb")
-        _kernel_idle(page)
-        _run_all(page)
+        _start(page, lab, "ranking.ipynb")
         page.wait_for_function("() => document.querySelectorAll('.jp-Notebook .memfit-memory').length === 2",
                                timeout=LIVE_TIMEOUT_MS)
         search, listed = page.locator(".jp-Notebook .memfit-memory").all()
