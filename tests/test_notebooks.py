@@ -174,10 +174,15 @@ def test_synthesis(copy_of_notebooks):
     for strategy in ("weighted", "consensus", "diverse"):
         (trace,) = runs_in(cell(nb, f"%%memfit_task --model memfit/disagree --strategy {strategy}"))
         assert trace["status"] == "done"
-        (syntheses[strategy],) = [e for e in trace["events"] if e["type"] == "synthesis"]
-    assert "1648" in syntheses["weighted"]["answer"] and not syntheses["weighted"]["low_confidence"]
-    assert syntheses["consensus"]["answer"] is None and syntheses["consensus"]["low_confidence"]
-    assert len(syntheses["diverse"]["alternatives"]) == 3
+        syntheses[strategy] = [e for e in trace["events"] if e["type"] == "synthesis"]
+    (weighted,), (consensus,) = syntheses["weighted"], syntheses["consensus"]
+    assert "1648" in weighted["answer"] and not weighted["low_confidence"]
+    assert consensus["answer"] is None and consensus["low_confidence"]
+    # The diverse run waited for a choice; the saved output follows the run, so it also holds the
+    # choice that a later cell (diverse.choose(0)) made.
+    offered, chosen = syntheses["diverse"]
+    assert offered["answer"] is None and len(offered["alternatives"]) == 3
+    assert "1648" in chosen["answer"] and chosen["answer"] in text_of(cell(nb, "chosen = diverse.choose(0)"))
     assert "the same samples in all three runs: True" in text_of(cell(nb, "import polars as pl"))
     assert "flagged: ['consensus']" in text_of(cell(nb, "flagged = "))
 
