@@ -40,7 +40,7 @@ def test_no_reply_is_cut_off_by_the_budget(tmp_path_factory, scenario, max_cost,
 
 
 def test_budget_burn_degrades_before_buying_a_cut_off_reply(tmp_path):
-    """The issue's case: $0.02 cannot pay for one 1,000-token reply at $2e-4 a token: nothing is bought."""
+    """The case that broke: $0.02 cannot pay for one 1,000-token reply at $2e-4 a token: nothing is bought."""
     agent = Agent(model="memfit/budget-burn", guarantees=ExecutionGuarantees(max_cost_usd=0.02),
                   workdir=tmp_path, memory=False)
     run = agent.start("Summarise each of the four chapters in book/.")

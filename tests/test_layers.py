@@ -54,7 +54,7 @@ KNOWN_CIRCLES = [
     {"agent", "fork", "run"},
 ]
 
-#: At most this many imports go up (the issue's goal for the graph).
+#: At most this many imports go up (a few, each with its reason in UPWARD).
 MAX_UPWARD = 3
 
 

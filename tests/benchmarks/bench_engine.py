@@ -5,7 +5,7 @@ Overhead = the wall time of ``run.step()`` minus the time inside the model call
 prompt building, parsing, validation, events, records, the timeline.
 The baseline is ``litellm.completion`` on the same scripted provider with the
 same final prompt, measured in the same process.  The run starts with 1,000
-events of history in its timeline, as the issue asks.
+events of history in its timeline (a long run).
 
     python tests/benchmarks/bench_engine.py [--iterations 200] [--history 1000]
 """
