@@ -3,7 +3,7 @@
 The front end's form sends ``{"action": "fork", "fork": ForkRequest}`` (``protocol.py``): the step,
 and the changes there as the person typed them.  ``request_changes`` turns that into the
 arguments of ``run.fork(at, **changes)`` or says in one line why it cannot (``ForkError``), before
-anything is made.  ``fork_entries`` lists a run's forks for the view's tree: each child's step,
+anything is made.  ``ForkTree.entries`` lists a run's forks for the view's tree: each child's step,
 changes, outcome, cost, the live widget that streams it, and ``compare(parent, child)`` without
 the two runs; the parent's saved output keeps the list with each child's trace
 (``RunOutputMeta.forks``), so the tree reopens with no kernel.
