@@ -8,6 +8,12 @@ answers steps 1..k-1 from the recording; a counting backend notes the time of th
 that reaches the live part.  Goal: ratio <= 0.05.
 
     python tests/benchmarks/bench_fork.py [--steps 10,100,1000] [--reflection none]
+
+Measured here (2 cores, idle): ratio 0.233 at 10 steps, 0.118 at 100, 0.131 at 1,000 (0.92 s
+against the parent's 7.02 s): the goal is not met.  Each replayed step still runs the loop (the
+prompt, the context tier's token counts, the events, the recorded backend's call), about 0.6 ms
+a step against the scripted parent's 3-7 ms.  Snapshot bytes a step in the trace: 30.7, 3.3
+and 0.3; no blob bytes (the loop writes small files).
 """
 
 from __future__ import annotations
