@@ -8,9 +8,12 @@ import * as path from 'path';
 
 import { eventCard } from '../src/events';
 import { changesText, forkCall, forkLine } from '../src/fork';
-import { Controls, LiveChange, LiveSource, registerLive, unregisterLive } from '../src/liveregistry';
+import { Controls, LiveSource, registerLive, unregisterLive } from '../src/liveregistry';
 import { MemfitEvent, RUN_MIME } from '../src/payload';
+import { headOf } from '../src/run';
 import { MemfitRenderer } from '../src/widget';
+
+import { FakeLink } from './fakelink';
 
 const TRACE_DIR = process.env.MEMFIT_TRACE_DIR || path.join(__dirname, 'fixtures');
 
@@ -18,37 +21,23 @@ function trace(name: string): any {
   return JSON.parse(fs.readFileSync(path.join(TRACE_DIR, `${name}.json`), 'utf8'));
 }
 
-class Source implements LiveSource {
+class Source extends FakeLink implements LiveSource {
   constructor(
     readonly liveId: string,
     readonly head: Record<string, unknown>,
     readonly events: MemfitEvent[]
-  ) {}
+  ) {
+    super();
+  }
   controls: Controls = { status: 'done', busy: false, buttons: [], forks: [], fork_error: null };
-  closed = false;
-  sent: Record<string, unknown>[] = [];
-  listen(cb: (c: LiveChange) => void): () => void {
-    this.listeners.add(cb);
-    return () => this.listeners.delete(cb);
-  }
-  act(action: Record<string, unknown>): void {
-    this.sent.push(action);
-  }
   setControls(c: Partial<Controls>): void {
     this.controls = { ...this.controls, ...c };
-    this.listeners.forEach(cb => cb({ kind: 'controls' }));
+    this.tell({ kind: 'controls' });
   }
-  private listeners = new Set<(c: LiveChange) => void>();
 }
 
 function renderer(): MemfitRenderer {
   return new MemfitRenderer({ mimeType: RUN_MIME, sanitizer: {} as any, resolver: null, linkHandler: null, latexTyper: null } as any);
-}
-
-function headOf(t: Record<string, unknown>): Record<string, unknown> {
-  const head = { ...t };
-  delete head.events;
-  return head;
 }
 
 function entry(parent: any, child: any, at: number, liveWidget: string | null): any {

@@ -10,13 +10,15 @@ import * as path from 'path';
 import extensions, { COMPARE_MIME, MEMORY_MIME, RANK, RUN_MIME } from '../src/index';
 import { estimateLine, LiveRunView } from '../src/live';
 import { LiveState } from '../src/livestate';
-import { Controls, LiveChange, LiveSource, registerLive, unregisterLive } from '../src/liveregistry';
+import { Controls, LiveSource, registerLive, unregisterLive } from '../src/liveregistry';
 import { renderCompare } from '../src/compare';
 import { renderMemory } from '../src/memory';
 import { MAX_RESULTS, MemfitEvent } from '../src/payload';
 import { EAGER_EVENTS, headOf, renderRun } from '../src/run';
 import { addDelta, thoughtOf } from '../src/stream';
 import { MemfitRenderer } from '../src/widget';
+
+import { FakeLink } from './fakelink';
 
 const TRACE_DIR = process.env.MEMFIT_TRACE_DIR || path.join(__dirname, 'fixtures');
 
@@ -461,34 +463,26 @@ describe('the JupyterLab extension', () => {
   }
 
   /** A run streamed as the kernel streams it: events in batches, controls as they change. */
-  class Stream implements LiveSource {
-    constructor(readonly liveId: string) {}
+  class Stream extends FakeLink implements LiveSource {
+    constructor(readonly liveId: string) {
+      super();
+    }
     head: Record<string, unknown> = {};
     events: MemfitEvent[] = [];
     controls: Controls = { status: 'running', busy: true, buttons: [] };
-    closed = false;
-    sent: Record<string, unknown>[] = [];
-    listen(cb: (c: LiveChange) => void): () => void {
-      this.listeners.add(cb);
-      return () => this.listeners.delete(cb);
-    }
-    act(action: Record<string, unknown>): void {
-      this.sent.push(action);
-    }
     batch(head: Record<string, unknown>, events: MemfitEvent[]): void {
       this.head = head;
       this.events.push(...events);
-      this.listeners.forEach(cb => cb({ kind: 'batch', events }));
+      this.tell({ kind: 'batch', events });
     }
     setControls(c: Controls): void {
       this.controls = c;
-      this.listeners.forEach(cb => cb({ kind: 'controls' }));
+      this.tell({ kind: 'controls' });
     }
     close(): void {
       this.closed = true;
-      this.listeners.forEach(cb => cb({ kind: 'closed' }));
+      this.tell({ kind: 'closed' });
     }
-    private listeners = new Set<(c: LiveChange) => void>();
   }
 
   /** The DOM of a run view, with open/closed (view state, not content) left out. */
@@ -605,12 +599,12 @@ describe('the JupyterLab extension', () => {
 });
 
 /** A live run fed with the kernel's own messages, held as the widget model holds them (LiveState). */
-class KernelFeed implements LiveSource {
-  constructor(readonly liveId: string) {}
+class KernelFeed extends FakeLink implements LiveSource {
+  constructor(readonly liveId: string) {
+    super();
+  }
   state = new LiveState();
   controls: Controls = { status: 'running', busy: true, buttons: [] };
-  closed = false;
-  sent: Record<string, unknown>[] = [];
   get head() {
     return this.state.head;
   }
@@ -620,26 +614,18 @@ class KernelFeed implements LiveSource {
   get streaming() {
     return this.state.streaming;
   }
-  listen(cb: (c: LiveChange) => void): () => void {
-    this.listeners.add(cb);
-    return () => this.listeners.delete(cb);
-  }
-  act(action: Record<string, unknown>): void {
-    this.sent.push(action);
-  }
   /** One message from the kernel, as widget.py sends it. */
   message(content: unknown): void {
     const { changes, sync } = this.state.take(content);
     if (sync !== undefined) {
       this.sent.push({ action: 'sync', have: sync });
     }
-    changes.forEach(change => this.listeners.forEach(cb => cb(change)));
+    changes.forEach(change => this.tell(change));
   }
   setControls(c: Controls): void {
     this.controls = c;
-    this.listeners.forEach(cb => cb({ kind: 'controls' }));
+    this.tell({ kind: 'controls' });
   }
-  private listeners = new Set<(c: LiveChange) => void>();
 }
 
 const domOf = (el: Element) => el.innerHTML.replace(/ open=""/g, '');
