@@ -185,6 +185,16 @@ class Agent:
         return cls(**dict(settings))
 
     @classmethod
+    def fork(cls, parent: Any, at: int, **changes: Any) -> Run:
+        """A new run whose steps before ``at`` are ``parent``'s (a ``Run``, a trace dict or a trace
+        file; from its recording: no model call, no tool run), live from step ``at`` with
+        ``changes`` (``fork.fork`` says which, and its options).  ``run.fork(at, ...)`` is this for
+        a run in hand.  Not started: call ``run()`` or ``step()``."""
+        from .fork import fork
+
+        return fork(parent, at, agents=cls.from_settings, **changes)
+
+    @classmethod
     def replay(cls, trace: Any, **overrides: Any) -> Run:
         """A run that replays ``trace`` (a dict, a path, a saved output: ``Trace.load``) offline: the recording answers for the model, the tools,
         the memory and the clock (``replay.py``), so its events equal the recording's and it

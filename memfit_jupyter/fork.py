@@ -1,6 +1,6 @@
 """Time travel: fork a run at a step, change what happened there, and run on.
 
-``child = run.fork(at=k, **changes)`` (or ``fork(trace, at=k, ...)``) is one ``Run`` whose parts
+``child = run.fork(at=k, **changes)`` (or ``Agent.fork(trace, at=k, ...)``) is one ``Run`` whose parts
 answer from the parent's recording until step ``k`` and are live from then on.  The switch is in
 the parts, not in the loop: one composite per kind, told the step at which to hand over.
 
@@ -27,7 +27,7 @@ import dataclasses
 import json
 import tempfile
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -48,7 +48,11 @@ from .secrets import package_logger
 from .trace import fork_summary as fork_summary  # importable from here too, its former home
 
 if TYPE_CHECKING:
+    from .protocols import RunAgent
     from .run import Run
+
+    #: What makes an agent from a trace's settings (``Agent.from_settings``).
+    MakeAgent = Callable[[dict[str, Any]], RunAgent]
 
 log = package_logger()
 
@@ -510,8 +514,9 @@ def replay_setup(trace: dict[str, Any]) -> tuple[dict[str, Any], dict[str, str]]
 # --- the fork ----------------------------------------------------------------------------------
 
 
-def fork(parent: Any, at: int, *, memory: Any = "overlay", workdir: str | Path | None = None,
-         exact: bool = False, backend: Any = None, tools: Any = None, **changes: Any) -> Run:
+def fork(parent: Any, at: int, *, agents: MakeAgent, memory: Any = "overlay",
+         workdir: str | Path | None = None, exact: bool = False, backend: Any = None, tools: Any = None,
+         **changes: Any) -> Run:
     """A new run: ``parent``'s steps before ``at`` from its recording, then live with ``changes``.
 
     ``parent``: a finished (or paused) ``Run``, a trace dict, or a trace file.  ``at``: the first
@@ -528,9 +533,10 @@ def fork(parent: Any, at: int, *, memory: Any = "overlay", workdir: str | Path |
     store to overlay.  ``workdir``: the child's folder (an empty or new one; default: a new
     temporary folder), restored to the parent's files at step ``at``; ``exact=True`` refuses a
     fork whose files cannot be exactly the parent's.  ``backend`` / ``tools``: the live part's
-    (default: the world's).  The child is not started: call ``run()`` or ``step()``.
+    (default: the world's).  ``agents`` makes an agent from settings (``Agent.from_settings``: the
+    public doors are ``run.fork`` and ``Agent.fork``, which pass it).  The child is not started:
+    call ``run()`` or ``step()``.
     """
-    from .agent import Agent
     from .workspace import remove
 
     parent_run, trace = _parent_of(parent)
@@ -554,7 +560,7 @@ def fork(parent: Any, at: int, *, memory: Any = "overlay", workdir: str | Path |
     if isinstance(live_settings.get("reflection"), str):
         live_settings["reflection"] = live_settings["reflection"].lower()
     try:  # the settings from step k on, checked before anything is made
-        live_agent = Agent.from_settings(live_settings)
+        live_agent = agents(live_settings)
     except Exception as exc:
         raise ForkError(f"a setting of the fork is not valid: {exc}") from None
 
@@ -563,7 +569,7 @@ def fork(parent: Any, at: int, *, memory: Any = "overlay", workdir: str | Path |
     root, folder = _folders(workdir, parent_workdir, str(trace.get("run_id", "run")))
     try:
         child = _make(trace, parent_run, at, changes, settings, had_memory, memory, folder, root,
-                      parent_workdir, live_agent, backend, tools, exact)
+                      parent_workdir, agents, live_agent, backend, tools, exact)
     except BaseException:
         remove(root if workdir is None else folder)
         raise
@@ -592,8 +598,8 @@ def _folders(workdir: str | Path | None, parent_workdir: Path | None, run_id: st
 
 def _make(trace: dict[str, Any], parent_run: Run | None, at: int, changes: dict[str, Any],
           settings: dict[str, Any], had_memory: bool, memory: Any, folder: Path, root: Path,
-          parent_workdir: Path | None, live_agent: Any, backend: Any, tools: Any, exact: bool) -> Run:
-    from .agent import Agent
+          parent_workdir: Path | None, agents: MakeAgent, live_agent: RunAgent, backend: Any, tools: Any,
+          exact: bool) -> Run:
     from .llm.backend import LiteLLMBackend
     from .reliability.breakers import breakers_for
     from .run import Run
@@ -615,7 +621,7 @@ def _make(trace: dict[str, Any], parent_run: Run | None, at: int, changes: dict[
     extensions: list[Any] = [ForkChanges(record)]
     if parent_config is not None:
         extensions.append(dataclasses.replace(parent_config, store=None))  # the child's blobs are its own
-    agent = Agent.from_settings({**settings, "workdir": folder, "memory": store, "extensions": extensions})
+    agent = agents({**settings, "workdir": folder, "memory": store, "extensions": extensions})
     models = {f"fork_{n}": str(v) for n, v in settings_of(changes).items() if n in TIERS and v}
     recorder = WorkspaceRecorder(folder, config_of(agent), manifest=manifest_of(folder),
                                  write_base=not any("base" in r for _, r in records(prefix, at)))

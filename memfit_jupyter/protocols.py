@@ -4,7 +4,8 @@ clock and its tool runner.
 The feature packages (``context/``, ``memory/``, ``reliability/``, ``reflection/``, ``llm/``), the
 tools and the trace writer annotate what they are given with these Protocols, never with the
 concrete ``run.Run`` or ``agent.Agent``: they sit below the engine and do not import it, not even
-for type checking.  A ``Run`` is a ``RunView``, an ``Agent`` an ``AgentView``; the Protocols say
+for type checking.  A ``Run`` is a ``RunView``, an ``Agent`` an ``AgentView`` (and, to the run it starts, a
+``RunAgent``); the Protocols say
 what a hook may read and do, and mypy checks that the engine gives it.
 
 Types owned by a layer above this module (the model client, the budget tracker, the backends)
@@ -124,6 +125,37 @@ class AgentView(Protocol):
 
     def settings(self) -> dict[str, Any]:
         """The serialisable settings, as recorded in a trace."""
+        ...
+
+
+class RunAgent(AgentView, Protocol):
+    """What a run asks of the agent that starts it (``agent.Agent``), beyond what its features
+    read: what its tools are given, and how a fork of it is made.  The settings a fork switches at
+    its step (``fork.switch_settings``) are writable."""
+
+    model: str
+    fast_model: str | None
+    fallback_model: str | None
+    max_iterations: int
+    max_trials: int
+    guarantees: Any
+    strategy: Any
+    samples: int
+    api_base: Any
+    oracle: Any
+    structured: str
+    namespace: dict[str, Any]
+    ask_user: Callable[[str], str] | None
+    extra_tools: list[Any]
+    tool_names: Any
+    otel: Any
+
+    def model_options(self) -> dict[str, dict[str, Any]]:
+        """Keyword arguments for the model client, per model of the tiers."""
+        ...
+
+    def fork(self, parent: Any, at: int, **changes: Any) -> Any:
+        """A run whose steps before ``at`` are ``parent``'s, live from ``at`` (``fork.fork``)."""
         ...
 
 

@@ -40,8 +40,7 @@ from .tools import ToolContext, select_tools
 from .trace import TRACE_VERSION as TRACE_VERSION
 
 if TYPE_CHECKING:
-    from .agent import Agent
-    from .protocols import Clock, ToolRunner
+    from .protocols import Clock, RunAgent, ToolRunner
 
 log = package_logger()  # one logger for the package; secrets redacted
 
@@ -54,7 +53,7 @@ Subscriber = Callable[[Any], None]
 class Run:
     """One run of a task.  Iterate with ``step()``; drain with ``run()``."""
 
-    def __init__(self, agent: Agent, task: str, *, backend: Any = None, tools: ToolRunner | None = None,
+    def __init__(self, agent: RunAgent, task: str, *, backend: Any = None, tools: ToolRunner | None = None,
                  clock: Clock | None = None,
                  run_id: str | None = None, started_at: str | None = None):
         """``backend`` answers the model calls, ``tools`` runs the tools, ``clock`` stamps the events:
@@ -90,7 +89,7 @@ class Run:
         from .llm.client import LLMClient
 
         self.llm = LLMClient(agent.tiers, backend, self.emit, run_key=self.id, budget=self.budget,
-                             structured=getattr(agent, "structured", "auto"))
+                             structured=agent.structured)
         # A replay's tools are its recording: it needs no sandbox, and may be made where there is none.
         self.tool_context = ToolContext(workdir=agent.workdir, namespace=agent.namespace,
                                         ask_user=agent.ask_user, run=self,
@@ -282,10 +281,10 @@ class Run:
         """A new run whose steps before ``at`` are this run's (from its recording: no model call,
         no tool run) and which goes on live from step ``at`` with ``changes``: ``guidance=``,
         ``reflection=``, ``action=``, ``observation=``, ``memory_hits=`` and settings
-        (``model=``, ``max_iterations=``, ...).  Not started: call ``run()``.  See ``fork.fork``."""
-        from .fork import fork
-
-        return fork(self, at, **changes)
+        (``model=``, ``max_iterations=``, ...).  Not started: call ``run()``.  See ``fork.fork``;
+        its agent makes it (``Agent.fork``), so the run needs to know nothing of forks."""
+        child: Run = self.agent.fork(self, at, **changes)
+        return child
 
     def override(self, confirm: bool = False, **limits: Any) -> ExecutionGuarantees:
         """Raise this run's limits (needs ``confirm=True``); a degraded run then goes on with step()/run()."""

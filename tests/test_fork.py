@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from memfit_jupyter import Agent, load_trajectory, scenarios
-from memfit_jupyter.fork import ForkError, fork
+from memfit_jupyter.fork import ForkError
 from memfit_jupyter.live import LiveTools
 from memfit_jupyter.llm.backend import LiteLLMBackend
 from memfit_jupyter.llm.scenarios import load_scenario
@@ -70,7 +70,7 @@ def _parent(name, workdir, memory=False):
 def _spied_fork(parent, at, tmp_path, **changes):
     tools = SpyTools()
     backend = SpyBackend(tools)
-    child = fork(parent, at, workdir=tmp_path / f"fork{at}", backend=backend, tools=tools, **changes)
+    child = Agent.fork(parent, at, workdir=tmp_path / f"fork{at}", backend=backend, tools=tools, **changes)
     backend.run = child
     return child, backend, tools
 
@@ -121,7 +121,7 @@ def test_a_fork_of_a_local_model_recording_reaches_its_first_live_call_untouched
     for at in range(1, steps + 1):
         tools = SpyTools()
         backend = SpyBackend(tools, stop=True)
-        child = fork(trace, at, workdir=tmp_path / f"fork{at}", backend=backend, tools=tools)
+        child = Agent.fork(trace, at, workdir=tmp_path / f"fork{at}", backend=backend, tools=tools)
         backend.run = child
         child.run()  # the spy cancels the run at its first live call
         before = [e for e in trace["events"] if (e.get("iteration") or 0) < at]
@@ -253,7 +253,7 @@ def test_an_imported_trajectory_cannot_be_forked_and_says_to_analyze(tmp_path):
     sample = Path(__file__).parent.parent / "memfit_jupyter" / "trajectories" / "samples" / "mini_swe_v2.traj.json"
     trace = load_trajectory(sample)
     with pytest.raises(ForkError, match=r"its prefix cannot be replayed with tools; analyze\(trace"):
-        fork(trace, 1, workdir=tmp_path / "child")
+        Agent.fork(trace, 1, workdir=tmp_path / "child")
     assert not (tmp_path / "child").exists()
 
 
@@ -261,7 +261,7 @@ def test_a_fork_from_a_saved_trace_file(tmp_path):
     parent = _parent("demo", tmp_path / "parent")
     path = tmp_path / "run.json"
     path.write_text(json.dumps(parent.trace()))
-    child = fork(path, 2, workdir=tmp_path / "child")
+    child = Agent.fork(path, 2, workdir=tmp_path / "child")
     child.run()
     assert child.result.status == "done" and child.parent["run"] == parent.id
     assert json.loads(path.read_text()) == json.loads(json.dumps(parent.trace()))

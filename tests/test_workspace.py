@@ -68,9 +68,8 @@ def test_a_fork_runs_on_in_its_own_folder_and_records_its_own_steps(tmp_path):
     assert _files(tmp_path / "grandchild") == at_step[5]
     assert grandchild.parent["run"] == child.id
     saved = json.loads(json.dumps(child.trace()))
-    from memfit_jupyter.fork import fork
 
-    from_trace = fork(saved, 6, workdir=tmp_path / "from-trace")
+    from_trace = Agent.fork(saved, 6, workdir=tmp_path / "from-trace")
     assert _files(tmp_path / "from-trace") == at_step[6]
     assert from_trace.parent["workspace"]["exact"]
 

@@ -123,7 +123,7 @@ def _check_name(name: str | None) -> None:
 
 
 def _fork(magics: Any, args: Namespace) -> None:
-    from ..fork import fork
+    from ..agent import Agent
 
     _check_name(args.name)
     changes: dict[str, Any] = {}
@@ -140,7 +140,7 @@ def _fork(magics: Any, args: Namespace) -> None:
             raise UsageError(f"--action must be JSON such as {{\"tool\": \"read_file\", \"params\": "
                              f"{{\"path\": \"x\"}}}}: {exc}") from None
     workdir = _unquote(args.workdir) if args.workdir else None
-    child = fork(_target(magics, args.run), args.at, memory=args.memory, workdir=workdir, **changes)
+    child = Agent.fork(_target(magics, args.run), args.at, memory=args.memory, workdir=workdir, **changes)
     if args.name:
         user_namespace(magics)[args.name] = child
     magics.last_run = child

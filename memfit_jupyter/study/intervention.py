@@ -26,7 +26,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..fork import ForkError, fork, last_step
+from ..agent import Agent
+from ..fork import ForkError, last_step
 
 if TYPE_CHECKING:
     from ..run import Run
@@ -243,7 +244,7 @@ def blame(run: Any, oracle: Callable[[Run], bool] | str | None = None, budget: f
                 break
             folder = root / f"step{step}-{len(forks)}" if root is not None else None
             try:
-                child = fork(run, step, workdir=folder, **change)
+                child = Agent.fork(run, step, workdir=folder, **change)
             except ForkError as exc:
                 rows.append({"step": step, "change": describe(change), "outcome": "error", "cost": 0.0,
                              "status": str(exc)[:120], "run": ""})

@@ -62,7 +62,6 @@ def main() -> None:
     ap.add_argument("--steps", default="10,100,1000")
     ap.add_argument("--reflection", default="none")
     args = ap.parse_args()
-    from memfit_jupyter.fork import fork
     from memfit_jupyter.llm.backend import import_litellm
 
     import_litellm()  # both sides pay for it before they start
@@ -77,7 +76,7 @@ def main() -> None:
         parent_to_k = float(first["ts"])
         backend = FirstCall()
         t0 = time.perf_counter()
-        child = fork(run, k, workdir=root / "child", backend=backend)
+        child = run.fork(k, workdir=root / "child", backend=backend)
         made = time.perf_counter()
         child.run()
         assert backend.at is not None and child.status == "cancelled", child.status
