@@ -170,6 +170,10 @@ class ForkBackend:
         return self.live.complete(model, messages, max_tokens=max_tokens, timeout=timeout, metadata=metadata,
                                   **optional)
 
+    def instant(self, model: str) -> bool:
+        """Before the fork step the replies are the recording's, given at once."""
+        return _prefix(self.run, self.at)
+
     def can_stream(self, model: str) -> bool:
         can = getattr(self._part(), "can_stream", None)
         return bool(can(model)) if can is not None else False

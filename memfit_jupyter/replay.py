@@ -254,6 +254,9 @@ class RecordedBackend:
         return self._inner.complete(model, messages, max_tokens=max_tokens, timeout=timeout, metadata=metadata,
                                     on_delta=on_delta)
 
+    def instant(self, model: str) -> bool:
+        return True
+
     def can_stream(self, model: str) -> bool:
         return bool(self._inner.can_stream(model))
 

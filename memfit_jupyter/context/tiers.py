@@ -28,6 +28,7 @@ its text changes.
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -98,12 +99,21 @@ def litellm_counter(model: str) -> Callable[[str], int]:
     (``reliability.guarantees.load_model_library``), so counting never blocks outside a time
     check.  (Always litellm's, never the estimate until it is loaded: a replay must count as
     the run it replays did.)"""
-    from ..llm.backend import import_litellm
 
     def count(text: str) -> int:
-        return int(import_litellm().token_counter(model=model, text=text)) if text else 0
+        return _litellm_count(model, text) if text else 0
 
     return count
+
+
+@functools.lru_cache(maxsize=4096)
+def _litellm_count(model: str, text: str) -> int:
+    """litellm's count of ``text``, kept: a run counts its system prompt and each new entry, and a
+    fork or replay in the same process counts the same texts again (litellm picks its tokenizer
+    anew on every call, which costs more than the count)."""
+    from ..llm.backend import import_litellm
+
+    return int(import_litellm().token_counter(model=model, text=text))
 
 
 class TieredContext:

@@ -283,6 +283,11 @@ class ReplayBackend:
             return float(queue[0]["timeout_s"])
         return None
 
+    def instant(self, model: str) -> bool:
+        """Every reply is the recording's, given at once: there is no wait for a deadline to cut off
+        (a recorded call abandoned at its deadline raises its recorded error)."""
+        return True
+
     def can_stream(self, model: str) -> bool:
         """Whether a call of ``model`` must stream in the replay: where the recording kept what had
         streamed in before a call failed (``partial_reply``), the replay streams it again."""

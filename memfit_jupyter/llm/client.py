@@ -299,8 +299,9 @@ class LLMClient:
 
         try:
             # With a budget, the call is cut off at its timeout by the wall clock (reliability/deadline.py).
-            if self.budget is None:
-                completion = send()
+            instant = getattr(self.backend, "instant", None)
+            if self.budget is None or (stream is None and instant is not None and instant(model)):
+                completion = send()  # no wait to cut off: a recorded reply (a replay, a fork's prefix)
             elif stream is not None:
                 completion = stream.run(self.budget, send, timeout)
             else:

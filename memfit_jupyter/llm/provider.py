@@ -46,13 +46,16 @@ class ScriptedLLM(CustomLLM):
         """Move a run's place in the script as if this call had been answered (a fork's recorded
         prefix: the call is answered from the recording, and the script goes on from there)."""
         purpose = metadata.get("memfit_purpose", "action")
-        self._pick(load_scenario(model.split("/", 1)[-1]), purpose, messages_text(messages),
+        self._pick(load_scenario(model.split("/", 1)[-1]), purpose, lambda: messages_text(messages),
                    str(metadata.get("memfit_run", "")))
 
-    def _pick(self, scenario: Scenario, purpose: str, prompt: str, run_key: str) -> Reply:
+    def _pick(self, scenario: Scenario, purpose: str, prompt_of: Callable[[], str], run_key: str) -> Reply:
+        prompt: str | None = None  # made only for a rule that reads it (a long run's prompt is long)
         for index, rule in enumerate(scenario.rules.get(purpose, ())):
-            if not rule.matches(prompt):
-                continue
+            if rule.when or rule.unless:
+                prompt = prompt_of() if prompt is None else prompt
+                if not rule.matches(prompt):
+                    continue
             with self._lock:
                 # Keyed by scenario too: a primary and a fallback tier on two scenarios keep their own counts.
                 n = self._counts[(run_key, purpose, index, scenario.name)]
@@ -77,7 +80,7 @@ class ScriptedLLM(CustomLLM):
         purpose = metadata.get("memfit_purpose", "action")
         run_key = str(metadata.get("memfit_run", ""))
         prompt = messages_text(messages)
-        reply = self._pick(scenario, purpose, prompt, run_key)
+        reply = self._pick(scenario, purpose, lambda: prompt, run_key)
         timeout_s = float(timeout) if isinstance(timeout, int | float) else None
         if reply.delay_s:
             if timeout_s is not None and reply.delay_s >= timeout_s:

@@ -7,13 +7,20 @@ what is measured.  Its time to step k is the timestamp of step k's first event. 
 answers steps 1..k-1 from the recording; a counting backend notes the time of the first call
 that reaches the live part.  Goal: ratio <= 0.05.
 
-    python tests/benchmarks/bench_fork.py [--steps 10,100,1000] [--reflection none]
+    python tests/benchmarks/bench_fork.py [--steps 10,100,1000] [--reflection none] [--repeats 3]
 
-Measured here (2 cores, idle): ratio 0.233 at 10 steps, 0.118 at 100, 0.131 at 1,000 (0.92 s
-against the parent's 7.02 s): the goal is not met.  Each replayed step still runs the loop (the
-prompt, the context tier's token counts, the events, the recorded backend's call), about 0.6 ms
-a step against the scripted parent's 3-7 ms.  Snapshot bytes a step in the trace: 30.7, 3.3
-and 0.3; no blob bytes (the loop writes small files).
+Measured here (2 cores, idle), the median of 3 parent and fork pairs per prefix: ratio 0.110 at
+10 steps, 0.060 at 100, 0.036 at 1,000 (0.65 s against the parent's 18.4 s); before the
+changes below, 0.233, 0.118 and 0.131 (the benchmark now forks once before it measures, as it
+runs a parent once, so that neither side pays its first imports).  The goal is met from a few hundred steps on (0.044 at
+300), not at 10 or 100.  What made the prefix cheaper: a recorded reply is taken on the caller's
+thread, with no deadline worker (``instant`` backends); litellm's token counts are kept per text,
+so the prefix's counts of the parent's texts are free in the same process (litellm picks its
+tokenizer anew for every count); the scripted model builds a prompt's text only for a rule that
+reads it.  What is left, about 0.5 ms a replayed step: the loop itself (the prompt, the events,
+their redaction) and the fork's fixed 3-10 ms (the parent's trace copied, its workspace
+restored).  Snapshot bytes a step in the trace: 30.7, 3.3 and 0.3; no blob bytes (the loop
+writes small files).
 """
 
 from __future__ import annotations
@@ -57,37 +64,45 @@ def parent_run(steps: int, reflection: str, root: Path):
     return run, time.perf_counter() - started
 
 
+def fork_of(k: int, reflection: str):
+    """A parent run to step ``k``, and its fork at ``k`` up to the fork's first live call: the
+    parent's trace, its wall time, its time to step ``k``, the fork's, and ``fork()``'s own."""
+    root = Path(tempfile.mkdtemp(prefix="bench-fork-"))
+    run, wall = parent_run(k, reflection, root)
+    trace = run.trace()
+    first = next(e for e in trace["events"] if e.get("iteration") == k)
+    backend = FirstCall()
+    t0 = time.perf_counter()
+    child = run.fork(k, workdir=root / "child", backend=backend)
+    made = time.perf_counter() - t0
+    child.run()
+    assert backend.at is not None and child.status == "cancelled", child.status
+    return trace, wall, float(first["ts"]), backend.at - t0, made
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--steps", default="10,100,1000")
     ap.add_argument("--reflection", default="none")
+    ap.add_argument("--repeats", type=int, default=3, help="parent and fork pairs per prefix (the median is shown)")
     args = ap.parse_args()
     from memfit_jupyter.llm.backend import import_litellm
 
     import_litellm()  # both sides pay for it before they start
-    parent_run(3, args.reflection, Path(tempfile.mkdtemp(prefix="bench-fork-warm-")))  # tokenizer, scenario, provider
+    fork_of(2, args.reflection)  # each side's first use in the process (tokenizer, scenario, modules)
     rows = []
     for prefix in [int(s) for s in args.steps.split(",")]:
         k = prefix + 1  # the fork goes live at the step after its prefix
-        root = Path(tempfile.mkdtemp(prefix="bench-fork-"))
-        run, wall = parent_run(k, args.reflection, root)
-        trace = run.trace()
-        first = next(e for e in trace["events"] if e.get("iteration") == k)
-        parent_to_k = float(first["ts"])
-        backend = FirstCall()
-        t0 = time.perf_counter()
-        child = run.fork(k, workdir=root / "child", backend=backend)
-        made = time.perf_counter()
-        child.run()
-        assert backend.at is not None and child.status == "cancelled", child.status
-        to_live = backend.at - t0
+        tries = sorted((fork_of(k, args.reflection) for _ in range(args.repeats)), key=lambda t: t[3] / t[2])
+        trace, wall, parent_to_k, to_live, made = tries[len(tries) // 2]  # the median ratio's
         records = [(e.get("data") or {}).get("workspace") for e in trace["events"] if e["type"] == "observation"]
         records = [r for r in records if r]
         blob_bytes = sum(int(r.get("bytes") or 0) for r in records)
         trace_bytes = sum(len(json.dumps(r)) for r in records)
         rows.append({"prefix_steps": prefix, "parent_s_to_step": round(parent_to_k, 4),
-                     "fork_s_to_first_live_call": round(to_live, 4), "of_which_fork_call_s": round(made - t0, 4),
+                     "fork_s_to_first_live_call": round(to_live, 4), "of_which_fork_call_s": round(made, 4),
                      "ratio": round(to_live / parent_to_k, 4) if parent_to_k else None,
+                     "ratios": [round(t[3] / t[2], 4) for t in tries],
                      "snapshot_blob_bytes_per_step": round(blob_bytes / k, 1),
                      "snapshot_trace_bytes_per_step": round(trace_bytes / k, 1), "parent_wall_s": round(wall, 3)})
         print(json.dumps(rows[-1]), flush=True)
