@@ -292,10 +292,11 @@ def records(events: Iterable[dict[str, Any]], before: int) -> list[tuple[int, di
     return found
 
 
-def state_at(events: list[dict[str, Any]], k: int) -> tuple[dict[str, str], list[BlobStore], list[str], list[str]]:
+def state_at(events: list[dict[str, Any]], k: int) -> tuple[dict[str, str], list[BlobStore], list[str], list[str], bool]:
     """The files (path -> sha) at the start of step ``k``, the stores that hold them, the problems
-    met on the way (a missing base, a folder too big to scan) and the limits hit (a file whose
-    bytes were not kept is still exact if the parent's folder has the same content)."""
+    met on the way (a missing base, a folder too big to scan), the limits hit (a file whose
+    bytes were not kept is still exact if the parent's folder has the same content), and whether
+    the trace holds a base at all (a run whose tools never wrote took none)."""
     problems: list[str] = []
     limits: list[str] = []
     stores: list[BlobStore] = []
@@ -325,7 +326,7 @@ def state_at(events: list[dict[str, Any]], k: int) -> tuple[dict[str, str], list
         if writers:
             problems.append("the trace records no workspace (it ran before snapshots, or with them off): "
                             "the files its steps wrote are not restored")
-    return files, stores, problems, limits
+    return files, stores, problems, limits, base_seen
 
 
 def _copy_from(folder: Path | None, rel: str, sha: str) -> bytes | None:
@@ -355,9 +356,14 @@ def restore(events: list[dict[str, Any]], k: int, target: str | Path,
     if folder.exists() and any(folder.iterdir()):
         raise ValueError(f"the fork's working directory {folder} is not empty")
     folder.mkdir(parents=True, exist_ok=True)
-    files, stores, problems, limits = state_at(events, k)
+    files, stores, problems, limits, based = state_at(events, k)
     done = Restored(folder, problems=list(problems), caveats=[f"a limit was hit ({x})" for x in limits])
     parent = Path(parent_workdir) if parent_workdir else None
+    if not based and not problems:
+        # No tool that writes ran before step k, or ever: the folder at step k is the one the run
+        # found, which the trace holds no snapshot of (a base is taken by the first tool that
+        # may write) and only the parent's folder still has.
+        _copy_folder(parent, folder, done)
     for rel, sha in sorted(files.items()):
         data = next((s.read(sha) for s in stores if s.has(sha)), None)
         if data is None:
@@ -378,6 +384,34 @@ def restore(events: list[dict[str, Any]], k: int, target: str | Path,
                             + ": what they did outside the working directory, and Python variables they set, "
                             "are not restored")
     return done
+
+
+def _copy_folder(parent: Path | None, folder: Path, done: Restored) -> None:
+    """The parent's files as they are now, copied into ``folder`` (within the default limits)."""
+    if parent is None or not parent.is_dir():
+        done.caveats.append("no step wrote, so the trace holds no snapshot of the files the run found, "
+                            "and the parent's folder is not here: the folder starts empty")
+        return
+    cfg = WorkspaceConfig()
+    try:
+        found = scan(parent, {}, cfg.max_files, cfg.max_file_bytes)
+    except TooManyFiles as exc:
+        done.problems.append(f"the parent's folder cannot be copied: {exc}")
+        return
+    for rel, state in sorted(found.items()):
+        if done.bytes + state.size > cfg.max_bytes:
+            done.problems.append(f"the parent's folder holds over max_bytes ({cfg.max_bytes}): {rel} and "
+                                 "the files after it are not copied")
+            return
+        with contextlib.suppress(OSError):
+            data = (parent / rel).read_bytes()
+            path = folder / rel
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_bytes(data)
+            done.files += 1
+            done.bytes += len(data)
+    done.caveats.append("no step wrote, so the trace holds no snapshot of the files the run found: "
+                        "they are copied from the parent's folder as it is now")
 
 
 def manifest_of(folder: str | Path, config: WorkspaceConfig | None = None) -> dict[str, FileState]:

@@ -258,7 +258,12 @@ def test_real_trajectories(copy_of_notebooks):
     assert "<svg" in cell(nb, "from IPython.display import HTML").outputs[-1].data["text/html"]
 
 
+@pytest.mark.local_model
 def test_time_travel(copy_of_notebooks):
+    """The scripted sections, and the fork of a local-model run: driven for real where a local model
+    can run, replayed from time_travel_local.json elsewhere; the checks hold on both paths."""
+    from memfit_jupyter.records import STATUSES
+
     nb = executed("time_travel", copy_of_notebooks)
     no_errors(nb)
     (parent,) = runs_in(cell(nb, "%%memfit_task --model memfit/premature-finish"))
@@ -273,4 +278,16 @@ def test_time_travel(copy_of_notebooks):
     assert "diverged at iteration 3" in text_of(cell(nb, "from memfit_jupyter import compare"))
     blamed = text_of(cell(nb, "from memfit_jupyter import blame"))
     assert "<Blame step 3 " in blamed and "success" in blamed
+    assert text_of(cell(nb, "import sys\nfrom pathlib import Path\n\nimport memfit_jupyter")).startswith(
+        ("local model: smollm2-135m-instruct at http://127.0.0.1:", "local model: not here"))
+    (shown,) = [o for o in cell(nb, "compare(local, local_child)").outputs if COMPARE_MIME in o.get("data", {})]
+    parent, child = shown["data"][COMPARE_MIME]["runs"]
+    assert parent["model"] == child["model"] == "openai/smollm2-135m-instruct"
+    assert parent["status"] in STATUSES and child["status"] in STATUSES
+    assert child["parent"]["run"] == parent["run_id"] and child["parent"]["at"] == 2
+    assert child["parent"]["changes"]["action"]["params"] == {"path": "data_backup.txt"}
+    steps = text_of(cell(nb, "if api_base:   # step 2 reads the backup"))
+    assert "fork's step 1 is the parent's: True" in steps and "step 2: read_file {'path': 'data_backup.txt'}" in steps
+    observed = [e for e in child["events"] if e["type"] == "observation" and e["iteration"] == 2]
+    assert "alpha" in observed[0]["output"]  # the replaced action ran for real
     assert "premature-finish" in text_of(cell(nb, "from memfit_jupyter import catalogue"))

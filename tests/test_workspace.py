@@ -130,3 +130,20 @@ def test_a_folder_with_too_many_files_is_not_recorded_and_the_fork_says_so(tmp_p
     child = parent.fork(3, workdir=tmp_path / "child")
     assert not child.parent["workspace"]["exact"]
     assert "holds more than 2 files" in " ".join(child.parent["workspace"]["problems"])
+
+
+def test_a_run_that_only_read_is_forked_with_the_files_it_found(tmp_path):
+    """A run whose tools never wrote took no snapshot: its fork gets the parent's folder as it is
+    (the file the person put there included) and says so."""
+    parent = tmp_path / "parent"
+    parent.mkdir()
+    (parent / "mine.txt").write_text("put there by the person\n")
+    run = Agent(model="memfit/premature-finish", workdir=parent, memory=False).start(
+        load_scenario("premature-finish").task)
+    run.run()
+    assert {e.get("tool") for e in run.trace()["events"] if e["type"] == "action"} <= {"read_file", "finish"}
+    child = run.fork(2, workdir=tmp_path / "child")
+    assert _files(tmp_path / "child") == _files(parent)
+    assert (tmp_path / "child" / "mine.txt").read_text() == "put there by the person\n"
+    assert any("copied from the parent's folder" in c for c in child.parent["workspace"]["caveats"])
+    assert child.parent["workspace"]["exact"]
