@@ -4,9 +4,9 @@ clock and its tool runner.
 The feature packages (``context/``, ``memory/``, ``reliability/``, ``reflection/``, ``llm/``), the
 tools and the trace writer annotate what they are given with these Protocols, never with the
 concrete ``run.Run`` or ``agent.Agent``: they sit below the engine and do not import it, not even
-for type checking.  A ``Run`` is a ``RunView``, an ``Agent`` an ``AgentView`` (and, to the run it starts, a
-``RunAgent``); the Protocols say
-what a hook may read and do, and mypy checks that the engine gives it.
+for type checking.  A ``Run`` is a ``RunView``, an ``Agent`` an ``AgentView`` (and, to the run it
+starts, a ``RunAgent``); the Protocols say what a hook may read and do, and mypy checks that the
+engine gives it.
 
 Types owned by a layer above this module (the model client, the budget tracker, the backends)
 appear here as small Protocols of their own or as ``Any``.

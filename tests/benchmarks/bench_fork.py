@@ -12,8 +12,8 @@ that reaches the live part.  Goal: ratio <= 0.05.
 Measured here (2 cores, idle), the median of 3 parent and fork pairs per prefix: ratio 0.110 at
 10 steps, 0.060 at 100, 0.036 at 1,000 (0.65 s against the parent's 18.4 s); before the
 changes below, 0.233, 0.118 and 0.131 (the benchmark now forks once before it measures, as it
-runs a parent once, so that neither side pays its first imports).  The goal is met from a few hundred steps on (0.044 at
-300), not at 10 or 100.  What made the prefix cheaper: a recorded reply is taken on the caller's
+runs a parent once, so that neither side pays its first imports).  The goal is met from a few
+hundred steps on (0.044 at 300), not at 10 or 100.  What made the prefix cheaper: a recorded reply is taken on the caller's
 thread, with no deadline worker (``instant`` backends); litellm's token counts are kept per text,
 so the prefix's counts of the parent's texts are free in the same process (litellm picks its
 tokenizer anew for every count); the scripted model builds a prompt's text only for a rule that
