@@ -68,6 +68,7 @@ def test_an_evaluation_on_the_scripted_model_is_judged_and_summarised(tmp_path):
     assert again.runs["passed"].to_list() == runs["passed"].to_list()
 
 
+@pytest.mark.slow  # two evaluations, one stopped; the fast tier keeps the diary's below
 def test_an_evaluation_stopped_part_way_is_summarised_from_what_out_holds(tmp_path):
     out = tmp_path / "ev"
     with pytest.raises(FileNotFoundError, match="no finished run"):

@@ -92,6 +92,7 @@ def test_after_a_failed_batch_the_export_cools_down_instead_of_retrying(tmp_path
     assert stats.dropped == stats.spans and stats.exported == 0
 
 
+@pytest.mark.slow  # a collector that takes seconds to answer, on purpose
 def test_a_slow_collector_overflows_the_bounded_queue_and_the_run_does_not_wait(baseline, tmp_path):
     with OtlpSink("slow:4") as sink:
         run = loop_run(tmp_path, {"endpoint": sink.endpoint, "timeout": 10, "schedule_delay": 0.02,
