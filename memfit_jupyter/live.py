@@ -25,8 +25,9 @@ class LiveClock:
 class LiveTools:
     """Runs the tools for real, and places a scenario's files in the working directory.
 
-    Around a tool that may write, the working directory is recorded (``workspace.py``): what the
-    call changed goes into its observation's ``data["workspace"]``, so a fork can restore any step.
+    Before the first tool call and around each tool that may write, the working directory is
+    recorded (``workspace.py``): the files the run found, and what each call changed, go into the
+    observations' ``data["workspace"]``, so a fork can restore any step.
     """
 
     def __init__(self, recorder: Any = None):

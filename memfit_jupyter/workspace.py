@@ -1,17 +1,17 @@
 """The working directory, step by step: what each step changed, kept so that a fork can start
 from the files as they were at any step.
 
-A live run's tool runner (``live.LiveTools``) scans the working directory before the first
-tool call that may write (the *base*: the files as the run found them, scenario files
-included) and after each such call.  What changed is kept content-addressed: each file's bytes
-once, as a blob named by its SHA-256, in a blob store (``default_store()``: the user's cache
+A live run's tool runner (``live.LiveTools``) scans the working directory before the run's
+first tool call, whatever the tool (the *base*: the files as the run found them, scenario files
+included; a run that only reads is forked from them too), and after each call that may write.
+What changed is kept content-addressed: each file's bytes once, as a blob named by its SHA-256, in a blob store (``default_store()``: the user's cache
 folder, shared by every run, unless ``WorkspaceConfig.store`` says otherwise).  It is kept out of
 the working folder so that a run leaves nothing there but what its tools wrote, and out of the
 memory store, which holds what the agent learnt, not copies of your files (keys in those files
 included: a snapshot is a copy of the file as it was).  The step's observation event names it in
 ``data["workspace"]``::
 
-    {"store": "/abs/blobs", "base": "<sha of the base manifest>",   # the first such step only
+    {"store": "/abs/blobs", "base": "<sha of the base manifest>",   # the first step only
      "changed": {"path": "<sha>"}, "deleted": ["path"], "bytes": 123,
      "limit": "why content was not kept"}                            # when a limit was hit
 
@@ -213,8 +213,8 @@ class WorkspaceRecorder:
             return None
 
     def before(self, tool_name: str) -> None:
-        """Before a tool call: the first one that may write takes the base."""
-        if not self.config.enabled or tool_name in READ_ONLY_TOOLS:
+        """Before a tool call: the first one takes the base."""
+        if not self.config.enabled:
             return
         if self.manifest is None:
             current = self._scan()
@@ -230,10 +230,10 @@ class WorkspaceRecorder:
 
     def after(self, tool_name: str) -> dict[str, Any] | None:
         """After a tool call: the record of what it changed, or None when it changed nothing."""
-        if not self.config.enabled or tool_name in READ_ONLY_TOOLS or self.manifest is None:
+        if not self.config.enabled or self.manifest is None:
             return None
         limit_before = self.limit
-        current = self._scan()
+        current = None if tool_name in READ_ONLY_TOOLS else self._scan()  # a read changes nothing
         changed: dict[str, str] = {}
         deleted: list[str] = []
         kept = self.kept_bytes
@@ -360,9 +360,9 @@ def restore(events: list[dict[str, Any]], k: int, target: str | Path,
     done = Restored(folder, problems=list(problems), caveats=[f"a limit was hit ({x})" for x in limits])
     parent = Path(parent_workdir) if parent_workdir else None
     if not based and not problems:
-        # No tool that writes ran before step k, or ever: the folder at step k is the one the run
-        # found, which the trace holds no snapshot of (a base is taken by the first tool that
-        # may write) and only the parent's folder still has.
+        # A trace with no base and no writer before step k (recorded when the base was taken by
+        # the first tool that may write): the folder at step k is the one the run found, which
+        # only the parent's folder still has.
         _copy_folder(parent, folder, done)
     for rel, sha in sorted(files.items()):
         data = next((s.read(sha) for s in stores if s.has(sha)), None)

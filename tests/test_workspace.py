@@ -5,6 +5,7 @@ limit that was hit is named in the trace and makes the fork say it is not exact.
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import pytest
@@ -132,18 +133,37 @@ def test_a_folder_with_too_many_files_is_not_recorded_and_the_fork_says_so(tmp_p
     assert "holds more than 2 files" in " ".join(child.parent["workspace"]["problems"])
 
 
-def test_a_run_that_only_read_is_forked_with_the_files_it_found(tmp_path):
-    """A run whose tools never wrote took no snapshot: its fork gets the parent's folder as it is
-    (the file the person put there included) and says so."""
-    parent = tmp_path / "parent"
+def _reading_run(parent: Path):
     parent.mkdir()
     (parent / "mine.txt").write_text("put there by the person\n")
     run = Agent(model="memfit/premature-finish", workdir=parent, memory=False).start(
         load_scenario("premature-finish").task)
     run.run()
     assert {e.get("tool") for e in run.trace()["events"] if e["type"] == "action"} <= {"read_file", "finish"}
-    child = run.fork(2, workdir=tmp_path / "child")
-    assert _files(tmp_path / "child") == _files(parent)
+    return run
+
+
+def test_a_run_that_only_read_is_forked_with_the_files_it_found(tmp_path):
+    """The base is taken at a run's first tool call, a read too: a saved trace of a run that only
+    read is forked exactly, even once the parent's folder is gone."""
+    run = _reading_run(tmp_path / "parent")
+    found = _files(tmp_path / "parent")
+    saved = json.loads(json.dumps(run.trace()))
+    shutil.rmtree(tmp_path / "parent")
+    child = Agent.fork(saved, 2, workdir=tmp_path / "child")
+    assert _files(tmp_path / "child") == found
     assert (tmp_path / "child" / "mine.txt").read_text() == "put there by the person\n"
+    assert child.parent["workspace"]["exact"]
+
+
+def test_a_trace_without_a_base_is_forked_with_the_parents_folder(tmp_path):
+    """A trace that holds no base (recorded before bases were taken at any first tool call) and
+    no write before the fork step: the fork copies the parent's folder as it is, and says so."""
+    run = _reading_run(tmp_path / "parent")
+    saved = json.loads(json.dumps(run.trace()))
+    for e in saved["events"]:
+        (e.get("data") or {}).pop("workspace", None)
+    child = Agent.fork(saved, 2, workdir=tmp_path / "child")
+    assert _files(tmp_path / "child") == _files(tmp_path / "parent")
     assert any("copied from the parent's folder" in c for c in child.parent["workspace"]["caveats"])
     assert child.parent["workspace"]["exact"]
