@@ -107,6 +107,7 @@ class Run:
             extra.extend(ext.tools())
         self.tools = select_tools(agent.tool_names, extra)
         self.llm.tools = self.tools  # the action schema names the tools and their parameters
+        self._system_prompt: tuple[Any, str] | None = None  # (what it was built from, the text)
         refresh_env_secrets()  # keys loaded since the last run (a .env file) are redacted too
 
     # --- services (what the extensions provide) ----------------------------------------
@@ -205,7 +206,12 @@ class Run:
         sections: list[str] = []
         for ext in self.extensions:
             sections.extend(ext.system_sections(self) or ())
-        return action_system(self.tools.values(), self.prompt_workdir, sections)
+        # The same from one step to the next unless the tools, the folder or a section changed:
+        # built again only then (describing every tool each step is most of a replayed step's prompt).
+        key = (tuple((id(t), t.description) for t in self.tools.values()), self.prompt_workdir, tuple(sections))
+        if self._system_prompt is None or self._system_prompt[0] != key:
+            self._system_prompt = (key, action_system(self.tools.values(), self.prompt_workdir, sections))
+        return self._system_prompt[1]
 
     def next_prompt(self) -> list[dict[str, str]]:
         """The messages the next action call will send (for step mode: see guidance before it goes):

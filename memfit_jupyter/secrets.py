@@ -9,6 +9,7 @@ emitted, the trace's other fields (``trace.trace_of``), every output bundle of a
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 import re
@@ -48,11 +49,14 @@ def refresh_env_secrets() -> list[str]:
     password).  Runs call it when they start, after a .env file may have been loaded."""
     global _env_cache
     package_logger()  # loggers made since the last run redact too
-    _env_cache = sorted(
+    found = sorted(
         (v for k, v in os.environ.items() if _ENV_NAME.search(k) and len(v) >= 12),
         key=len,
         reverse=True,
     )
+    if found != _env_cache:
+        _redact_short.cache_clear()  # what was redacted before did not know these values
+    _env_cache = found
     return _env_cache
 
 
@@ -60,15 +64,30 @@ def _env_secrets() -> list[str]:
     return _env_cache if _env_cache is not None else refresh_env_secrets()
 
 
+#: Texts up to this long are remembered with their redaction: a run emits the same prompts, tool
+#: names and replies again and again (a replay or a fork's prefix most of all), and three regular
+#: expressions over each cost more than a lookup.  Longer texts are redacted each time.
+_CACHED_CHARS = 4096
+
+
 def redact(text: str) -> str:
     """``text`` with anything that looks like a secret replaced by ``[REDACTED]``."""
     if not text:
         return text
+    if len(text) <= _CACHED_CHARS:
+        return _redact_short(text)
+    return _redact(text)
+
+
+def _redact(text: str) -> str:
     for value in _env_secrets():
         if value in text:
             text = text.replace(value, REDACTED)
     text = _SECRET_RE.sub(REDACTED, text)
     return _KEYED_RE.sub(lambda m: m.group(1) + REDACTED, text)
+
+
+_redact_short = functools.lru_cache(maxsize=8192)(_redact)
 
 
 def redact_obj(value: Any) -> Any:
