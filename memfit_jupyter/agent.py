@@ -17,7 +17,15 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
-from .config import DEFAULT_MODEL, FLAT, AgentConfig, feature_classes, field_of, settings_of
+from .config import (
+    DEFAULT_MODEL,
+    FLAT,
+    RECORDED_BEFORE,
+    AgentConfig,
+    feature_classes,
+    field_of,
+    settings_of,
+)
 from .context.tiers import ContextConfig
 from .errors import UnknownModelError
 from .reliability.guarantees import ExecutionGuarantees
@@ -57,6 +65,7 @@ class Agent:
     fast_model = _Setting("fast_model")
     fallback_model = _Setting("fallback_model")
     max_iterations = _Setting("max_iterations")
+    max_bad_replies = _Setting("max_bad_replies")
     guarantees = _Setting("guarantees")
     reflection = _Setting("reflection")
     spin_threshold = _Setting("spin_threshold")
@@ -124,6 +133,8 @@ class Agent:
         self.namespace = namespace if namespace is not None else {}
         #: Live OpenTelemetry export of every run: an endpoint, a file, True (OTEL_* env), options.
         self.otel = otel
+        #: Settings its trace leaves out: those that an older trace it was made from did not record.
+        self._unrecorded: tuple[str, ...] = ()
         # Fail now, not at the first step, on a tool name that does not exist.
         select_tools(self.tool_names, self.extra_tools, also_known=EXTENSION_TOOL_NAMES)
 
@@ -165,7 +176,10 @@ class Agent:
 
     def settings(self) -> dict[str, Any]:
         """The serialisable settings, as recorded in a trace."""
-        return settings_of(self.config)
+        out = settings_of(self.config)
+        for name in self._unrecorded:
+            out.pop(name, None)
+        return out
 
     def start(self, task: str) -> Run:
         """A new run of ``task``, not started: call ``step()`` or ``run()``."""
@@ -181,8 +195,13 @@ class Agent:
     @classmethod
     def from_settings(cls, settings: dict[str, Any]) -> Agent:
         """An agent with the settings a trace records (``trace["settings"]``, ``Agent.settings()``):
-        each is a flat setting of ``AgentConfig`` (``config.SETTINGS``)."""
-        return cls(**dict(settings))
+        each is a flat setting of ``AgentConfig`` (``config.SETTINGS``).  A trace recorded before a
+        setting existed ran with the value ``config.RECORDED_BEFORE`` names, and the agent records
+        its settings as that trace did (a replay's events stay the recording's)."""
+        unrecorded = tuple(name for name in RECORDED_BEFORE if name not in settings) if settings else ()
+        agent = cls(**{**{name: RECORDED_BEFORE[name] for name in unrecorded}, **settings})
+        agent._unrecorded = unrecorded
+        return agent
 
     @classmethod
     def fork(cls, parent: Any, at: int, **changes: Any) -> Run:

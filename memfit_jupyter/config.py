@@ -110,6 +110,10 @@ class AgentConfig:
     structured: str = StructuredMode.AUTO.value
     #: Most iterations a run may take.
     max_iterations: int = 20
+    #: Unusable replies in a row (not the JSON asked for, after the client's re-asks) that fail
+    #: the run; 0: never (each one costs an iteration, and the limits bound them). Calls that
+    #: reach no model (every tier failing or its breaker open) fail it at the third in a row.
+    max_bad_replies: int = 0
     #: The tools the agent may use (names, or one comma-separated string).
     tools: list[str] | None = None
     #: Where the long-term memory store lives: a path or a postgresql:// URL (in Python also
@@ -146,6 +150,9 @@ class AgentConfig:
         if isinstance(self.max_iterations, bool) or not isinstance(self.max_iterations, int) \
                 or self.max_iterations < 1:
             raise ValueError(f"max_iterations must be at least 1, got {self.max_iterations!r}")
+        if isinstance(self.max_bad_replies, bool) or not isinstance(self.max_bad_replies, int) \
+                or self.max_bad_replies < 0:
+            raise ValueError(f"max_bad_replies must be 0 (never fail on them) or more, got {self.max_bad_replies!r}")
         choices = [m.value for m in StructuredMode]
         if self.structured not in choices:
             raise ValueError(f"structured must be one of {', '.join(choices)}, got {self.structured!r}")
@@ -193,7 +200,7 @@ class AgentConfig:
 #: ``Agent``'s flat keyword arguments (and a trace's settings), each the path of its field.
 FLAT: dict[str, str] = {
     "model": "model", "fast_model": "fast_model", "fallback_model": "fallback_model",
-    "max_iterations": "max_iterations",
+    "max_iterations": "max_iterations", "max_bad_replies": "max_bad_replies",
     "max_cost_usd": "guarantees.max_cost_usd", "max_duration_seconds": "guarantees.max_duration_seconds",
     "max_recursive_calls": "guarantees.max_recursive_calls",
     "reflection": "reflection.reflection", "spin_threshold": "reflection.spin_threshold",
@@ -210,7 +217,10 @@ FLAT: dict[str, str] = {
 SETTINGS = ("model", "fast_model", "fallback_model", "max_iterations", "max_cost_usd", "max_duration_seconds",
             "max_recursive_calls", "reflection", "spin_threshold", "max_consecutive_spin_warnings", "detectors",
             "strategy", "samples", "tools", "max_trials", "context_window", "failure_threshold",
-            "recovery_timeout", "memory", "api_base", "structured")
+            "recovery_timeout", "memory", "api_base", "structured", "max_bad_replies")
+#: Settings that traces recorded before the setting existed, with the value their runs had: a
+#: replay or a fork of such a trace runs as its run did (``Agent.from_settings``).
+RECORDED_BEFORE: dict[str, Any] = {"max_bad_replies": 3}
 
 
 def settings_of(config: AgentConfig) -> dict[str, Any]:

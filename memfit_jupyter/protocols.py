@@ -72,6 +72,9 @@ class AgentView(Protocol):
     def max_iterations(self) -> int: ...
 
     @property
+    def max_bad_replies(self) -> int: ...
+
+    @property
     def context_window(self) -> int | None: ...
 
     @property

@@ -44,8 +44,11 @@ if TYPE_CHECKING:
 
 log = package_logger()  # one logger for the package; secrets redacted
 
-#: The model may fail to give a usable reply this many times in a row before the run fails.
-MAX_CONSECUTIVE_BAD_REPLIES = 3
+#: Calls that reach no model (every tier failing, or its breaker open) this many times in a row
+#: fail the run.  Unusable replies of a model that answers fail it only at ``max_bad_replies``
+#: in a row (0, the default: never): on recorded SWE-bench runs most streaks of rejected replies
+#: were followed by a resolved task (docs/EVIDENCE.md).
+MAX_CONSECUTIVE_FAILED_CALLS = 3
 
 Subscriber = Callable[[Any], None]
 
@@ -76,7 +79,8 @@ class Run:
         self.clock: Clock = clock if clock is not None else LiveClock()
         self.tool_runner: ToolRunner = tools if tools is not None else LiveTools()
         self._t0 = time.monotonic()
-        self._bad_replies = 0
+        self._bad_replies = 0  # iterations in a row without a usable action
+        self._failed_calls = 0  # of them, those whose call reached no model
         #: The tool call held for a person's approval, and the decision on it (``steering.py``).
         self.approvals = Approvals(self.emit)
         self._clock = RunningClock()  # paused time is not held against max_duration_seconds
@@ -350,7 +354,7 @@ class Run:
         if not reply.ok:
             self._bad_reply(i, reply)
             return
-        self._bad_replies = 0
+        self._bad_replies = self._failed_calls = 0
         act = reply.value
         self.emit(ev.Action(thought=act.thought, action_type=act.action_type, tool=act.tool,
                             params=act.params, reflection=act.reflection))
@@ -384,7 +388,9 @@ class Run:
         record = self.records[-1]
         for ext in self.extensions:
             ext.after_action(self, record)
-        if self._bad_replies >= MAX_CONSECUTIVE_BAD_REPLIES:
+        self._failed_calls = self._failed_calls + 1 if reply.error_kind != "format" else 0
+        limit = self.agent.max_bad_replies
+        if self._failed_calls >= MAX_CONSECUTIVE_FAILED_CALLS or (limit and self._bad_replies >= limit):
             raise RunFailed(f"the model gave no usable reply {self._bad_replies} times in a row "
                             f"(last: {reply.error})")
 

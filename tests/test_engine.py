@@ -91,6 +91,43 @@ def test_bad_output_is_retried_then_recorded_and_the_loop_survives(tmp_path):
     assert len(events_of(run, "model_call")) == 7
 
 
+def _no_retries(agent, task="add up"):
+    run = agent.start(task)
+    run.llm.max_format_retries = 0  # each unusable reply is an unusable iteration
+    return run
+
+
+def test_unusable_replies_in_a_row_cost_iterations_and_fail_a_run_only_at_max_bad_replies(tmp_path):
+    # with no re-asks the scenario gives two unusable replies, a good one, then three in a row
+    run = _no_retries(Agent(model="memfit/bad-output", workdir=tmp_path / "a", memory=False, reflection="none"))
+    assert run.run().status == "done"  # by default the loop goes on past the streak
+    assert [r.action_type for r in run.records].count("invalid_reply") == 5
+    assert run.iteration == 7
+    limited = _no_retries(Agent(model="memfit/bad-output", workdir=tmp_path / "b", memory=False, reflection="none",
+                                max_bad_replies=3))
+    result = limited.run()
+    assert result.status == "failed" and "no usable reply 3 times in a row" in result.reason
+    assert limited.iteration == 6 and limited.trace()["settings"]["max_bad_replies"] == 3
+    with pytest.raises(ValueError, match="max_bad_replies must be 0"):
+        Agent(model="memfit/bad-output", max_bad_replies=-1)
+
+
+def test_a_trace_recorded_before_max_bad_replies_replays_with_the_limit_its_run_had(tmp_path):
+    run = _no_retries(Agent(model="memfit/bad-output", workdir=tmp_path / "a", memory=False, reflection="none",
+                            max_bad_replies=3))
+    run.run()
+    recorded = json.loads(json.dumps(run.trace()))
+    for settings in (recorded["settings"], recorded["events"][0]["settings"]):
+        del settings["max_bad_replies"]  # as a trace of an earlier memfit holds them
+    replayed = Agent.replay(recorded, workdir=tmp_path / "elsewhere")
+    replayed.llm.max_format_retries = 0
+    replayed.run()
+    assert replayed.result.status == "failed" and replayed.iteration == 6
+    # and records its settings as the trace did: the events are the recording's, byte for byte
+    assert json.dumps(replayed.trace()["events"]) == json.dumps(recorded["events"])
+    assert "max_bad_replies" not in replayed.trace()["settings"]
+
+
 def test_replay_reproduces_the_events_byte_for_byte(tmp_path):
     for scenario in ("demo", "bad-output", "unknown-tool"):
         run = Agent(model=f"memfit/{scenario}", workdir=tmp_path / scenario, memory=False).start("task")

@@ -1,6 +1,7 @@
 """The stopping curve of spin_eval.py on small runs written here: a failed run that a live run
-would have ended (three rejected replies in a row), a resolved run it would not, a resolved
-run it would have ended; steps and tokens after the end, and the warning ratio."""
+with ``max_bad_replies=3`` would have ended (three rejected replies in a row), a resolved run it
+would not, a resolved run it would have ended; steps and tokens after the end, and the warning
+ratio; and that by default the streaks end nothing."""
 
 from __future__ import annotations
 
@@ -45,8 +46,13 @@ def test_the_curve_counts_what_ending_early_saves_and_costs():
         # resolved, but it too had three rejections in a row before recovering: a live run loses it
         {"source": "b", "resolved": True, "trace": _traj(["ls", None, None, None, "cat a.py", "cat b.py"])},
     ]
-    curves = spin_stopping.curve(runs, [("default", "x", {})], by="source")
-    (p,) = curves["all"]
+    curves = spin_stopping.curve(runs, [("default", "x", {}), ("first-built", "x", {"max_bad_replies": 3})],
+                                 by="source")
+    default, p = curves["all"]
+    # by default a streak of rejected replies warns and ends nothing: a live run keeps both runs
+    assert default["failed_ended"] == 0 and default["resolved_ended"] == 0 and default["ended_by_bad_replies"] == 0
+    assert default["failed_warned_pct"] == 100.0 and default["resolved_warned_pct"] == 50.0
+    # with the first-built limit of three, the loop gives up on both
     assert p["failed_runs"] == 1 and p["resolved_runs"] == 2
     assert p["failed_ended"] == 1 and p["failed_steps_saved"] == 4
     assert p["failed_steps_saved_pct"] == round(100 * 4 / 9, 1)
@@ -54,7 +60,7 @@ def test_the_curve_counts_what_ending_early_saves_and_costs():
     assert p["resolved_ended"] == 1 and p["resolved_ended_pct"] == 50.0 and p["resolved_steps_lost"] == 2
     assert p["ended_by_bad_replies"] == 2
     assert p["failed_warned_pct"] == 100.0 and p["resolved_warned_pct"] == 50.0 and p["warning_ratio"] == 2.0
-    assert curves["a"][0]["resolved_ended"] == 0 and curves["b"][0]["resolved_ended"] == 1
+    assert curves["a"][1]["resolved_ended"] == 0 and curves["b"][1]["resolved_ended"] == 1
 
 
 def test_a_run_that_nothing_ends_saves_nothing():

@@ -224,13 +224,16 @@ def test_replies_that_2x_rejected_without_storing_them_become_invalid_reply_step
     assert records[2].output.strip() == "ok" and records[2].ok
 
     analysis = analyze(trace)["analysis"]
-    # a live run gives up at the third unusable reply in a row (Run._bad_reply): step 6 here
-    assert analysis["bad_reply_exit"]["iteration"] == records[5].iteration
-    assert "3 times in a row" in analysis["bad_reply_exit"]["reason"]
-    assert analysis["would_end"]["by"] in ("bad_replies", "spin_exit")
-    assert analysis["would_end"]["iteration"] <= records[5].iteration
+    # by default a live run warns on the streak and goes on (max_bad_replies=0): nothing ends it
+    assert analysis["bad_reply_streak"] == 3 and analysis["bad_reply_exit"] is None
+    assert analysis["would_end"] is None
     fired = {f["detector"] for f in analysis["findings"] if f["confirmed"]}
     assert "empty_replies" in fired
+    # with the first-built limit, it gives up at the third unusable reply in a row: step 6 here
+    limited = analyze(trace, max_bad_replies=3)["analysis"]
+    assert limited["bad_reply_exit"]["iteration"] == records[5].iteration
+    assert "3 times in a row" in limited["bad_reply_exit"]["reason"]
+    assert limited["would_end"] == {**limited["bad_reply_exit"], "by": "bad_replies"}
 
 
 def test_two_rejections_in_a_row_do_not_end_a_run_and_a_valid_reply_resets_the_streak():
@@ -255,7 +258,8 @@ def test_1x_format_errors_keep_the_rejected_reply_and_count_in_the_streak():
     records = records_of(trace)
     assert [r.action_type for r in records] == ["list"] + ["invalid_reply"] * 3
     assert records[1].thought == "try 0" and "EXACTLY ONE" in records[1].output
-    assert analyze(trace)["analysis"]["bad_reply_exit"]["iteration"] == records[3].iteration
+    assert analyze(trace)["analysis"]["bad_reply_streak"] == 3
+    assert analyze(trace, max_bad_replies=3)["analysis"]["bad_reply_exit"]["iteration"] == records[3].iteration
 
 
 def test_a_memfit_trace_s_unusable_replies_are_steps_of_the_analysis_too():
@@ -270,4 +274,16 @@ def test_a_memfit_trace_s_unusable_replies_are_steps_of_the_analysis_too():
     records = records_of(trace)
     assert [r.action_type for r in records] == ["invalid_reply"] * 3
     assert records[0].error == "the reply was not JSON"
+    assert analyze(trace)["analysis"]["bad_reply_exit"] is None  # replies the model gave: it goes on
+    assert analyze(trace, max_bad_replies=3)["analysis"]["bad_reply_exit"]["iteration"] == 3
+    # calls that reached no model end a live run at the third in a row, whatever max_bad_replies says
+    for e in events:
+        if e["type"] == "observation":
+            e["data"] = {"error_kind": "timeout"}
     assert analyze(trace)["analysis"]["bad_reply_exit"]["iteration"] == 3
+
+
+def test_analysis_refuses_a_max_bad_replies_that_is_not_a_count():
+    trace = {"version": 1, "task": "t", "events": [{"type": "run_start", "iteration": 0, "ts": 0.0, "task": "t"}]}
+    with pytest.raises(ValueError, match="max_bad_replies must be 0"):
+        analyze(trace, max_bad_replies=-1)

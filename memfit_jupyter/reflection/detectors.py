@@ -52,9 +52,11 @@ from .prompts import LAYER1_SUGGESTIONS
 from .records import SpinDetectionResult
 
 #: Detectors whose finding is deterministic evidence of a loop: only a verdict with one of them
-#: can end a run (a layer-2 "spinning" alone warns).
+#: can end a run (a layer-2 "spinning" alone warns).  ``empty_replies`` warns and never ends a
+#: run: on recorded SWE-bench runs, streaks of rejected replies were as common on resolved runs
+#: as on failed ones (docs/EVIDENCE.md); ``max_bad_replies`` is the setting that ends on them.
 EVIDENCE = frozenset({"repeat_observation", "edit_rerun", "repeated_error", "code_modify", "alternation",
-                      "empty_replies", "monologue", "context_window"})
+                      "monologue", "context_window"})
 _QUIET = ("message",)
 
 

@@ -8,15 +8,17 @@ would after each action, and returns a copy of the trace with the
 ``trace["analysis"]``: the findings, the warnings a run would have given, and
 the step where a run would have ended with ``spin_exit`` (the analysis goes on
 past it, as the recorded run did), the step where the loop itself would have
-given up after ``MAX_CONSECUTIVE_BAD_REPLIES`` unusable replies in a row
-(``bad_reply_exit``), and the earlier of the two (``would_end``).
+given up (``bad_reply_exit``: ``MAX_CONSECUTIVE_FAILED_CALLS`` calls in a row that
+reached no model, or ``max_bad_replies`` unusable replies in a row when it is set), the
+longest streak of unusable replies (``bad_reply_streak``), and the earlier of the two
+ends (``would_end``).
 
 No model is called unless ``judge`` is given (a litellm model string, or a
 callable ``judge(records, timeline_text) -> dict`` with ``is_spinning``,
 ``reason``, ``suggestions``, ``next_actions``, ``is_task_progressing``).
 Without a judge, layer 2 is taken to confirm what layer 1 finds: the bound
 under which the most runs would be ended.  ``settings`` are the fields of
-``ReflectionConfig`` (``spin_threshold``, ``detectors``, ...).
+``ReflectionConfig`` (``spin_threshold``, ``detectors``, ...) and ``max_bad_replies``.
 """
 
 from __future__ import annotations
@@ -34,7 +36,7 @@ from ..records import ActionRecord, ReflectionLevel
 from ..reflection.config import ReflectionConfig
 from ..reflection.levels import decide_level
 from ..reflection.spin import SpinMonitor
-from ..run import MAX_CONSECUTIVE_BAD_REPLIES
+from ..run import MAX_CONSECUTIVE_FAILED_CALLS
 from ..timeline import Timeline
 from ..trace import Trace, is_trace
 
@@ -172,9 +174,12 @@ def analyze(trace: dict[str, Any], judge: Any = None, **settings: Any) -> dict[s
     if not is_trace(trace):
         raise ValueError("analyze needs a memfit trace (a dict with events); "
                          "load other agents' runs with load_trajectory first")
+    max_bad = settings.get("max_bad_replies", 0)
+    if isinstance(max_bad, bool) or not isinstance(max_bad, int) or max_bad < 0:
+        raise ValueError(f"max_bad_replies must be 0 (never end on them) or more, got {max_bad!r}")
+    cfg = _config({k: v for k, v in settings.items() if k != "max_bad_replies"})
     read = Trace.load(trace, unknown="warn")
     trace = read.data
-    cfg = _config(settings)
     replay = _Replay(trace, judge)
     monitor = SpinMonitor(cfg)
     steps = _steps(read)
@@ -182,15 +187,20 @@ def analyze(trace: dict[str, Any], judge: Any = None, **settings: Any) -> dict[s
     forced = cfg.forced
     exit_at: dict[str, Any] | None = None
     bad_exit: dict[str, Any] | None = None
-    bad_streak = 0
+    bad_streak = failed_calls = longest = 0
     findings: list[dict[str, Any]] = []
     for record, (action, obs) in zip(records, steps, strict=True):
         replay.iteration = record.iteration
         replay.ts = (obs or action).ts
         replay.records.append(record)
-        # the loop's own limit, whatever the reflection settings: Run._bad_reply
-        bad_streak = bad_streak + 1 if record.action_type == INVALID_REPLY else 0
-        if bad_streak >= MAX_CONSECUTIVE_BAD_REPLIES and bad_exit is None:
+        # the loop's own limits, whatever the reflection settings: Run._bad_reply (a reply known
+        # only as rejected, as imported runs keep them, is one the model gave)
+        unusable = record.action_type == INVALID_REPLY
+        bad_streak = bad_streak + 1 if unusable else 0
+        longest = max(longest, bad_streak)
+        no_model = unusable and record.data.get("error_kind") not in (None, "format")
+        failed_calls = failed_calls + 1 if no_model else 0
+        if bad_exit is None and (failed_calls >= MAX_CONSECUTIVE_FAILED_CALLS or (max_bad and bad_streak >= max_bad)):
             bad_exit = {"iteration": record.iteration,
                         "reason": f"the model gave no usable reply {bad_streak} times in a row "
                                   f"(last: {record.error})"}
@@ -244,7 +254,7 @@ def analyze(trace: dict[str, Any], judge: Any = None, **settings: Any) -> dict[s
     out["analysis"] = {
         "steps": len(records), "findings": findings,
         "warnings": sum(1 for f in findings if f["confirmed"]),
-        "spin_exit": exit_at, "bad_reply_exit": bad_exit,
+        "spin_exit": exit_at, "bad_reply_exit": bad_exit, "bad_reply_streak": longest,
         "would_end": _earliest(exit_at, bad_exit), "judge": None if judge is None else getattr(judge, "__name__", str(judge)),
         "settings": {k: v for k, v in settings.items()},
     }

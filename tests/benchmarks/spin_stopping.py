@@ -1,6 +1,7 @@
 """The economics of stopping early, on recorded runs: what a memfit run's ends (``spin_exit``
-after its warnings, and the loop's own end after three unusable replies in a row) would have
-saved on failed runs, and what they would have cost on resolved ones.
+after its warnings, and the loop's own end after ``max_bad_replies`` unusable replies in a row,
+off by default, a point of the curve at 3) would have saved on failed runs, and what they would
+have cost on resolved ones.
 
 For each detector setting (a point of a curve over thresholds: the warnings given before
 the exit, the layer-1 spin threshold), every run is replayed through ``analyze`` and
@@ -30,6 +31,8 @@ POINTS: list[tuple[str, str, dict[str, Any]]] = [
     *[(f"warnings={n}", "warnings before exit", {"max_consecutive_spin_warnings": n}) for n in (1, 2, 3, 5, 8)],
     *[(f"spin_threshold={n}", "spin threshold", {"spin_threshold": n}) for n in (4, 6)],
     ("repetition rules", "rules", {"spin_rules": "repetition"}),
+    # the loop's first-built end: three unusable replies in a row fail the run
+    ("max_bad_replies=3", "bad replies", {"max_bad_replies": 3}),
 ]
 
 
