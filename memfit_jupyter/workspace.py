@@ -321,12 +321,28 @@ def state_at(events: list[dict[str, Any]], k: int) -> tuple[dict[str, str], list
         for rel in rec.get("deleted") or ():
             files.pop(rel, None)
     if not base_seen:
+        ran = {int(e.get("iteration") or 0) for e in events if e.get("type") == "observation" and _ran(e)}
         writers = [e for e in events if e.get("type") == "action" and int(e.get("iteration") or 0) < k
-                   and e.get("tool") not in READ_ONLY_TOOLS and e.get("tool")]
+                   and e.get("tool") not in READ_ONLY_TOOLS and e.get("tool")
+                   and int(e.get("iteration") or 0) in ran]
         if writers:
             problems.append("the trace records no workspace (it ran before snapshots, or with them off): "
                             "the files its steps wrote are not restored")
     return files, stores, problems, limits, base_seen
+
+
+#: How the error of an observation begins whose tool never ran: a call the person rejected
+#: (``steering``), an unknown tool (``live.LiveTools``), parameters that do not fit
+#: (``Tool.__call__``); and "NAME was not run: ", a call the tool policy refused (``ToolPolicy.refusal``).
+_NOT_RUN = ("the person rejected this tool call", "unknown tool ", "invalid parameters: ")
+
+
+def _ran(observation: dict[str, Any]) -> bool:
+    """Whether the tool of a recorded observation ran (and so may have written)."""
+    if observation.get("ok"):
+        return True
+    error = str(observation.get("error") or "")
+    return not error.startswith((*_NOT_RUN, f"{observation.get('tool')} was not run: "))
 
 
 def _copy_from(folder: Path | None, rel: str, sha: str) -> bytes | None:

@@ -167,3 +167,17 @@ def test_a_trace_without_a_base_is_forked_with_the_parents_folder(tmp_path):
     assert _files(tmp_path / "child") == _files(tmp_path / "parent")
     assert any("copied from the parent's folder" in c for c in child.parent["workspace"]["caveats"])
     assert child.parent["workspace"]["exact"]
+
+
+def test_a_run_whose_writes_were_refused_is_forked_exactly_from_the_files_it_found(tmp_path):
+    """Writing calls that the tool policy refused never ran, so no base was taken and no file
+    changed: the fork starts with the folder the run found, and is exact."""
+    workdir = tmp_path / "parent"
+    run, _ = _parent(workdir, approve_tools="always", max_iterations=3)
+    events = run.trace()["events"]
+    refused = [e for e in events if e["type"] == "observation" and "was not run" in (e.get("error") or "")]
+    assert refused and any(e.get("tool") not in ("read_file", "finish") for e in refused)
+    assert not any((e.get("data") or {}).get("workspace") for e in events if e["type"] == "observation")
+    child = Agent.fork(run, 2, workdir=tmp_path / "child")
+    assert child.parent["workspace"]["exact"], child.parent["workspace"]["problems"]
+    assert _files(tmp_path / "child") == _files(workdir)
