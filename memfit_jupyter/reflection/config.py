@@ -83,8 +83,8 @@ class ReflectionConfig:
     repeated_error_threshold: int | None = None
     #: A/B alternation: this many full A-B cycles fire it (3 = A, B, A, B, A, B, as OpenHands counts).
     alternation_cycles: int = 3
-    #: Unusable model replies in a row (the loop itself gives up at 3, after the detectors ran).
-    #: Two in a row happen in 2% of healthy real runs; three or more are the confused loops.
+    #: Unusable model replies in a row that warn (the loop gives up on them only at the agent's
+    #: `max_bad_replies`). Two in a row happen in 2% of healthy real runs.
     empty_replies_threshold: int = 3
     #: Detectors switched on or off by name (missing names are on).
     detectors: dict[str, bool] = field(default_factory=dict)
