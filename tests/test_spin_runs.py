@@ -80,7 +80,7 @@ def test_logic_spin_layer_1_waits_for_no_progress_and_layer_2_confirms(tmp_path)
 
 
 def test_task_progressing_resets_the_warning_count(tmp_path):
-    run = start("logic-spin", tmp_path)
+    run = start("logic-spin", tmp_path, max_consecutive_spin_warnings=3)
     for _ in range(5):
         run.step()
     extension(run).spin.warnings = 2
@@ -132,7 +132,7 @@ def test_repetition_rules_keep_the_first_build(tmp_path):
 
 
 def test_warnings_escalate_and_zero_means_never(tmp_path):
-    run = start("demo", tmp_path)
+    run = start("demo", tmp_path, max_consecutive_spin_warnings=3)
     monitor = extension(run).spin
     found = SpinDetectionResult(is_spinning=True, layer="detector", detector="repeated_error",
                                 action_type="read", reason="same error")
@@ -146,7 +146,7 @@ def test_warnings_escalate_and_zero_means_never(tmp_path):
         monitor.apply(run, SpinVerdict(4, results=[found], confirmed=[found]))
     assert len(ended.value.plan.tried) == 3
 
-    run2 = start("demo", tmp_path / "never", max_consecutive_spin_warnings=0)
+    run2 = start("demo", tmp_path / "never")  # the default: 0, warn and never end
     never = extension(run2).spin
     for i in range(1, 12):
         never.apply(run2, SpinVerdict(i, results=[found], confirmed=[found]))

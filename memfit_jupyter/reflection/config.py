@@ -73,8 +73,10 @@ class ReflectionConfig:
     code_spin_count: int = 3
     #: Layer 3: look for modify_code edits among this many recent actions.
     code_spin_window: int = 10
-    #: Spin warnings given before the next confirmed spin ends the run (0 = never end it).
-    max_consecutive_spin_warnings: int = 3
+    #: Spin warnings given before the next confirmed spin ends the run (0 = never end it, the
+    #: default: on 1,045 recorded SWE-bench runs an exit after 3, the seed's setting, ended 4.8%
+    #: of the resolved runs to save 5.7% of the failed runs' steps; docs/EVIDENCE.md).
+    max_consecutive_spin_warnings: int = 0
     #: This many iterations in a row with no spin reset the warning count.
     quiet_reset: int = 5
     #: The same action with the same observation this many times in a row (None = spin_threshold).

@@ -27,10 +27,12 @@ from memfit_jupyter import analyze
 from memfit_jupyter.study.analysis import records_of
 
 #: The curve's points: a name, the axis it belongs to, and the analysis settings.
+#: The spin exit after the seed's 3 warnings (off by default): the other axes are measured with it.
+SEED_EXIT = {"max_consecutive_spin_warnings": 3}
 POINTS: list[tuple[str, str, dict[str, Any]]] = [
     *[(f"warnings={n}", "warnings before exit", {"max_consecutive_spin_warnings": n}) for n in (1, 2, 3, 5, 8)],
-    *[(f"spin_threshold={n}", "spin threshold", {"spin_threshold": n}) for n in (4, 6)],
-    ("repetition rules", "rules", {"spin_rules": "repetition"}),
+    *[(f"spin_threshold={n}", "spin threshold", {**SEED_EXIT, "spin_threshold": n}) for n in (4, 6)],
+    ("repetition rules", "rules", {**SEED_EXIT, "spin_rules": "repetition"}),
     # the loop's first-built end: three unusable replies in a row fail the run
     ("max_bad_replies=3", "bad replies", {"max_bad_replies": 3}),
 ]
