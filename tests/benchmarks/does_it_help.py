@@ -13,38 +13,38 @@ McNemar p, tokens per run and tokens per success; and successes per variant, fam
 ``--finished-only`` starts no server and runs nothing: the table of the runs ``--out`` holds
 (an evaluation stopped part way; every change is over the pairs whose ``bare`` run finished).
 
-Measured here (2 shared cores under other load, load average 8-13, one llama-server thread per
-model), with ``A="--tiers easy --repeats 1 --max-iterations 4 --max-duration 600 --temperature 0.3
---out OUT"``:
+Measured here, latest (2 cores shared with other work, one llama-server thread per model, the two
+models side by side), the 20 easy and medium tasks, with ``A="--tiers easy,medium --repeats 1
+--max-iterations 4 --max-duration 180 --temperature 0.3"``:
 
-    python tests/benchmarks/does_it_help.py --models smollm2 $A --variants bare              # 10.7 min
-    python tests/benchmarks/does_it_help.py --models gemma3 $A --variants bare               # 12.2 min
-    python tests/benchmarks/does_it_help.py --models smollm2 $A --variants bare,spin,diary   # 20.3 min
-    python tests/benchmarks/does_it_help.py --models smollm2 $A --variants bare,default      # stopped
-    python tests/benchmarks/does_it_help.py --models gemma3 $A --variants bare,default       # stopped
+    python tests/benchmarks/does_it_help.py --models smollm2 $A --variants bare,default --out OUT1   # 36.5 min
+    python tests/benchmarks/does_it_help.py --models gemma3 $A --variants bare,default --out OUT2    # 47.4 min
+    python tests/benchmarks/does_it_help.py --models smollm2 $A --variants bare,reflection-auto,memory,spin --out OUT1   # 74.3 min
+    python tests/benchmarks/does_it_help.py --models gemma3 $A --variants bare,reflection-auto,memory,spin --out OUT2    # 83.8 min
     python tests/benchmarks/does_it_help.py --models smollm2,gemma3 $A \
-        --variants bare,default,spin,diary --finished-only --json notebooks/does_it_help.json
+        --variants bare,default,reflection-auto,memory,spin --out OUT --finished-only --json notebooks/does_it_help.json
 
-(the two bare runs side by side, then the other three; the ``default`` runs, about 4 min each
-here, were stopped when the machine's time ran out, after 10 of SmolLM2's 12 tasks and 7 of
-Gemma's; about 47 min of wall time for the 65 runs.)
+(a run's folder is named by its key, so the later runs found the bare runs done; OUT holds
+OUT1/smollm2 and OUT2/gemma3; 126.8 min of run time on the longer model's side.)
 
 | model | mechanism | runs | success (95 % CI) | change vs bare (95 % CI) | McNemar p | tokens / run | tokens / success | calls / run | s / run |
 |---|---|---|---|---|---|---|---|---|---|
-| smollm2-135m-instruct | bare | 12 | 0.25 [0.09, 0.53] | baseline |  | 2,154 | 8,618 | 3.8 | 53 |
-| smollm2-135m-instruct | default | 10 | 0.20 [0.06, 0.51] | +0.10 [+0.00, +0.30] | 1.00 | 7,456 | 37,278 | 10.5 | 153 |
-| smollm2-135m-instruct | spin | 12 | 0.25 [0.09, 0.53] | +0.00 [-0.25, +0.25] | 1.00 | 3,612 | 14,449 | 4.8 | 84 |
-| smollm2-135m-instruct | diary | 12 | 0.67 [0.39, 0.86] | +0.42 [+0.17, +0.75] | 0.06 | 2,237 | 3,356 | 4.1 | 22 |
-| gemma-3-270m | bare | 12 | 0.17 [0.05, 0.45] | baseline |  | 1,858 | 11,148 | 4.0 | 59 |
-| gemma-3-270m | default | 7 | 0.00 [0.00, 0.35] | -0.14 [-0.43, +0.00] | 1.00 | 8,032 | - | 12.9 | 218 |
+| smollm2-135m-instruct | bare | 20 | 0.15 [0.05, 0.36] | baseline |  | 2,461 | 16,406 | 3.9 | 19 |
+| smollm2-135m-instruct | default | 20 | 0.15 [0.05, 0.36] | +0.00 [-0.15, +0.15] | 1.00 | 7,290 | 48,600 | 9.8 | 86 |
+| smollm2-135m-instruct | reflection-auto | 20 | 0.20 [0.08, 0.42] | +0.05 [-0.15, +0.25] | 1.00 | 4,953 | 24,765 | 7.0 | 81 |
+| smollm2-135m-instruct | memory | 20 | 0.25 [0.11, 0.47] | +0.10 [-0.10, +0.30] | 0.62 | 3,124 | 12,495 | 5.7 | 47 |
+| smollm2-135m-instruct | spin | 20 | 0.15 [0.05, 0.36] | +0.00 [-0.20, +0.20] | 1.00 | 4,869 | 32,460 | 5.7 | 85 |
+| gemma-3-270m | bare | 20 | 0.10 [0.03, 0.30] | baseline |  | 2,115 | 21,150 | 4.0 | 20 |
+| gemma-3-270m | default | 20 | 0.00 [0.00, 0.16] | -0.10 [-0.25, +0.00] | 0.50 | 8,377 | - | 12.2 | 116 |
+| gemma-3-270m | reflection-auto | 20 | 0.05 [0.01, 0.24] | -0.05 [-0.15, +0.00] | 1.00 | 4,670 | 93,390 | 7.4 | 86 |
+| gemma-3-270m | memory | 20 | 0.05 [0.01, 0.24] | -0.05 [-0.15, +0.00] | 1.00 | 3,514 | 70,287 | 7.4 | 94 |
+| gemma-3-270m | spin | 20 | 0.05 [0.01, 0.24] | -0.05 [-0.15, +0.00] | 1.00 | 4,151 | 83,022 | 6.0 | 64 |
 
-Bare success per family (SmolLM2 / Gemma, 3 easy tasks each): arith 1/3 / 1/3, extract 0/3 /
-0/3, fix 0/3 / 0/3, multi 2/3 / 1/3.  Every success is a run that wrote the right file and
-repeated the command until its iterations ran out.  The default configuration: no interval
-entirely below zero, 3.5-4.3x the tokens, tokens per success up; spin alone: no change; the
-diary alone: +0.42 [+0.17, +0.75], from its prompt text (no diary run reached a judged trial).
-At 12 pairs an interval is about +-0.25 wide; no default was changed on this.  The hard tier
-stays at 0 on both models.  The reading: docs/EVIDENCE.md.
+At 20 pairs an interval is about +-0.15 to +-0.25 wide; every change holds zero.  The medium tier
+is 0 for every variant on both models; SmolLM2's easy ``fix`` tasks, 0/3 bare, reach 2/3 with
+memory and 1/3 with reflection.  773 action replies, 0 unusable.  An earlier measurement (the 12
+easy tasks, with ``spin`` and ``diary``: the diary alone +0.42 [+0.17, +0.75], from its prompt
+text) and the reading: docs/EVIDENCE.md.
 """
 
 from __future__ import annotations
