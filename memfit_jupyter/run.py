@@ -50,6 +50,12 @@ log = package_logger()  # one logger for the package; secrets redacted
 #: were followed by a resolved task (docs/EVIDENCE.md).
 MAX_CONSECUTIVE_FAILED_CALLS = 3
 
+
+def gives_up(bad_replies: int, failed_calls: int, max_bad_replies: int) -> bool:
+    """Whether the loop ends on its streak: ``bad_replies`` unusable iterations in a row, the last
+    ``failed_calls`` of them calls that reached no model (``Run._bad_reply``; ``analyze`` asks too)."""
+    return failed_calls >= MAX_CONSECUTIVE_FAILED_CALLS or bool(max_bad_replies and bad_replies >= max_bad_replies)
+
 Subscriber = Callable[[Any], None]
 
 
@@ -389,8 +395,7 @@ class Run:
         for ext in self.extensions:
             ext.after_action(self, record)
         self._failed_calls = self._failed_calls + 1 if reply.error_kind != "format" else 0
-        limit = self.agent.max_bad_replies
-        if self._failed_calls >= MAX_CONSECUTIVE_FAILED_CALLS or (limit and self._bad_replies >= limit):
+        if gives_up(self._bad_replies, self._failed_calls, self.agent.max_bad_replies):
             raise RunFailed(f"the model gave no usable reply {self._bad_replies} times in a row "
                             f"(last: {reply.error})")
 

@@ -36,7 +36,7 @@ from ..records import ActionRecord, ReflectionLevel
 from ..reflection.config import ReflectionConfig
 from ..reflection.levels import decide_level
 from ..reflection.spin import SpinMonitor
-from ..run import MAX_CONSECUTIVE_FAILED_CALLS
+from ..run import gives_up
 from ..timeline import Timeline
 from ..trace import Trace, is_trace
 
@@ -200,7 +200,7 @@ def analyze(trace: dict[str, Any], judge: Any = None, **settings: Any) -> dict[s
         longest = max(longest, bad_streak)
         no_model = unusable and record.data.get("error_kind") not in (None, "format")
         failed_calls = failed_calls + 1 if no_model else 0
-        if bad_exit is None and (failed_calls >= MAX_CONSECUTIVE_FAILED_CALLS or (max_bad and bad_streak >= max_bad)):
+        if bad_exit is None and gives_up(bad_streak, failed_calls, max_bad):
             bad_exit = {"iteration": record.iteration,
                         "reason": f"the model gave no usable reply {bad_streak} times in a row "
                                   f"(last: {record.error})"}

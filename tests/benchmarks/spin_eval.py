@@ -61,8 +61,8 @@ STOPPING = RESULTS.with_name("spin_stopping.json")
 SYSTEMS = {
     # spin_rules="progress" (the default), with the exit after the seed's 3 warnings (off by
     # default since this evaluation and spin_eval.py stopping measured what it costs): "ended" counts it
-    "memfit": {"max_consecutive_spin_warnings": 3},
-    "memfit repetition rules": {"spin_rules": "repetition", "max_consecutive_spin_warnings": 3},
+    "memfit": dict(spin_stopping.SEED_EXIT),
+    "memfit repetition rules": {"spin_rules": "repetition", **spin_stopping.SEED_EXIT},
 }
 
 
