@@ -33,6 +33,7 @@ VARIANTS: dict[str, dict[str, Any]] = {
     "reflection-auto": {"reflection": "auto", "memory": False, **_NO_SPIN},
     "spin": {"reflection": "minimal", "memory": False},
     "memory": {"reflection": "none", "memory": None},
+    "lean": {"reflection": "minimal", "detectors": {"logic_spin": False}},
     "synthesis": {**_BARE, "samples": 3, "tools": ["+sub_query"]},
     "diary": {**_BARE, "oracle": TASK_ORACLE, "max_trials": 3},
 }
