@@ -22,6 +22,7 @@ from .config import (
     FLAT,
     RECORDED_BEFORE,
     AgentConfig,
+    detectors_as_run,
     feature_classes,
     field_of,
     settings_of,
@@ -35,6 +36,10 @@ from .tools import EXTENSION_TOOL_NAMES, Tool, select_tools
 __all__ = ["DEFAULT_MODEL", "TRACE_VERSION", "Agent", "AgentConfig", "Run"]
 
 Approver = Callable[[dict[str, Any]], "bool | tuple[bool, str] | None"]
+
+
+#: A setting an older trace did not record (``Agent._as_recorded``).
+_UNRECORDED = object()
 
 
 class _Setting:
@@ -133,8 +138,9 @@ class Agent:
         self.namespace = namespace if namespace is not None else {}
         #: Live OpenTelemetry export of every run: an endpoint, a file, True (OTEL_* env), options.
         self.otel = otel
-        #: Settings its trace leaves out: those that an older trace it was made from did not record.
-        self._unrecorded: tuple[str, ...] = ()
+        #: Settings its trace records as the older trace it was made from did (``from_settings``):
+        #: their value there, or _UNRECORDED for one that trace left out.
+        self._as_recorded: dict[str, Any] = {}
         # Fail now, not at the first step, on a tool name that does not exist.
         select_tools(self.tool_names, self.extra_tools, also_known=EXTENSION_TOOL_NAMES)
 
@@ -177,8 +183,11 @@ class Agent:
     def settings(self) -> dict[str, Any]:
         """The serialisable settings, as recorded in a trace."""
         out = settings_of(self.config)
-        for name in self._unrecorded:
-            out.pop(name, None)
+        for name, value in self._as_recorded.items():
+            if value is _UNRECORDED:
+                out.pop(name, None)
+            else:
+                out[name] = value
         return out
 
     def start(self, task: str) -> Run:
@@ -196,11 +205,16 @@ class Agent:
     def from_settings(cls, settings: dict[str, Any]) -> Agent:
         """An agent with the settings a trace records (``trace["settings"]``, ``Agent.settings()``):
         each is a flat setting of ``AgentConfig`` (``config.SETTINGS``).  A trace recorded before a
-        setting existed ran with the value ``config.RECORDED_BEFORE`` names, and the agent records
-        its settings as that trace did (a replay's events stay the recording's)."""
+        setting existed ran with the value ``config.RECORDED_BEFORE`` names, one recorded before
+        some detectors were off by default ran with them on (``config.detectors_as_run``), and the
+        agent records its settings as that trace did (a replay's events stay the recording's)."""
+        settings = dict(settings or {})
         unrecorded = tuple(name for name in RECORDED_BEFORE if name not in settings) if settings else ()
-        agent = cls(**{**{name: RECORDED_BEFORE[name] for name in unrecorded}, **settings})
-        agent._unrecorded = unrecorded
+        ran = {name: RECORDED_BEFORE[name] for name in unrecorded}
+        if "detectors" in settings and detectors_as_run(settings["detectors"]) != settings["detectors"]:
+            ran["detectors"] = detectors_as_run(settings["detectors"])
+        agent = cls(**{**settings, **ran})
+        agent._as_recorded = {name: (settings[name] if name in settings else _UNRECORDED) for name in ran}
         return agent
 
     @classmethod

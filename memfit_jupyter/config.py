@@ -44,7 +44,7 @@ if TYPE_CHECKING:
     from .reliability.guarantees import ExecutionGuarantees
     from .tool_policy import ToolPolicy
 
-__all__ = ["AgentConfig", "DEFAULT_MODEL", "FLAT", "OPTIONS", "Option", "REFLECTION_CHOICES", "SETTINGS",
+__all__ = ["AgentConfig", "DEFAULT_MODEL", "FIRST_DEFAULTS", "FLAT", "OPTIONS", "Option", "REFLECTION_CHOICES", "SETTINGS",
            "agent_kwargs", "feature_classes", "options_table", "settings_of"]
 
 C = TypeVar("C")
@@ -223,12 +223,35 @@ SETTINGS = ("model", "fast_model", "fallback_model", "max_iterations", "max_cost
 RECORDED_BEFORE: dict[str, Any] = {"max_bad_replies": 3}
 
 
+#: The defaults memfit first came with, where today's differ (each changed from a measurement:
+#: docs/EVIDENCE.md): ``Agent(**FIRST_DEFAULTS)`` runs as the first builds did.
+FIRST_DEFAULTS: dict[str, Any] = {"reflection": "auto", "detectors": {"logic_spin": True},
+                                  "max_consecutive_spin_warnings": 3, "max_bad_replies": 3}
+
+
+def recorded_detectors(detectors: Mapping[str, bool]) -> dict[str, bool]:
+    """The detectors a run with the setting ``detectors`` records: the off-by-default ones named."""
+    from .reflection.config import DETECTORS_OFF
+
+    return {**{name: False for name in DETECTORS_OFF}, **detectors}
+
+
+def detectors_as_run(recorded: Any) -> Any:
+    """The detectors setting the run of a trace had, from what the trace records: a trace from
+    before ``reflection.config.DETECTORS_OFF`` (it names none of them) ran with them on."""
+    from .reflection.config import DETECTORS_OFF
+
+    if isinstance(recorded, Mapping) and not any(name in recorded for name in DETECTORS_OFF):
+        return {**{name: True for name in DETECTORS_OFF}, **recorded}
+    return recorded
+
+
 def settings_of(config: AgentConfig) -> dict[str, Any]:
     """The serialisable settings of ``config``, as a trace records them."""
     out = {name: config.get(FLAT[name]) for name in SETTINGS}
     level = out["reflection"]
     out["reflection"] = level if isinstance(level, str) else ReflectionLevel.parse(level).name.lower()
-    out["detectors"] = dict(out["detectors"])
+    out["detectors"] = recorded_detectors(out["detectors"])
     out["memory"] = out["memory"] is not False
     return out
 

@@ -29,6 +29,7 @@ from memfit_jupyter.config import (
     options_table,
 )
 from memfit_jupyter.context.tiers import ContextConfig
+from memfit_jupyter.records import ReflectionLevel
 from memfit_jupyter.reflection.config import ReflectionConfig
 from memfit_jupyter.reliability.config import ReliabilityConfig
 
@@ -36,8 +37,10 @@ SETTING_OPTIONS = [o for o in OPTIONS if o.setting]
 
 
 def imported_default(path: str):
-    """The default of the field at ``path``, from the imported classes (not from their source)."""
-    return AgentConfig().get(path)
+    """The default of the field at ``path``, from the imported classes (not from their source), as
+    an option writes it (a reflection level by its name, as traces record it)."""
+    value = AgentConfig().get(path)
+    return value.name.lower() if isinstance(value, ReflectionLevel) else value
 
 
 def test_the_fields_read_from_the_source_are_the_classes_own():

@@ -128,6 +128,30 @@ def test_a_trace_recorded_before_max_bad_replies_replays_with_the_limit_its_run_
     assert "max_bad_replies" not in replayed.trace()["settings"]
 
 
+def test_a_trace_recorded_when_the_spin_judge_was_on_by_default_replays_with_the_judge(tmp_path):
+    run = Agent(model="memfit/logic-spin", workdir=tmp_path / "a", memory=False, reflection="auto",
+                detectors={"logic_spin": True}).start("find the version")
+    run.run()
+    assert run.trace()["settings"]["detectors"] == {"logic_spin": True}
+    judged = [e for e in run.events if e.TYPE == "spin" and e.layer == 2]
+    assert judged, "logic-spin's layer 1 fires and the judge is asked"
+    recorded = json.loads(json.dumps(run.trace()))
+    for settings in (recorded["settings"], recorded["events"][0]["settings"]):
+        settings["detectors"] = {}  # as a trace of an earlier memfit holds them: every detector on
+    replayed = Agent.replay(recorded, workdir=tmp_path / "elsewhere")
+    replayed.run()
+    assert [e for e in replayed.events if e.TYPE == "spin" and e.layer == 2]
+    # the events are the recording's, byte for byte, its settings included
+    assert json.dumps(replayed.trace()["events"]) == json.dumps(recorded["events"])
+    assert replayed.trace()["settings"]["detectors"] == {}
+    # a run made today with the same (empty) setting does not ask the judge
+    today = Agent(model="memfit/logic-spin", workdir=tmp_path / "b", memory=False, reflection="auto",
+                  detectors={}).start("find the version")
+    today.run()
+    assert today.trace()["settings"]["detectors"] == {"logic_spin": False}
+    assert not [e for e in today.events if e.TYPE == "spin" and e.layer == 2]
+
+
 def test_replay_reproduces_the_events_byte_for_byte(tmp_path):
     for scenario in ("demo", "bad-output", "unknown-tool"):
         run = Agent(model=f"memfit/{scenario}", workdir=tmp_path / scenario, memory=False).start("task")

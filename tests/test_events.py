@@ -27,7 +27,7 @@ def test_every_event_of_a_run_is_typed_and_serialises_as_before(tmp_path):
 
 
 def test_subscribe_by_class_gets_only_those_events(tmp_path):
-    run = start(tmp_path, model="memfit/spin-demo")
+    run = start(tmp_path, model="memfit/spin-demo", reflection="auto", detectors={"logic_spin": True})
     seen, every, guidance = [], [], []
     run.subscribe(seen.append, ev.Observation, ev.Action)
     run.subscribe(every.append)

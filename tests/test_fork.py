@@ -58,8 +58,8 @@ def _untimed(events):
     return [{k: v for k, v in e.items() if k not in TIMES} for e in events]
 
 
-def _parent(name, workdir, memory=False):
-    extra = {"oracle": "false", "max_trials": 2} if name == "diary" else {}
+def _parent(name, workdir, memory=False, **kw):
+    extra = {"oracle": "false", "max_trials": 2, **kw} if name == "diary" else kw
     workdir.mkdir(parents=True, exist_ok=True)
     run = Agent(model=f"memfit/{name}", workdir=workdir, memory=memory, **extra).start(
         load_scenario(name).task or "do the task")
@@ -177,7 +177,7 @@ def test_a_replaced_action_runs_for_real_and_a_replaced_observation_does_not(tmp
 
 
 def test_memory_hits_replace_what_step_k_retrieves(tmp_path):
-    parent = _parent("spin-demo", tmp_path / "parent", memory=None)
+    parent = _parent("spin-demo", tmp_path / "parent", memory=None, reflection="auto")
     deep = [e for e in parent.events if e.TYPE == "reflection" and e.level >= 2]
     assert deep, "spin-demo reflects at STANDARD or above, which searches memory"
     at = deep[0].iteration

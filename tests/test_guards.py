@@ -73,7 +73,7 @@ def reflection_calls(run) -> int:
 
 def test_a_refusing_guard_lets_the_finish_through_after_max_refusals(tmp_path):
     # diary without an oracle finishes without running tests_slug.py, again and again.
-    agent = Agent(model="memfit/diary", workdir=tmp_path, memory=False,
+    agent = Agent(model="memfit/diary", workdir=tmp_path, memory=False, reflection="auto",
                   extensions=[GuardConfig.only(["unverified_finish"])])
     run = agent.start(load_scenario("diary").task)
     result = run.run()

@@ -14,7 +14,7 @@ def memory_events(run, op=None):
 
 
 def test_a_lesson_from_one_run_is_found_by_the_next(tmp_path):
-    first = Agent(model="memfit/memory-lesson", workdir=tmp_path).start(TASK)
+    first = Agent(model="memfit/memory-lesson", workdir=tmp_path, reflection="auto").start(TASK)
     assert first.run().status == "done"
     assert (tmp_path / ".memfit" / "memory.sqlite3").exists()
     triage = memory_events(first, "triage")
@@ -23,7 +23,7 @@ def test_a_lesson_from_one_run_is_found_by_the_next(tmp_path):
     assert triage[1]["duplicates"] == 1  # the same lesson again: 2-of-3 dedup
     for e in triage:
         assert set(e.fields()) >= {"op", "query", "results", "added", "bytes"}
-    second = Agent(model="memfit/memory-lesson", workdir=tmp_path).start(TASK)
+    second = Agent(model="memfit/memory-lesson", workdir=tmp_path, reflection="auto").start(TASK)
     second.run()
     (found,) = memory_events(second, "task_search")
     assert found["query"] == TASK and found["bytes"] <= 4096

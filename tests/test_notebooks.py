@@ -100,7 +100,7 @@ def test_quickstart(copy_of_notebooks):
     assert trace["status"] == "done" and "42" in trace["answer"]
     assert [e["tool"] for e in trace["events"] if e["type"] == "action"] == ["read_file", "python", "finish"]
     # The --step run was moved by run.step() and run() in later cells: its saved output followed.
-    (stepped,) = runs_in(cell(nb, "%%memfit_task --model memfit/spin-demo --step"))
+    (stepped,) = runs_in(cell(nb, "%%memfit_task --model memfit/spin-demo --reflection auto --step"))
     assert stepped["status"] == "done" and stepped["totals"]["iterations"] == 6
     assert "same_action_type (layer 1)" in text_of(cell(nb, "for _ in range(2):"))
     frame = cell(nb, "import json\nimport polars")
@@ -158,8 +158,8 @@ def test_memory(copy_of_notebooks):
     frame = search.outputs[-1].data["text/html"]
     assert all(col in frame for col in ("keyword_bonus", "relevance", "final"))
     assert f"relevance x{RankingConfig().weight}" in cell(nb, "import polars as pl").outputs[-1].data["text/html"]
-    first, second = runs_in(cell(nb, "%%memfit_task --model memfit/memory-lesson --quiet --name first")), \
-        runs_in(cell(nb, "%%memfit_task --model memfit/memory-lesson --quiet --name second"))
+    first, second = runs_in(cell(nb, "%%memfit_task --model memfit/memory-lesson --reflection auto --quiet --name first")), \
+        runs_in(cell(nb, "%%memfit_task --model memfit/memory-lesson --reflection auto --quiet --name second"))
     assert first[0]["status"] == second[0]["status"] == "done"
     learned = [e for e in first[0]["events"] if e["type"] == "memory" and e["op"] == "triage" and e["added"]]
     assert learned

@@ -41,7 +41,8 @@ def run_scenario(name, workdir, **kw):
 
 @pytest.fixture(scope="module")
 def spin_trace(tmp_path_factory):
-    return run_scenario("spin-demo", tmp_path_factory.mktemp("spin")).trace()
+    return run_scenario("spin-demo", tmp_path_factory.mktemp("spin"), reflection="auto",
+                        detectors={"logic_spin": True}).trace()
 
 
 @pytest.fixture(scope="module")

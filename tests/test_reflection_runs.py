@@ -15,6 +15,8 @@ from memfit_jupyter.tools import BUILTIN_TOOLS
 def start(scenario, tmp_path, **kw):
     # No long-term memory unless a test asks: runs stay isolated and make no triage calls.
     kw.setdefault("memory", False)
+    # The decision tree, which these tests are about (the default is MINIMAL: no model call).
+    kw.setdefault("reflection", "auto")
     return Agent(model=f"memfit/{scenario}", workdir=tmp_path, **kw).start(load_scenario(scenario).task)
 
 
@@ -53,7 +55,8 @@ def test_failure_gets_critical_reflection_in_the_seeds_words(tmp_path):
     prompt = json.dumps(run.next_prompt())
     assert prompt.count("CRITICAL REFLECTION") == 1 and "Your recent self-reflections" not in prompt
     # the seed's cache (every reflection, in the system prompt) repeats it there too
-    seed = start("spin-demo", tmp_path / "seed", configs=[ReflectionConfig(cache_kinds="all", prompt_place="system")])
+    seed = start("spin-demo", tmp_path / "seed", configs=[ReflectionConfig(reflection="auto", cache_kinds="all",
+                                                                     prompt_place="system")])
     seed.step()
     assert "Your recent self-reflections" in seed.next_prompt()[0]["content"]
 
@@ -101,7 +104,8 @@ def test_cache_keeps_the_three_most_recent_informative_ones_at_the_end(tmp_path)
 
 
 def test_the_seeds_cache_keeps_every_reflection_in_the_system_prompt(tmp_path):
-    run = start("spin-demo", tmp_path, configs=[ReflectionConfig(cache_kinds="all", prompt_place="system")])
+    run = start("spin-demo", tmp_path, configs=[ReflectionConfig(reflection="auto", cache_kinds="all",
+                                                                     prompt_place="system")])
     assert run.run().status == "done"
     ext = next(e for e in run.extensions if isinstance(e, ReflectionExtension))
     assert [r.iteration_num for r in ext.reflector.cache] == [4, 5, 6]
@@ -134,7 +138,7 @@ def test_a_reflection_prompt_shows_the_action_once(tmp_path):
 
 
 def test_a_failing_reflection_or_spin_analysis_leaves_the_run_going(tmp_path):
-    run = start("reflection-faults", tmp_path)
+    run = start("reflection-faults", tmp_path, detectors={"logic_spin": True})
     result = run.run()
     assert result.status == "done", result.reason
     reflections = events(run, "reflection")

@@ -13,6 +13,9 @@ from memfit_jupyter.reflection import ReflectionExtension, SpinDetectionResult, 
 def start(scenario, tmp_path, **kw):
     # No long-term memory unless a test asks: runs stay isolated and make no triage calls.
     kw.setdefault("memory", False)
+    # The decision tree and the layer-2 judge, which these tests are about (both off by default).
+    kw.setdefault("reflection", "auto")
+    kw["detectors"] = {"logic_spin": True, **kw.get("detectors", {})}
     return Agent(model=f"memfit/{scenario}", workdir=tmp_path, **kw).start(load_scenario(scenario).task)
 
 
@@ -122,7 +125,8 @@ def test_spin_exit_after_max_consecutive_warnings_when_the_evidence_repeats(tmp_
 def test_repetition_rules_keep_the_first_build(tmp_path):
     # the first-built layer 1 fires on the productive reads too, and a judge alone can end the run
     run = start("logic-spin", tmp_path, extensions=[__import__("memfit_jupyter.reflection", fromlist=["x"])
-                                                   .ReflectionConfig(spin_rules="repetition",
+                                                   .ReflectionConfig(reflection="auto", spin_rules="repetition",
+                                                                     detectors={"logic_spin": True},
                                                                      max_consecutive_spin_warnings=1)])
     result = run.run()
     layer2 = {e.iteration: e for e in events(run, "spin") if e["layer"] == 2}

@@ -79,7 +79,7 @@ def test_a_real_models_unconfined_call_with_nobody_to_ask_is_refused_and_says_ho
     work = tmp_path / "work"
     work.mkdir()
     agent = real_agent(server, "refused", [reply("shell", command=f"echo escaped > {outside}"),
-                                           reply("finish", answer="done")], work)
+                                           reply("finish", answer="done")], work, reflection="auto")
     run = agent.start("write a file")
     result = run.run()
     assert result.status == "done" and not outside.exists()

@@ -1,7 +1,9 @@
 """The variants an evaluation compares: named sets of ``Agent`` settings.
 
 ``bare`` is the loop with nothing added (no reflection, no spin detection, no memory);
-``default`` is the agent as it comes; the others switch on one mechanism over ``bare``.
+``default`` is the agent as it comes (``first-defaults``: as it first came, ``config.FIRST_DEFAULTS``);
+the others switch on one mechanism over ``bare``.  A run's key hashes its variant's settings, not
+the defaults under them: after the defaults change, give ``default`` runs a new ``out``.
 A variant's ``oracle`` may be ``TASK_ORACLE``: each task's own oracle command goes there
 (the failure diary judges its trials with it).  A variant's ``tools`` whose names all start
 with ``+`` add those tools to the evaluation's (``synthesis`` adds ``sub_query``, the tool
@@ -13,6 +15,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from ..config import FIRST_DEFAULTS
 from ..reflection.config import DETECTORS
 
 #: Stands for the task's oracle command in a variant's settings.
@@ -22,18 +25,20 @@ _BARE = {"reflection": "none", "memory": False}
 
 #: The variants by name.  Reflection alone forces a level on every action with spin detection off;
 #: spin detection alone forces MINIMAL reflection (a record, no model call) so that only the
-#: detectors and their warnings and exit act; memory alone is a fresh store per run (a run's
+#: detectors and their warnings act (``spin-judge``: with the layer-2 judge, off by default); memory alone is a fresh store per run (a run's
 #: own triage and searches: memory across runs would make a run depend on the order they ran in).
 VARIANTS: dict[str, dict[str, Any]] = {
     "bare": dict(_BARE),
     "default": {},
+    "first-defaults": dict(FIRST_DEFAULTS),
     "reflection-minimal": {"reflection": "minimal", "memory": False, **_NO_SPIN},
     "reflection-standard": {"reflection": "standard", "memory": False, **_NO_SPIN},
     "reflection-deep": {"reflection": "deep", "memory": False, **_NO_SPIN},
     "reflection-auto": {"reflection": "auto", "memory": False, **_NO_SPIN},
     "spin": {"reflection": "minimal", "memory": False},
+    "spin-judge": {"reflection": "minimal", "memory": False, "detectors": {"logic_spin": True}},
     "memory": {"reflection": "none", "memory": None},
-    "lean": {"reflection": "minimal", "detectors": {"logic_spin": False}},
+    "lean": {"reflection": "minimal", "detectors": {"logic_spin": False}},  # the default, named
     "synthesis": {**_BARE, "samples": 3, "tools": ["+sub_query"]},
     "diary": {**_BARE, "oracle": TASK_ORACLE, "max_trials": 3},
 }

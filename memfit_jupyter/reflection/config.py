@@ -23,6 +23,10 @@ DETECTORS = (
     "monologue",            # N messages in a row with no observation (OpenHands' pattern)
     "context_window",       # N context condensations in a row (OpenHands' pattern)
 )
+#: Detectors that are off unless ``detectors`` names them on: the layer-2 judge, whose model call
+#: paid for nothing measured (docs/EVIDENCE.md).  A trace records each of them, on or off
+#: (``config.settings_of``); one that names none of them ran with them on (``config.detectors_as_run``).
+DETECTORS_OFF = ("logic_spin",)
 #: "progress": detectors that ask for repetition without progress (reflection/detectors.py);
 #: "repetition": the first-built detectors, which fire on repetition alone, whatever it found
 #: (reflection/repetition_detectors.py).
@@ -45,8 +49,10 @@ class ReflectionConfig:
     """
 
     #: "auto" (the decision tree) or a forced level for every action; NONE turns reflection
-    #: and spin detection off.
-    reflection: str | ReflectionLevel = "auto"
+    #: and spin detection off.  MINIMAL by default (a record of every action, no model call):
+    #: on both local models the decision tree's reflections cost more tokens per success than
+    #: they won (docs/EVIDENCE.md); "auto" was the first default (config.FIRST_DEFAULTS).
+    reflection: str | ReflectionLevel = "minimal"
     #: Layer 1: this many actions in a row with the same action type and tool fire it.
     spin_threshold: int = 3
     #: The decision tree's STANDARD-on-spin branch starts after this iteration (from iteration 6 on).
@@ -74,7 +80,7 @@ class ReflectionConfig:
     #: Layer 3: look for modify_code edits among this many recent actions.
     code_spin_window: int = 10
     #: Spin warnings given before the next confirmed spin ends the run (0 = never end it, the
-    #: default: on 1,045 recorded SWE-bench runs an exit after 3, the seed's setting, ended 4.8%
+    #: default: on 1,045 recorded SWE-bench runs an exit after 3, the first default, ended 4.8%
     #: of the resolved runs to save 5.7% of the failed runs' steps; docs/EVIDENCE.md).
     max_consecutive_spin_warnings: int = 0
     #: This many iterations in a row with no spin reset the warning count.
@@ -88,7 +94,9 @@ class ReflectionConfig:
     #: Unusable model replies in a row that warn (the loop gives up on them only at the agent's
     #: `max_bad_replies`). Two in a row happen in 2% of healthy real runs.
     empty_replies_threshold: int = 3
-    #: Detectors switched on or off by name (missing names are on).
+    #: Detectors switched on or off by name (missing names are on, but for the layer-2 judge,
+    #: logic_spin, which is off unless named: its model call cost ~1,800-2,100 tokens a run on the
+    #: local models for no success measured; docs/EVIDENCE.md).
     detectors: dict[str, bool] = field(default_factory=dict)
     #: How much of the recent timeline goes into the analysis prompts.
     timeline_chars: int = 3000
@@ -127,7 +135,7 @@ class ReflectionConfig:
             raise ValueError(f"unknown detector(s) {', '.join(unknown)}; detectors are: {', '.join(DETECTORS)}")
 
     def enabled(self, detector: str) -> bool:
-        return bool(self.detectors.get(detector, True))
+        return bool(self.detectors.get(detector, detector not in DETECTORS_OFF))
 
     @property
     def forced(self) -> ReflectionLevel | None:

@@ -40,7 +40,16 @@ OUT1/smollm2 and OUT2/gemma3; 126.8 min of run time on the longer model's side.)
 | gemma-3-270m | memory | 20 | 0.05 [0.01, 0.24] | -0.05 [-0.15, +0.00] | 1.00 | 3,514 | 70,287 | 7.4 | 94 |
 | gemma-3-270m | spin | 20 | 0.05 [0.01, 0.24] | -0.05 [-0.15, +0.00] | 1.00 | 4,151 | 83,022 | 6.0 | 64 |
 
-At 20 pairs an interval is about +-0.15 to +-0.25 wide; every change holds zero.  The medium tier
+The new default (``lean``'s settings: MINIMAL reflection, the spin judge off, memory on), with a
+second repeat (``--repeats 2 --variants bare,lean``: 24.7 min SmolLM2, 37.8 min Gemma), 40 pairs:
+
+| smollm2-135m-instruct | bare | 40 | 0.20 [0.10, 0.35] | baseline |  | 2,355 | 11,774 | 3.7 | 20 |
+| smollm2-135m-instruct | lean | 40 | 0.28 [0.16, 0.43] | +0.07 [-0.03, +0.20] | 0.38 | 3,765 | 13,690 | 6.3 | 40 |
+| gemma-3-270m | bare | 40 | 0.05 [0.01, 0.17] | baseline |  | 2,175 | 43,494 | 4.0 | 23 |
+| gemma-3-270m | lean | 40 | 0.05 [0.01, 0.17] | +0.00 [+0.00, +0.00] | 1.00 | 4,209 | 84,172 | 7.8 | 81 |
+
+(the ``default`` rows above are the first defaults, now the ``first-defaults`` variant.)
+At 20 pairs an interval is about +-0.15 to +-0.25 wide, at 40 about +-0.1; every change holds zero.  The medium tier
 is 0 for every variant on both models; SmolLM2's easy ``fix`` tasks, 0/3 bare, reach 2/3 with
 memory and 1/3 with reflection.  773 action replies, 0 unusable.  An earlier measurement (the 12
 easy tasks, with ``spin`` and ``diary``: the diary alone +0.42 [+0.17, +0.75], from its prompt
