@@ -26,7 +26,8 @@ _BARE = {"reflection": "none", "memory": False}
 #: The variants by name.  Reflection alone forces a level on every action with spin detection off;
 #: spin detection alone forces MINIMAL reflection (a record, no model call) so that only the
 #: detectors and their warnings act (``spin-judge``: with the layer-2 judge, off by default);
-#: memory alone is a fresh store per run (a run's own triage and searches: memory across runs would make a run depend on the order they ran in).
+#: memory alone is a fresh store per run (a run's own triage and searches: memory across runs
+#: would make a run depend on the order they ran in).
 VARIANTS: dict[str, dict[str, Any]] = {
     "bare": dict(_BARE),
     "default": {},
