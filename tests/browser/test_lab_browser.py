@@ -395,7 +395,7 @@ def _stream_notebook(api_base: str) -> dict:
         f"%%memfit_task --model openai/streamer --api-base {api_base} --structured schema --tools finish "
         "--reflection none --no-memory --max-iterations 1 --name streamed\nSay hello, then finish.",
         # no memory: what earlier tests stored in the same folder stays out of the prompt
-        "%%memfit_task --step --model memfit/spin-demo --no-memory --name stepped\n"
+        "%%memfit_task --step --model memfit/spin-demo --reflection auto --no-memory --name stepped\n"
         "what is the total of the numbers in data.txt?",
     ]
     return nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(c) for c in cells], metadata={
