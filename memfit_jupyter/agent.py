@@ -20,9 +20,8 @@ from typing import Any
 from .config import (
     DEFAULT_MODEL,
     FLAT,
-    RECORDED_BEFORE,
     AgentConfig,
-    detectors_as_run,
+    as_run,
     feature_classes,
     field_of,
     settings_of,
@@ -205,16 +204,12 @@ class Agent:
     def from_settings(cls, settings: dict[str, Any]) -> Agent:
         """An agent with the settings a trace records (``trace["settings"]``, ``Agent.settings()``):
         each is a flat setting of ``AgentConfig`` (``config.SETTINGS``).  A trace recorded before a
-        setting existed ran with the value ``config.RECORDED_BEFORE`` names, one recorded before
-        some detectors were off by default ran with them on (``config.detectors_as_run``), and the
-        agent records its settings as that trace did (a replay's events stay the recording's)."""
+        setting existed, or when some detectors were on by default, ran as ``config.as_run`` says,
+        and the agent records its settings as that trace did (a replay's events stay the recording's)."""
         settings = dict(settings or {})
-        unrecorded = tuple(name for name in RECORDED_BEFORE if name not in settings) if settings else ()
-        ran = {name: RECORDED_BEFORE[name] for name in unrecorded}
-        if "detectors" in settings and detectors_as_run(settings["detectors"]) != settings["detectors"]:
-            ran["detectors"] = detectors_as_run(settings["detectors"])
+        ran = as_run(settings)
         agent = cls(**{**settings, **ran})
-        agent._as_recorded = {name: (settings[name] if name in settings else _UNRECORDED) for name in ran}
+        agent._as_recorded = {name: settings.get(name, _UNRECORDED) for name in ran}
         return agent
 
     @classmethod

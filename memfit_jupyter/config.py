@@ -236,14 +236,20 @@ def recorded_detectors(detectors: Mapping[str, bool]) -> dict[str, bool]:
     return {**{name: False for name in DETECTORS_OFF}, **detectors}
 
 
-def detectors_as_run(recorded: Any) -> Any:
-    """The detectors setting the run of a trace had, from what the trace records: a trace from
-    before ``reflection.config.DETECTORS_OFF`` (it names none of them) ran with them on."""
+def as_run(settings: Mapping[str, Any]) -> dict[str, Any]:
+    """The settings a trace's run had where they differ from what the trace records (``settings``,
+    empty for none): one recorded before a setting existed ran with ``RECORDED_BEFORE``'s value,
+    and one whose ``detectors`` names none of ``reflection.config.DETECTORS_OFF`` was recorded when
+    they were on by default."""
     from .reflection.config import DETECTORS_OFF
 
-    if isinstance(recorded, Mapping) and not any(name in recorded for name in DETECTORS_OFF):
-        return {**{name: True for name in DETECTORS_OFF}, **recorded}
-    return recorded
+    if not settings:
+        return {}
+    ran = {name: value for name, value in RECORDED_BEFORE.items() if name not in settings}
+    detectors = settings.get("detectors")
+    if isinstance(detectors, Mapping) and not any(name in detectors for name in DETECTORS_OFF):
+        ran["detectors"] = {**{name: True for name in DETECTORS_OFF}, **detectors}
+    return ran
 
 
 def settings_of(config: AgentConfig) -> dict[str, Any]:

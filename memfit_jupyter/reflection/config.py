@@ -25,7 +25,7 @@ DETECTORS = (
 )
 #: Detectors that are off unless ``detectors`` names them on: the layer-2 judge, whose model call
 #: paid for nothing measured (docs/EVIDENCE.md).  A trace records each of them, on or off
-#: (``config.settings_of``); one that names none of them ran with them on (``config.detectors_as_run``).
+#: (``config.settings_of``); one that names none of them ran with them on (``config.as_run``).
 DETECTORS_OFF = ("logic_spin",)
 #: "progress": detectors that ask for repetition without progress (reflection/detectors.py);
 #: "repetition": the first-built detectors, which fire on repetition alone, whatever it found
