@@ -79,6 +79,7 @@ class Agent:
     samples = _Setting("samples")
     tool_names = _Setting("tools")
     memory = _Setting("memory")
+    memory_triage = _Setting("memory_triage")
     oracle = _Setting("oracle")
     max_trials = _Setting("max_trials")
     plan = _Setting("plan")

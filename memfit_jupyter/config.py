@@ -209,7 +209,7 @@ FLAT: dict[str, str] = {
     "strategy": "reliability.strategy", "samples": "reliability.samples",
     "tools": "tools", "max_trials": "context.max_trials", "context_window": "context_window",
     "failure_threshold": "reliability.failure_threshold", "recovery_timeout": "reliability.recovery_timeout",
-    "memory": "store", "api_base": "api_base", "structured": "structured",
+    "memory": "store", "memory_triage": "memory.triage_at", "api_base": "api_base", "structured": "structured",
     "oracle": "oracle", "plan": "plan", "progress": "progress",
     "approve_tools": "tool_policy.approve_tools", "sandbox": "tool_policy.sandbox",
 }
@@ -217,16 +217,16 @@ FLAT: dict[str, str] = {
 SETTINGS = ("model", "fast_model", "fallback_model", "max_iterations", "max_cost_usd", "max_duration_seconds",
             "max_recursive_calls", "reflection", "spin_threshold", "max_consecutive_spin_warnings", "detectors",
             "strategy", "samples", "tools", "max_trials", "context_window", "failure_threshold",
-            "recovery_timeout", "memory", "api_base", "structured", "max_bad_replies")
+            "recovery_timeout", "memory", "api_base", "structured", "max_bad_replies", "memory_triage")
 #: Settings that traces recorded before the setting existed, with the value their runs had: a
 #: replay or a fork of such a trace runs as its run did (``Agent.from_settings``).
-RECORDED_BEFORE: dict[str, Any] = {"max_bad_replies": 3}
+RECORDED_BEFORE: dict[str, Any] = {"max_bad_replies": 3, "memory_triage": "events"}
 
 
 #: The defaults memfit first came with, where today's differ (each changed from a measurement:
 #: docs/EVIDENCE.md): ``Agent(**FIRST_DEFAULTS)`` runs as the first builds did.
 FIRST_DEFAULTS: dict[str, Any] = {"reflection": "auto", "detectors": {"logic_spin": True},
-                                  "max_consecutive_spin_warnings": 3, "max_bad_replies": 3}
+                                  "max_consecutive_spin_warnings": 3, "max_bad_replies": 3, "memory_triage": "events"}
 
 
 def recorded_detectors(detectors: Mapping[str, bool]) -> dict[str, bool]:
@@ -453,6 +453,8 @@ OPTIONS: tuple[Option, ...] = (
     Option("--memory", "memory", "PATH", trait="memory_path",
            default_text="`.memfit/` in the working directory"),
     Option("--no-memory", text="Run without long-term memory.", switch=True),
+    # memory.triage.TRIAGE_AT, written out: reading the options imports no feature package
+    Option("--memory-triage", "memory_triage", "WHEN", choices=("end", "events"), trait="memory_triage"),
     Option("--oracle", "oracle", "CMD", trait="oracle", default_text="off"),
     Option("--max-trials", "max_trials", "N", trait="max_trials", minimum=1),
     Option("--plan", "plan", "FILE", trait="plan", default_text="off"),

@@ -152,6 +152,22 @@ def test_a_trace_recorded_when_the_spin_judge_was_on_by_default_replays_with_the
     assert not [e for e in today.events if e.TYPE == "spin" and e.layer == 2]
 
 
+def test_a_trace_recorded_before_triage_waited_for_the_end_replays_with_triage_at_events(tmp_path):
+    run = Agent(model="memfit/memory-lesson", workdir=tmp_path / "a", reflection="auto",
+                memory_triage="events").start("what is in numbers.txt?")
+    run.run()
+    at = [e.iteration for e in run.events if e.TYPE == "memory" and e.op == "triage"]
+    assert len(at) == 2, "the failed read and the finish are triaged at once"
+    recorded = json.loads(json.dumps(run.trace()))
+    for settings in (recorded["settings"], recorded["events"][0]["settings"]):
+        del settings["memory_triage"]  # as a trace of an earlier memfit holds them
+    replayed = Agent.replay(recorded, workdir=tmp_path / "elsewhere")
+    replayed.run()
+    assert [e.iteration for e in replayed.events if e.TYPE == "memory" and e.op == "triage"] == at
+    assert json.dumps(replayed.trace()["events"]) == json.dumps(recorded["events"])
+    assert "memory_triage" not in replayed.trace()["settings"]
+
+
 def test_replay_reproduces_the_events_byte_for_byte(tmp_path):
     for scenario in ("demo", "bad-output", "unknown-tool"):
         run = Agent(model=f"memfit/{scenario}", workdir=tmp_path / scenario, memory=False).start("task")

@@ -1,4 +1,6 @@
-"""Memory in runs: the default store, triage after each iteration, the task search, the tools."""
+"""Memory in runs: the default store, triage (at the run's end, or at events), the task search, the tools."""
+
+import json
 
 import pytest
 
@@ -13,17 +15,33 @@ def memory_events(run, op=None):
     return [e for e in run.events if e.type == "memory" and (op is None or e["op"] == op)]
 
 
-def test_a_lesson_from_one_run_is_found_by_the_next(tmp_path):
+def test_triage_at_the_end_keeps_the_lesson_in_one_call(tmp_path):
     first = Agent(model="memfit/memory-lesson", workdir=tmp_path, reflection="auto").start(TASK)
+    assert first.run().status == "done"
+    # by default one triage, when the run ends, over all three steps (the failed read among them)
+    (triage,) = memory_events(first, "triage")
+    assert triage.iteration == 3 and triage["added"] and triage["source"] == "model"
+    calls = [e for e in first.events if e.type == "model_call" and e["purpose"] == "triage"]
+    assert len(calls) == 1 and "numbers.txt" in json.dumps(calls[0].fields())
+    second = Agent(model="memfit/memory-lesson", workdir=tmp_path, reflection="auto").start(TASK)
+    second.run()
+    (found,) = memory_events(second, "task_search")
+    assert "numbers.txt" in found["results"][0]["content"]
+
+
+def test_a_lesson_from_one_run_is_found_by_the_next(tmp_path):
+    first = Agent(model="memfit/memory-lesson", workdir=tmp_path, reflection="auto",
+                  memory_triage="events").start(TASK)
     assert first.run().status == "done"
     assert (tmp_path / ".memfit" / "memory.sqlite3").exists()
     triage = memory_events(first, "triage")
-    # triaged: the failed read (iteration 1) and the finish (3); the plain read in between is not
+    # triaged at events: the failed read (iteration 1) and the finish (3); the plain read in between is not
     assert [e.iteration for e in triage] == [1, 3] and triage[0]["added"] and triage[0]["source"] == "model"
     assert triage[1]["duplicates"] == 1  # the same lesson again: 2-of-3 dedup
     for e in triage:
         assert set(e.fields()) >= {"op", "query", "results", "added", "bytes"}
-    second = Agent(model="memfit/memory-lesson", workdir=tmp_path, reflection="auto").start(TASK)
+    second = Agent(model="memfit/memory-lesson", workdir=tmp_path, reflection="auto",
+                   memory_triage="events").start(TASK)
     second.run()
     (found,) = memory_events(second, "task_search")
     assert found["query"] == TASK and found["bytes"] <= 4096

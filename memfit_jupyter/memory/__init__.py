@@ -24,7 +24,7 @@ from ..extension import Hooks
 from .dedup import DedupConfig
 from .entity import MemoryEntity, ScoredMemory, SearchResults, result_dicts
 from .ranking import RankingConfig
-from .triage import TriageConfig
+from .triage import TRIAGE_AT, TriageConfig
 
 if TYPE_CHECKING:
     from ..protocols import RunView
@@ -66,9 +66,17 @@ class MemoryConfig:
     task_search_bytes: int = 4096
     #: What the memory_search tool returns at most, in bytes.
     tool_search_bytes: int = 4096
-    #: When triage runs and how its input is written (``TriageConfig(format="chinese", every=1)``:
-    #: the input as first built, after every iteration).
+    #: When triage turns the run's steps into memories: end (once, when the run ends, and every
+    #: `triage.every` iterations of a long run) or events (also at each failed tool call, finish
+    #: or fact written, as first built).
+    triage_at: str = "end"
+    #: How triage's input is written, and how often a long run triages
+    #: (``TriageConfig(format="chinese", every=1)``: the input as first built, after every iteration).
     triage: TriageConfig = field(default_factory=TriageConfig)
+
+    def __post_init__(self) -> None:
+        if self.triage_at not in TRIAGE_AT:
+            raise ValueError(f"triage_at must be one of {', '.join(TRIAGE_AT)}, got {self.triage_at!r}")
 
 
 TASK_SEARCH_BYTES = MemoryConfig.task_search_bytes
@@ -139,7 +147,7 @@ class MemoryExtension(Hooks):
         iteration has something to keep (``triage.triage_due``)."""
         from .triage import triage_due
 
-        if not triage_due(record, record.iteration, self._last_triaged, self.config.triage):
+        if not triage_due(record, record.iteration, self._last_triaged, self.config.triage, self.config.triage_at):
             return
         done = bool(record.ok and record.data.get("final"))
         self._triage(run, record.iteration, done, "the agent called finish" if done else (record.error or None))
@@ -165,10 +173,14 @@ class MemoryExtension(Hooks):
     def on_finish(self, run: RunView, result: RunResult) -> None:
         """MECHANISMS.md §3.7: a completed task searches memory (4 KB) and shows what it found.  A run that
         failed triages the steps not triaged yet (a failure is something to keep); its reason is
-        the engine's word on the ending, not a lesson, so it is not given."""
+        the engine's word on the ending, not a lesson, so it is not given.  With ``triage_at="end"``
+        a finished run triages them too, with the finish as its reason."""
         try:
-            if result.status == "failed" and self._last_triaged < run.iteration:
-                self._triage(run, run.iteration, False, None)
+            if self._last_triaged < run.iteration:
+                if result.status == "failed":
+                    self._triage(run, run.iteration, False, None)
+                elif result.status == "done" and self.config.triage_at == "end":
+                    self._triage(run, run.iteration, True, "the agent called finish")
             if result.status == "done":
                 found = self.store.search(run.task, k=None, bytes_limit=self.config.task_search_bytes, llm=run.llm,
                                           iteration=run.iteration)

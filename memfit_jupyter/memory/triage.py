@@ -14,9 +14,11 @@ design's Chinese labels (``ReAct迭代``, ``任务状态``...), the timeline ent
 and the long instruction (``"seed"`` is an older name of it, still read).  The engine's
 own trouble (a reply that could not be used, a provider failure: ``[SYSTEM]`` notes) is
 never a lesson about the task: it is left out of the input, and an iteration that is
-nothing but such trouble is not triaged.  Triage runs when there is
-something to keep (``triage_due``): a failed tool call, a finish, a fact written down, or
-every ``every`` iterations (``TriageConfig(every=1)``: after every iteration, as first built).
+nothing but such trouble is not triaged.  Triage runs when the run ends, over the steps not
+triaged yet, and every ``every`` iterations of a long run (``MemoryConfig.triage_at="end"``);
+with ``"events"`` also at once when there is something to keep (``triage_due``): a failed
+tool call, a finish, a fact written down (``TriageConfig(every=1)``: after every iteration,
+as first built).
 """
 
 from __future__ import annotations
@@ -35,6 +37,12 @@ if TYPE_CHECKING:
     from .retrieval import MemoryBackend
 
 
+#: When triage runs (``MemoryConfig.triage_at``): "end" (when the run ends, and every
+#: ``TriageConfig.every`` iterations of a long run) or "events" (also at once after a failed tool
+#: call, a finish or a fact written, as first built).  The default is "end" (docs/EVIDENCE.md,
+#: "What the figures support" 4): memories serve later tasks, and the run's own context holds
+#: its steps until it ends.
+TRIAGE_AT = ("end", "events")
 #: How triage's input is written (``TriageConfig.format``).
 TRIAGE_FORMATS = ("english", "chinese")
 #: Older names of the formats, still read (user code and saved settings may carry them).
@@ -159,12 +167,16 @@ def contextual_input(iteration: int, task_id: str, diff: str, status: str, done:
             f"{'true' if done else 'false'}\n原因: {reason if reason is not None else '<nil>'}")
 
 
-def triage_due(record: ActionRecord, iteration: int, last_triaged: int, config: TriageConfig) -> bool:
-    """Whether this iteration has something to keep: a failed tool call, a finish, a fact written
-    to memory, or ``config.every`` iterations since the last triage.  A reply that could not be
-    used (the engine's trouble with the model) is never triaged."""
+def triage_due(record: ActionRecord, iteration: int, last_triaged: int, config: TriageConfig,
+               at: str = "events") -> bool:
+    """Whether this iteration is triaged now: ``config.every`` iterations since the last triage,
+    and with ``at="events"`` also a failed tool call, a finish or a fact written to memory (with
+    ``"end"`` those wait for the run's end, ``MemoryExtension.on_finish``).  A reply that could
+    not be used (the engine's trouble with the model) is never triaged."""
     if record.action_type == "invalid_reply":
         return False
+    if at == "end":
+        return iteration - last_triaged >= config.every
     if not record.ok or record.data.get("final"):
         return True
     if record.tool in ("memory_insert", "core_memory_append", "core_memory_replace", "archival_memory_insert"):
