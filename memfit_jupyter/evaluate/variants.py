@@ -39,7 +39,8 @@ VARIANTS: dict[str, dict[str, Any]] = {
     "spin": {"reflection": "minimal", "memory": False},
     "spin-judge": {"reflection": "minimal", "memory": False, "detectors": {"logic_spin": True}},
     "memory": {"reflection": "none", "memory": None},
-    "lean": {"reflection": "minimal", "detectors": {"logic_spin": False}},  # the default, named
+    # the fourth measurement's candidate: the default then (triage at events), named
+    "lean": {"reflection": "minimal", "detectors": {"logic_spin": False}, "memory_triage": "events"},
     "synthesis": {**_BARE, "samples": 3, "tools": ["+sub_query"]},
     "diary": {**_BARE, "oracle": TASK_ORACLE, "max_trials": 3},
 }
