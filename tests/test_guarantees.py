@@ -270,3 +270,15 @@ def test_recursive_limit_cuts_a_fan_out_and_the_run_degrades(tmp_path):
     synthesis = [e for e in run.trace()["events"] if e["type"] == "synthesis"]
     assert len(synthesis[0]["samples"]) == 4  # the samples that did run are kept and combined
     assert result.plan.partial_result  # the partial synthesis is the best answer so far
+
+
+@pytest.mark.parametrize("settings, calls", [
+    ({}, 1),  # MINIMAL reflection calls no model; triage waits for the run's end
+    ({"reflection": "none", "memory": False}, 1),
+    ({"reflection": "auto"}, 2),
+    ({"reflection": "standard", "memory_triage": "events"}, 3),
+    ({"reflection": "minimal", "memory_triage": "events"}, 2),
+])
+def test_the_estimate_counts_the_calls_an_iteration_makes(tmp_path, settings, calls):
+    run = Agent(model="memfit/demo", workdir=tmp_path, **settings).start("add up data.txt")
+    assert run.estimate()["calls_per_iteration"] == calls

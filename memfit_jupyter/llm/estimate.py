@@ -2,7 +2,8 @@
 
 From the model's prices (litellm's, or a scenario's) and the prompt the next
 action call would send: the expected cost of one iteration (the action call,
-plus a reflection and a triage call where those are on), the worst case at the
+plus a reflection and a triage call where an iteration makes them: a reflection level
+that calls the model, triage at events), the worst case at the
 calls' output caps, and how many iterations the cost limit pays for.  Reply
 sizes are the run's own longest replies once it has some, else typical sizes.
 """
@@ -34,8 +35,7 @@ def estimate(run: RunView) -> dict[str, Any]:
     price_in, price_out = run.backend.prices(model)
     prompt = estimate_message_tokens(run.next_prompt())
     longest = getattr(client, "_longest", {})
-    side = [p for p, on in (("reflection", _reflects(run)), ("triage", getattr(run, "memory", None) is not None))
-            if on]
+    side = [p for p, on in (("reflection", _reflects(run)), ("triage", _triages(run))) if on]
     calls = [("action", prompt)] + [(p, int(prompt * SIDE_CALL_PROMPT_SHARE)) for p in side]
     expected = sum(t * price_in + longest.get(p, TYPICAL_REPLY_TOKENS[p]) * price_out for p, t in calls)
     worst = sum(t * price_in + DEFAULT_MAX_TOKENS * price_out for _, t in calls)
@@ -55,5 +55,16 @@ def estimate(run: RunView) -> dict[str, Any]:
 
 
 def _reflects(run: RunView) -> bool:
+    """Whether an iteration's reflection calls the model: "auto" may; NONE and MINIMAL never do."""
+    from ..records import ReflectionLevel
+
     level = getattr(run.agent, "reflection", "auto")
-    return not (isinstance(level, int) and level == 0)
+    return level == "auto" or ReflectionLevel.parse(level) >= ReflectionLevel.STANDARD
+
+
+def _triages(run: RunView) -> bool:
+    """Whether an iteration may triage: at events; at the run's end (the default) it is one call a run."""
+    if getattr(run, "memory", None) is None:
+        return False
+    config = getattr(run.agent, "config", None)
+    return getattr(getattr(config, "memory", None), "triage_at", "events") == "events"
