@@ -443,6 +443,9 @@ OPTIONS: tuple[Option, ...] = (
     Option("--max-calls", "max_recursive_calls", "N", trait="max_recursive_calls", minimum=0),
     Option("--reflection", "reflection", "LEVEL", choices=REFLECTION_CHOICES, trait="reflection"),
     Option("--spin-threshold", "spin_threshold", "N", trait="spin_threshold", minimum=1),
+    Option("--spin-judge", switch=True,
+           text="Ask the model to judge layer 1's spin findings (layer 2, the `logic_spin` detector; "
+                "off by default, `detectors={\"logic_spin\": True}` in Python)."),
     Option("--strategy", "strategy", "S", choices=tuple(s.value for s in SynthesisStrategy), trait="strategy"),
     Option("--samples", "samples", "K", trait="samples", minimum=1),
     Option("--tools", "tools", "NAME,NAME...", trait="tools", default_text="all"),
@@ -486,13 +489,16 @@ def check_bounds(values: Mapping[str, Any], options: Iterable[Option] = OPTIONS)
 def agent_kwargs(values: Mapping[str, Any]) -> dict[str, Any]:
     """``Agent`` keyword arguments from option values by dest (None: unset): the magic's and the
     CLI's one reading of their options.  ``--no-memory`` and ``--memory`` contradict each other;
-    the per-tier base URLs become one ``api_base`` mapping."""
+    ``--spin-judge`` switches the layer-2 detector on; the per-tier base URLs become one
+    ``api_base`` mapping."""
     if values.get("memory") and values.get("no_memory"):
         raise ValueError("--memory and --no-memory contradict each other: give one")
     kwargs = {opt.setting: values[opt.dest] for opt in OPTIONS
               if opt.setting and values.get(opt.dest) is not None}
     if values.get("no_memory"):
         kwargs["memory"] = False
+    if values.get("spin_judge"):
+        kwargs["detectors"] = {"logic_spin": True}
     bases = {"primary": values.get("api_base"), "fast": values.get("fast_api_base"),
              "fallback": values.get("fallback_api_base")}
     if bases["fast"] or bases["fallback"]:

@@ -32,6 +32,18 @@ def test_without_memory_only_the_scenario_files_are_named(tmp_path, monkeypatch,
     assert not (tmp_path / ".memfit").exists()
 
 
+@pytest.mark.parametrize("judge", [False, True])
+def test_spin_judge_switches_the_layer_2_detector_on(tmp_path, monkeypatch, judge):
+    monkeypatch.chdir(tmp_path)
+    args = ["run", "find the version", "--model", "memfit/logic-spin", "--reflection", "auto", "--no-memory",
+            "--trace", "t.json", *(["--spin-judge"] if judge else [])]
+    main(args)
+    trace = json.loads((tmp_path / "t.json").read_text())
+    assert trace["settings"]["detectors"] == {"logic_spin": judge}
+    judged = [e for e in trace["events"] if e["type"] == "spin" and e.get("layer") == 2]
+    assert bool(judged) is judge
+
+
 def test_a_long_output_shows_its_first_lines_and_how_many_more(capsys):
     from memfit_jupyter.__main__ import OUTPUT_LINES, _print_event
     from memfit_jupyter.events import Observation
