@@ -88,6 +88,27 @@ def test_an_evaluation_stopped_part_way_is_summarised_from_what_out_holds(tmp_pa
     assert flipped.runs.height == 2 and set(flipped.runs["task"]) == {"arith-sum"}
 
 
+def test_the_variants_of_a_task_and_seed_work_in_the_same_place_and_keep_their_own_files(tmp_path):
+    """The prompt names the working directory: variants compared on a task and seed must see the
+    same one (else the path alone changes a small model's reply), one after another, even with
+    two worker processes, and each run's files end in its own directory for its oracle."""
+    out = tmp_path / "ev"
+    ev = evaluate(tasks(["arith-sum", "fix-add"]), ["bare", "default", "memory"], model="memfit/demo",
+                  repeats=2, out=out, max_parallel=2)
+    for (task, seed), group in ev.runs.group_by("task", "seed"):
+        places = set()
+        for row in group.iter_rows(named=True):
+            trace = json.loads(open(row["trace"]).read())
+            place = str(out / "places" / f"{task}-s{seed}")
+            assert place in json.dumps(trace) and str(row["run"]) not in json.dumps(trace["events"][1:])
+            places.add(place)
+            work = out / "runs" / row["run"] / "work"
+            assert set(get(task).files) <= {p.name for p in work.iterdir()}
+            assert (work / ".memfit").exists() is (row["variant"] != "bare")  # the run's own store, moved with it
+        assert len(places) == 1 and group.height == 3
+    assert not [p for p in (out / "places").iterdir() if p.is_dir()]  # every run's files moved to its own folder
+
+
 def test_the_diary_judges_its_trials_with_the_task_s_own_oracle(tmp_path):
     ev = evaluate(tasks(["fix-add"]), ["diary"], model="memfit/demo", out=tmp_path / "d", max_parallel=1)
     trace = json.loads(open(ev.runs["trace"][0]).read())

@@ -187,7 +187,9 @@ def _specs(tasks: list[Task], variants: dict[str, dict[str, Any]], shared: dict[
                 keyed = {k: v for k, v in settings.items() if k != "api_base"}
                 key = run_key(task.prompt, {"task": task.name, "variant": variant, "settings": keyed,
                                             "files": dict(task.files), "seed": seed + r})
-                specs.append(RunSpec(task.prompt, dict(settings), key, task.name, dict(task.files)))
+                # one place per task and seed: the variants' prompts name the same working directory
+                specs.append(RunSpec(task.prompt, dict(settings), key, task.name, dict(task.files),
+                                     place=f"{task.name}-s{seed + r}"))
                 plan[key] = {"task": task.name, "family": task.family, "variant": variant, "repeat": r,
                              "seed": seed + r}
     return specs, plan
@@ -196,7 +198,7 @@ def _specs(tasks: list[Task], variants: dict[str, dict[str, Any]], shared: dict[
 def _with_base(spec: Any, base: str) -> Any:
     from ..sweep.spec import RunSpec
 
-    return RunSpec(spec.task, {**spec.settings, "api_base": base}, spec.key, spec.name, spec.files)
+    return RunSpec(spec.task, {**spec.settings, "api_base": base}, spec.key, spec.name, spec.files, spec.place)
 
 
 def _probe(model: str, api_base: str | None) -> None:

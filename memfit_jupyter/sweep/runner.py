@@ -9,9 +9,11 @@ on the next attempt or the next resume.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -44,30 +46,63 @@ def execute(spec_json: dict[str, Any], out: str) -> dict[str, Any]:
 
     spec = RunSpec.from_json(spec_json)
     home = run_dir(out, spec.key)
-    work = home / WORK_DIR
-    if work.exists():  # what an earlier, interrupted attempt left: start from nothing again
-        shutil.rmtree(work)
-    work.mkdir(parents=True)
-    for rel, text in spec.files.items():
-        target = work / rel
-        target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_text(text)
-    run = Agent(**agent_kwargs(spec.settings), workdir=work).start(spec.task)
-    try:
-        run.run()
-        if not run.done:  # only a tool call waiting for approval stops run(); a sweep has no one to ask
-            run.cancel("a sweep cannot approve tool calls")
-        trace = run.trace()
-    finally:
-        store = getattr(run, "memory", None)  # opened for this run alone (settings are JSON, not stores)
-        if store is not None:
-            store.close()
+    with _workplace(out, spec) as work:
+        for rel, text in spec.files.items():
+            target = work / rel
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_text(text)
+        run = Agent(**agent_kwargs(spec.settings), workdir=work).start(spec.task)
+        try:
+            run.run()
+            if not run.done:  # only a tool call waiting for approval stops run(); a sweep has no one to ask
+                run.cancel("a sweep cannot approve tool calls")
+            trace = run.trace()
+        finally:
+            store = getattr(run, "memory", None)  # opened for this run alone (settings are JSON, not stores)
+            if store is not None:
+                store.close()
     path = home / TRACE_FILE
     tmp = home / f".{TRACE_FILE}.{os.getpid()}.tmp"
     with open(tmp, "w") as fh:
         json.dump(trace, fh, separators=(",", ":"))
     os.replace(tmp, path)
     return row_from_trace(spec, trace, path, attempts=0)
+
+
+#: Where runs that share a place (``RunSpec.place``) work, under the sweep's ``out``.
+PLACES_DIR = "places"
+
+
+@contextlib.contextmanager
+def _workplace(out: str | Path, spec: RunSpec) -> Iterator[Path]:
+    """An empty working directory for ``spec``, whose files end in ``runs/<key>/work``.  A run
+    with a place works in ``places/<place>`` while it holds that place's lock (runs of one
+    place, in any process on this machine, take turns), and what it left is moved to its own
+    directory afterwards."""
+    own = run_dir(out, spec.key) / WORK_DIR
+    if spec.place is None:
+        if own.exists():  # what an earlier, interrupted attempt left: start from nothing again
+            shutil.rmtree(own)
+        own.mkdir(parents=True)
+        yield own
+        return
+    import fcntl  # POSIX; the sweep's worker processes and a local Ray are on one machine
+
+    places = Path(out) / PLACES_DIR
+    places.mkdir(parents=True, exist_ok=True)
+    with open(places / f"{spec.place}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        work = places / spec.place
+        if work.exists():  # another run's leftovers (moved away on success) or an interrupted attempt's
+            shutil.rmtree(work)
+        work.mkdir()
+        try:
+            yield work
+        finally:
+            if own.exists():
+                shutil.rmtree(own)
+            own.parent.mkdir(parents=True, exist_ok=True)
+            shutil.move(work, own)
 
 
 def read_finished(spec: RunSpec, out: str | Path) -> dict[str, Any] | None:

@@ -49,14 +49,24 @@ class RunSpec:
     name: str
     #: Files the run's working directory starts with (path -> text); ``evaluate``'s tasks bring them.
     files: dict[str, str] = field(default_factory=dict)
+    #: Runs with the same place work in the same working directory path, one after another
+    #: (``runner.execute``): the prompt names that path, so runs meant to differ only in their
+    #: settings (``evaluate``'s variants of one task and seed) get equal prompts.  None: the
+    #: run's own directory.
+    place: str | None = None
 
     def to_json(self) -> dict[str, Any]:
-        data = {"task": self.task, "settings": self.settings, "key": self.key, "name": self.name}
-        return {**data, "files": self.files} if self.files else data
+        data: dict[str, Any] = {"task": self.task, "settings": self.settings, "key": self.key, "name": self.name}
+        if self.files:
+            data["files"] = self.files
+        if self.place is not None:
+            data["place"] = self.place
+        return data
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> RunSpec:
-        return cls(data["task"], dict(data["settings"]), data["key"], data["name"], dict(data.get("files") or {}))
+        return cls(data["task"], dict(data["settings"]), data["key"], data["name"], dict(data.get("files") or {}),
+                   data.get("place"))
 
     def worst_case_cost(self) -> float:
         """The most this run can spend: its own hard cost limit (``ExecutionGuarantees``)."""
