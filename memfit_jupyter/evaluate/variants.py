@@ -3,7 +3,9 @@
 ``bare`` is the loop with nothing added (no reflection, no spin detection, no memory);
 ``default`` is the agent as it comes (``first-defaults``: as it first came, ``config.FIRST_DEFAULTS``);
 the others switch on one mechanism over ``bare``.  A run's key hashes its variant's settings, not
-the defaults under them: after the defaults change, give ``default`` runs a new ``out``.
+the defaults under them: after the defaults change, give ``default`` runs a new ``out`` (and
+measure in a new one anyway since the variants of a task and seed share a working directory
+path: runs made before each had their own, named in their prompt).
 A variant's ``oracle`` may be ``TASK_ORACLE``: each task's own oracle command goes there
 (the failure diary judges its trials with it).  A variant's ``tools`` whose names all start
 with ``+`` add those tools to the evaluation's (``synthesis`` adds ``sub_query``, the tool
