@@ -400,7 +400,11 @@ def _parent_of(parent: Any) -> tuple[Run | None, dict[str, Any]]:
             raise ForkError(f"run {parent.id} is executing a step: fork it when the step is over")
         if parent.status == "pending":
             raise ForkError(f"run {parent.id} has not started: there is no step to fork at yet")
-        return parent, json.loads(json.dumps(parent.trace()))
+        # No copy of the trace: its events are new dicts (``Event.to_dict``) over the values the
+        # parent's events own, which nothing changes once they are emitted, and a fork only reads
+        # them (its own events are made, and redacted, by its loop).  Its settings, which the
+        # child's agent is made from, are copied in ``fork``.
+        return parent, parent.trace()
     if isinstance(parent, str | Path) and not isinstance(parent, dict):
         path = Path(parent)
         try:
@@ -550,7 +554,7 @@ def fork(parent: Any, at: int, *, agents: MakeAgent, memory: Any = "overlay",
     changes = _check_changes(changes, list(first.get("tools") or []))
     if memory not in MEMORY_MODES and not isinstance(memory, str | Path) and not callable(getattr(memory, "search", None)):
         raise ForkError(f"memory must be one of {', '.join(MEMORY_MODES)} or a store, got {memory!r}")
-    settings = start_settings(trace)
+    settings = json.loads(json.dumps(start_settings(trace)))  # the child's own: it may change them
     had_memory = bool(settings.pop("memory", False))
     if "memory_hits" in changes and not had_memory:
         raise ForkError("memory_hits= needs a run with memory; this one ran with memory off")
@@ -563,10 +567,12 @@ def fork(parent: Any, at: int, *, agents: MakeAgent, memory: Any = "overlay",
     live_settings = {**settings, **settings_of(changes), "memory": False}
     if isinstance(live_settings.get("reflection"), str):
         live_settings["reflection"] = live_settings["reflection"].lower()
-    try:  # the settings from step k on, checked before anything is made
-        live_agent = agents(live_settings)
-    except Exception as exc:
-        raise ForkError(f"a setting of the fork is not valid: {exc}") from None
+    live_agent: RunAgent | None = None  # without a change of settings, the child's own agent
+    if settings_of(changes):
+        try:  # the settings from step k on, checked before anything is made
+            live_agent = agents(live_settings)
+        except Exception as exc:
+            raise ForkError(f"a setting of the fork is not valid: {exc}") from None
 
     parent_workdir = Path(parent_run.agent.workdir).resolve() if parent_run is not None else (
         Path(trace["workdir"]) if trace.get("workdir") else None)
@@ -602,7 +608,7 @@ def _folders(workdir: str | Path | None, parent_workdir: Path | None, run_id: st
 
 def _make(trace: dict[str, Any], parent_run: Run | None, at: int, changes: dict[str, Any],
           settings: dict[str, Any], had_memory: bool, memory: Any, folder: Path, root: Path,
-          parent_workdir: Path | None, agents: MakeAgent, live_agent: RunAgent, backend: Any, tools: Any,
+          parent_workdir: Path | None, agents: MakeAgent, live_agent: RunAgent | None, backend: Any, tools: Any,
           exact: bool) -> Run:
     from .llm.backend import LiteLLMBackend
     from .reliability.breakers import breakers_for
@@ -631,7 +637,7 @@ def _make(trace: dict[str, Any], parent_run: Run | None, at: int, changes: dict[
                                  write_base=not any("base" in r for _, r in records(prefix, at)))
     run = Run(agent, trace["task"],
               backend=ForkBackend(RecordedBackend(prefix, {**models, **agent.tiers}),
-                                  backend if backend is not None else LiteLLMBackend(live_agent.model_options()),
+                                  backend if backend is not None else LiteLLMBackend((live_agent or agent).model_options()),
                                   at, changes.get("action")),
               tools=ForkTools(RecordedTools(prefix), tools if tools is not None else LiveTools(recorder), at,
                               changes.get("observation")),
