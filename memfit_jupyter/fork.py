@@ -44,7 +44,7 @@ from .replay import (
     RecordedTools,
     _hit,
 )
-from .secrets import package_logger
+from .secrets import package_logger, redact_obj
 from .trace import fork_summary as fork_summary  # importable from here too, its former home
 
 if TYPE_CHECKING:
@@ -400,11 +400,7 @@ def _parent_of(parent: Any) -> tuple[Run | None, dict[str, Any]]:
             raise ForkError(f"run {parent.id} is executing a step: fork it when the step is over")
         if parent.status == "pending":
             raise ForkError(f"run {parent.id} has not started: there is no step to fork at yet")
-        # No copy of the trace: its events are new dicts (``Event.to_dict``) over the values the
-        # parent's events own, which nothing changes once they are emitted, and a fork only reads
-        # them (its own events are made, and redacted, by its loop).  Its settings, which the
-        # child's agent is made from, are copied in ``fork``.
-        return parent, parent.trace()
+        return parent, _recording_of(parent)
     if isinstance(parent, str | Path) and not isinstance(parent, dict):
         path = Path(parent)
         try:
@@ -414,6 +410,18 @@ def _parent_of(parent: Any) -> tuple[Run | None, dict[str, Any]]:
     if isinstance(parent, dict):
         return None, json.loads(json.dumps(parent))
     raise ForkError(f"fork takes a Run, a trace dict or a trace file, got {type(parent).__name__}")
+
+
+def _recording_of(run: Run) -> dict[str, Any]:
+    """What a fork reads of a run in hand: its trace's events and the header fields it needs, as
+    ``trace_of`` writes them (redacted), without the totals and the family it does not read.
+
+    Not a copy: the events are new dicts (``Event.to_dict``) over the values the parent's events
+    own, which nothing changes once they are emitted, and a fork only reads them (its own events
+    are made, and redacted, by its loop).  The settings the child's agent is made from are copied
+    in ``fork``."""
+    header = {"run_id": run.id, "task": run.task, "settings": run.agent.settings(), "workdir": run.prompt_workdir}
+    return {**redact_obj(header), "events": [e.to_dict() for e in run.events]}
 
 
 def _check_replayable(trace: dict[str, Any]) -> None:
@@ -633,7 +641,7 @@ def _make(trace: dict[str, Any], parent_run: Run | None, at: int, changes: dict[
         extensions.append(dataclasses.replace(parent_config, store=None))  # the child's blobs are its own
     agent = agents({**settings, "workdir": folder, "memory": store, "extensions": extensions})
     models = {f"fork_{n}": str(v) for n, v in settings_of(changes).items() if n in TIERS and v}
-    recorder = WorkspaceRecorder(folder, config_of(agent), manifest=manifest_of(folder),
+    recorder = WorkspaceRecorder(folder, config_of(agent), manifest=restored.manifest if restored.manifest is not None else manifest_of(folder),
                                  write_base=not any("base" in r for _, r in records(prefix, at)))
     run = Run(agent, trace["task"],
               backend=ForkBackend(RecordedBackend(prefix, {**models, **agent.tiers}),
