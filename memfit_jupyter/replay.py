@@ -23,6 +23,7 @@ a replay's events part from the recording's (``python -m memfit_jupyter replay``
 
 from __future__ import annotations
 
+import functools
 import re
 from collections import deque
 from collections.abc import Iterable
@@ -45,6 +46,13 @@ CLOCK_FIELDS = ("latency_s", "duration_s", "elapsed_s", "timeout_s", "opened_at"
 SCENARIO_NOTE = re.compile(r"^scenario (\S+) placed its files: (.*)$")
 #: The oracle of a replayed failure diary: its verdicts are in the recorded observations.
 RECORDED_ORACLE = "(recorded)"
+
+
+@functools.cache
+def _clock_fields(cls: type[Event]) -> tuple[str, ...]:
+    """The ``CLOCK_FIELDS`` that events of ``cls`` have."""
+    names = cls._names()
+    return tuple(key for key in CLOCK_FIELDS if key in names)
 
 
 class RecordedClock:
@@ -105,9 +113,8 @@ class RecordedClock:
         if 0 <= index < len(self.events) and self.events[index].get("type") == event.TYPE:
             recorded = self.events[index]
             event.ts = recorded.get("ts", event.ts)
-            names = event._names()
-            for key in CLOCK_FIELDS:
-                if key in names and key in recorded:
+            for key in _clock_fields(type(event)):
+                if key in recorded:
                     setattr(event, key, recorded[key])
             if isinstance(event, BreakerRejected) and "reason" in recorded:
                 event.reason = recorded["reason"]  # it says when the next probe is due

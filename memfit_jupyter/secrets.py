@@ -96,13 +96,16 @@ def _redact(text: str) -> str:
 _redact_short = functools.lru_cache(maxsize=8192)(_redact)
 
 
+_SEQUENCES = (list, tuple)  # a tuple: faster than the union in isinstance
+
+
 def redact_obj(value: Any) -> Any:
     """Redact every string inside a JSON-like value (keys included)."""
     if isinstance(value, str):
         return redact(value)
     if isinstance(value, dict):
         return {redact(k) if isinstance(k, str) else k: redact_obj(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
+    if isinstance(value, _SEQUENCES):
         return [redact_obj(v) for v in value]
     return value
 
