@@ -23,7 +23,6 @@ a replay's events part from the recording's (``python -m memfit_jupyter replay``
 
 from __future__ import annotations
 
-import functools
 import re
 from collections import deque
 from collections.abc import Iterable
@@ -48,11 +47,16 @@ SCENARIO_NOTE = re.compile(r"^scenario (\S+) placed its files: (.*)$")
 RECORDED_ORACLE = "(recorded)"
 
 
-@functools.cache
+_CLOCK_FIELDS_OF: dict[type, tuple[str, ...]] = {}
+
+
 def _clock_fields(cls: type[Event]) -> tuple[str, ...]:
-    """The ``CLOCK_FIELDS`` that events of ``cls`` have."""
-    names = cls._names()
-    return tuple(key for key in CLOCK_FIELDS if key in names)
+    """The ``CLOCK_FIELDS`` that events of ``cls`` have (found once per class)."""
+    found = _CLOCK_FIELDS_OF.get(cls)
+    if found is None:
+        names = cls._names()
+        found = _CLOCK_FIELDS_OF[cls] = tuple(key for key in CLOCK_FIELDS if key in names)
+    return found
 
 
 class RecordedClock:
