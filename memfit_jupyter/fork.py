@@ -44,7 +44,7 @@ from .replay import (
     RecordedTools,
     _hit,
 )
-from .secrets import package_logger
+from .secrets import package_logger, redact_obj
 from .trace import fork_summary as fork_summary  # importable from here too, its former home
 
 if TYPE_CHECKING:
@@ -400,7 +400,7 @@ def _parent_of(parent: Any) -> tuple[Run | None, dict[str, Any]]:
             raise ForkError(f"run {parent.id} is executing a step: fork it when the step is over")
         if parent.status == "pending":
             raise ForkError(f"run {parent.id} has not started: there is no step to fork at yet")
-        return parent, json.loads(json.dumps(parent.trace()))
+        return parent, _recording_of(parent)
     if isinstance(parent, str | Path) and not isinstance(parent, dict):
         path = Path(parent)
         try:
@@ -410,6 +410,18 @@ def _parent_of(parent: Any) -> tuple[Run | None, dict[str, Any]]:
     if isinstance(parent, dict):
         return None, json.loads(json.dumps(parent))
     raise ForkError(f"fork takes a Run, a trace dict or a trace file, got {type(parent).__name__}")
+
+
+def _recording_of(run: Run) -> dict[str, Any]:
+    """What a fork reads of a run in hand: its trace's events and the header fields it needs, as
+    ``trace_of`` writes them (redacted), without the totals and the family it does not read.
+
+    Not a copy: the events are new dicts (``Event.to_dict``) over the values the parent's events
+    own, which nothing changes once they are emitted, and a fork only reads them (its own events
+    are made, and redacted, by its loop).  The settings the child's agent is made from are copied
+    in ``fork``."""
+    header = {"run_id": run.id, "task": run.task, "settings": run.agent.settings(), "workdir": run.prompt_workdir}
+    return {**redact_obj(header), "events": [e.to_dict() for e in run.events]}
 
 
 def _check_replayable(trace: dict[str, Any]) -> None:
@@ -550,7 +562,7 @@ def fork(parent: Any, at: int, *, agents: MakeAgent, memory: Any = "overlay",
     changes = _check_changes(changes, list(first.get("tools") or []))
     if memory not in MEMORY_MODES and not isinstance(memory, str | Path) and not callable(getattr(memory, "search", None)):
         raise ForkError(f"memory must be one of {', '.join(MEMORY_MODES)} or a store, got {memory!r}")
-    settings = start_settings(trace)
+    settings = json.loads(json.dumps(start_settings(trace)))  # the child's own: it may change them
     had_memory = bool(settings.pop("memory", False))
     if "memory_hits" in changes and not had_memory:
         raise ForkError("memory_hits= needs a run with memory; this one ran with memory off")
@@ -563,10 +575,12 @@ def fork(parent: Any, at: int, *, agents: MakeAgent, memory: Any = "overlay",
     live_settings = {**settings, **settings_of(changes), "memory": False}
     if isinstance(live_settings.get("reflection"), str):
         live_settings["reflection"] = live_settings["reflection"].lower()
-    try:  # the settings from step k on, checked before anything is made
-        live_agent = agents(live_settings)
-    except Exception as exc:
-        raise ForkError(f"a setting of the fork is not valid: {exc}") from None
+    live_agent: RunAgent | None = None  # without a change of settings, the child's own agent
+    if settings_of(changes):
+        try:  # the settings from step k on, checked before anything is made
+            live_agent = agents(live_settings)
+        except Exception as exc:
+            raise ForkError(f"a setting of the fork is not valid: {exc}") from None
 
     parent_workdir = Path(parent_run.agent.workdir).resolve() if parent_run is not None else (
         Path(trace["workdir"]) if trace.get("workdir") else None)
@@ -602,7 +616,7 @@ def _folders(workdir: str | Path | None, parent_workdir: Path | None, run_id: st
 
 def _make(trace: dict[str, Any], parent_run: Run | None, at: int, changes: dict[str, Any],
           settings: dict[str, Any], had_memory: bool, memory: Any, folder: Path, root: Path,
-          parent_workdir: Path | None, agents: MakeAgent, live_agent: RunAgent, backend: Any, tools: Any,
+          parent_workdir: Path | None, agents: MakeAgent, live_agent: RunAgent | None, backend: Any, tools: Any,
           exact: bool) -> Run:
     from .llm.backend import LiteLLMBackend
     from .reliability.breakers import breakers_for
@@ -627,11 +641,11 @@ def _make(trace: dict[str, Any], parent_run: Run | None, at: int, changes: dict[
         extensions.append(dataclasses.replace(parent_config, store=None))  # the child's blobs are its own
     agent = agents({**settings, "workdir": folder, "memory": store, "extensions": extensions})
     models = {f"fork_{n}": str(v) for n, v in settings_of(changes).items() if n in TIERS and v}
-    recorder = WorkspaceRecorder(folder, config_of(agent), manifest=manifest_of(folder),
+    recorder = WorkspaceRecorder(folder, config_of(agent), manifest=restored.manifest if restored.manifest is not None else manifest_of(folder),
                                  write_base=not any("base" in r for _, r in records(prefix, at)))
     run = Run(agent, trace["task"],
               backend=ForkBackend(RecordedBackend(prefix, {**models, **agent.tiers}),
-                                  backend if backend is not None else LiteLLMBackend(live_agent.model_options()),
+                                  backend if backend is not None else LiteLLMBackend((live_agent or agent).model_options()),
                                   at, changes.get("action")),
               tools=ForkTools(RecordedTools(prefix), tools if tools is not None else LiveTools(recorder), at,
                               changes.get("observation")),

@@ -47,6 +47,18 @@ SCENARIO_NOTE = re.compile(r"^scenario (\S+) placed its files: (.*)$")
 RECORDED_ORACLE = "(recorded)"
 
 
+_CLOCK_FIELDS_OF: dict[type, tuple[str, ...]] = {}
+
+
+def _clock_fields(cls: type[Event]) -> tuple[str, ...]:
+    """The ``CLOCK_FIELDS`` that events of ``cls`` have (found once per class)."""
+    found = _CLOCK_FIELDS_OF.get(cls)
+    if found is None:
+        names = cls._names()
+        found = _CLOCK_FIELDS_OF[cls] = tuple(key for key in CLOCK_FIELDS if key in names)
+    return found
+
+
 class RecordedClock:
     """Timestamps of the recording: event ``index`` of the trace gets the recorded event's times.
 
@@ -105,9 +117,8 @@ class RecordedClock:
         if 0 <= index < len(self.events) and self.events[index].get("type") == event.TYPE:
             recorded = self.events[index]
             event.ts = recorded.get("ts", event.ts)
-            names = event._names()
-            for key in CLOCK_FIELDS:
-                if key in names and key in recorded:
+            for key in _clock_fields(type(event)):
+                if key in recorded:
                     setattr(event, key, recorded[key])
             if isinstance(event, BreakerRejected) and "reason" in recorded:
                 event.reason = recorded["reason"]  # it says when the next probe is due

@@ -32,7 +32,7 @@ from .extension import Extension, extensions_for, name_of
 from .live import LiveClock, LiveTools
 from .records import ActionRecord, GracefulDegradationPlan, RunResult
 from .reliability.guarantees import BudgetTracker, ExecutionGuarantees
-from .secrets import package_logger, redact_obj, refresh_env_secrets
+from .secrets import package_logger, redact, redact_obj, refresh_env_secrets
 from .steering import Approvals, RunningClock
 from .timeline import Timeline
 from .tool_policy import sandbox_of
@@ -57,6 +57,8 @@ def gives_up(bad_replies: int, failed_calls: int, max_bad_replies: int) -> bool:
     return failed_calls >= MAX_CONSECUTIVE_FAILED_CALLS or bool(max_bad_replies and bad_replies >= max_bad_replies)
 
 Subscriber = Callable[[Any], None]
+#: The values ``emit`` redacts (what else an event holds is numbers, booleans and None).
+_REDACTED = (str, dict, list)
 
 
 class Run:
@@ -161,8 +163,8 @@ class Run:
         self.clock.stamp(event, len(self.events) if event.TRACED else -1, time.monotonic() - self._t0)
         for name, _ in event._FIELDS:
             value = getattr(event, name)
-            if isinstance(value, str | dict | list):
-                setattr(event, name, redact_obj(value))
+            if isinstance(value, _REDACTED):  # a tuple: faster than the union, on every field of every event
+                setattr(event, name, redact(value) if type(value) is str else redact_obj(value))
         if event.TRACED:
             self.events.append(event)
         self._project(event)

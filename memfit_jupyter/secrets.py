@@ -42,13 +42,18 @@ _ENV_NAME = re.compile(r"(?i)(key|token|secret|password)")
 
 
 _env_cache: list[str] | None = None
+#: The environment as it was when ``_env_cache`` was read (its raw mapping, copied), or None.
+_env_seen: dict[Any, Any] | None = None
 
 
 def refresh_env_secrets() -> list[str]:
     """Read again which environment values are secrets (names with key, token, secret,
     password).  Runs call it when they start, after a .env file may have been loaded."""
-    global _env_cache
+    global _env_cache, _env_seen
     package_logger()  # loggers made since the last run redact too
+    raw = getattr(os.environ, "_data", None)  # the environment's own mapping: compared at C speed
+    if _env_cache is not None and raw is not None and raw == _env_seen:
+        return _env_cache  # nothing was set or removed since it was read
     found = sorted(
         (v for k, v in os.environ.items() if _ENV_NAME.search(k) and len(v) >= 12),
         key=len,
@@ -57,6 +62,7 @@ def refresh_env_secrets() -> list[str]:
     if found != _env_cache:
         _redact_short.cache_clear()  # what was redacted before did not know these values
     _env_cache = found
+    _env_seen = dict(raw) if isinstance(raw, dict) else None
     return _env_cache
 
 
@@ -90,13 +96,16 @@ def _redact(text: str) -> str:
 _redact_short = functools.lru_cache(maxsize=8192)(_redact)
 
 
+_SEQUENCES = (list, tuple)  # a tuple: faster than the union in isinstance
+
+
 def redact_obj(value: Any) -> Any:
     """Redact every string inside a JSON-like value (keys included)."""
     if isinstance(value, str):
         return redact(value)
     if isinstance(value, dict):
         return {redact(k) if isinstance(k, str) else k: redact_obj(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
+    if isinstance(value, _SEQUENCES):
         return [redact_obj(v) for v in value]
     return value
 

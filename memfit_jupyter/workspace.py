@@ -27,9 +27,10 @@ import hashlib
 import json
 import os
 import shutil
+import stat
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any
 
 #: Folders a scan does not enter: memfit's own state, version control, caches, environments.
@@ -270,6 +271,8 @@ class Restored:
     problems: list[str] = field(default_factory=list)
     #: What a fork does not bring back, though the files are exact (the Python namespace...).
     caveats: list[str] = field(default_factory=list)
+    #: The files written, as ``manifest_of(folder)`` would scan them right after (None: scan).
+    manifest: dict[str, FileState] | None = field(default=None, repr=False)
 
     @property
     def exact(self) -> bool:
@@ -375,11 +378,16 @@ def restore(events: list[dict[str, Any]], k: int, target: str | Path,
     files, stores, problems, limits, based = state_at(events, k)
     done = Restored(folder, problems=list(problems), caveats=[f"a limit was hit ({x})" for x in limits])
     parent = Path(parent_workdir) if parent_workdir else None
+    # What a scan of the folder would find, known from the writes: a scan reads and hashes every
+    # file again.  Left to the scan where the writes may not be all it would find.
+    cfg = WorkspaceConfig()
+    manifest: dict[str, FileState] | None = {} if len(files) <= cfg.max_files else None
     if not based and not problems:
         # A trace with no base and no writer before step k (recorded when the base was taken by
         # the first tool that may write): the folder at step k is the one the run found, which
         # only the parent's folder still has.
         _copy_folder(parent, folder, done)
+        manifest = None
     for rel, sha in sorted(files.items()):
         data = next((s.read(sha) for s in stores if s.has(sha)), None)
         if data is None:
@@ -394,12 +402,33 @@ def restore(events: list[dict[str, Any]], k: int, target: str | Path,
         path.write_bytes(data)
         done.files += 1
         done.bytes += len(data)
+        if manifest is not None:
+            manifest = _noted(manifest, rel, path, data, cfg)
+    done.manifest = manifest
     tools = {str(e.get("tool")) for e in events if e.get("type") == "action" and int(e.get("iteration") or 0) < k}
     if tools & UNBOUNDED_TOOLS:
         done.caveats.append("steps before this one ran " + " and ".join(sorted(tools & UNBOUNDED_TOOLS))
                             + ": what they did outside the working directory, and Python variables they set, "
                             "are not restored")
     return done
+
+
+def _noted(manifest: dict[str, FileState], rel: str, path: Path, data: bytes,
+           cfg: WorkspaceConfig) -> dict[str, FileState] | None:
+    """``manifest`` with the file just written at ``path``, as ``scan`` would state it (None where
+    a scan would not find it as written: an excluded folder, a temporary name, not a regular file)."""
+    parts = PurePosixPath(rel).parts
+    if TMP_MARK in parts[-1] or any(p in EXCLUDED_DIRS for p in parts[:-1]):
+        return None
+    try:
+        st = path.lstat()
+    except OSError:
+        return None
+    if not stat.S_ISREG(st.st_mode) or st.st_size != len(data):
+        return None
+    sha = _stat_id(st.st_size, st.st_mtime_ns) if st.st_size > cfg.max_file_bytes else hashlib.sha256(data).hexdigest()
+    manifest[rel] = FileState(st.st_size, st.st_mtime_ns, sha)
+    return manifest
 
 
 def _copy_folder(parent: Path | None, folder: Path, done: Restored) -> None:

@@ -324,3 +324,25 @@ def test_secrets_never_reach_the_logs(tmp_path, caplog):
     assert run is not None
     assert "sk-abcdefghijklmnopqrstuvwxyz" not in caplog.text
     assert "bad key [REDACTED]" in caplog.text
+
+
+@pytest.mark.parametrize("reply, expected", [
+    ('{"tool": "finish", "params": {"answer": "6"}}', {"tool": "finish", "params": {"answer": "6"}}),
+    ('  {"a": [1, 2]}  ', {"a": [1, 2]}),
+    ('Here it is:\n```json\n{"a": 1}\n```', {"a": 1}),
+    ('I will call {"a": 1} now', {"a": 1}),
+    ('{"a": [1, 2,], }', {"a": [1, 2]}),
+    ('```\n{"a": 1,}\n```', {"a": 1}),
+])
+def test_a_reply_is_read_as_json_whole_or_repaired(reply, expected):
+    from memfit_jupyter.llm.client import extract_json
+
+    assert extract_json(reply) == expected
+
+
+@pytest.mark.parametrize("reply", ["", "   ", "no json here", "{broken"])
+def test_a_reply_with_no_json_is_refused(reply):
+    from memfit_jupyter.llm.client import extract_json
+
+    with pytest.raises(ValueError):
+        extract_json(reply)

@@ -80,8 +80,10 @@ def test_a_fork_of_every_scenario_replays_its_prefix_without_calling_anything(na
     parent = _parent(name, tmp_path / "parent")
     last = parent.iteration
     at = max(1, (last + 1) // 2 + (1 if last > 2 else 0))
+    recorded = json.dumps(parent.trace()["events"])
     child, backend, tools = _spied_fork(parent, at, tmp_path, guidance="Check the task again before acting.")
     child.run()
+    assert json.dumps(parent.trace()["events"]) == recorded  # the fork read the parent's events, never changed them
     before = [e.to_dict() for e in parent.events if (e.iteration or 0) < at]
     assert _untimed([e.to_dict() for e in child.events][:len(before)]) == _untimed(before)
     assert child.events[len(before)].TYPE == "fork"
@@ -102,8 +104,10 @@ def test_a_fork_with_memory_replays_its_prefix_and_its_trace(name, tmp_path):
     _parent(name, tmp_path / "parent", memory=None)  # leaves memories that the second run finds
     parent = _parent(name, tmp_path / "parent", memory=None)
     at = max(1, parent.iteration // 2)
+    recorded = json.dumps(parent.trace()["events"])
     child, backend, tools = _spied_fork(parent, at, tmp_path)
     child.run()
+    assert json.dumps(parent.trace()["events"]) == recorded
     before = [e.to_dict() for e in parent.events if (e.iteration or 0) < at]
     assert _untimed([e.to_dict() for e in child.events][:len(before)]) == _untimed(before)
     if backend.first is not None:

@@ -58,6 +58,22 @@ def test_a_fork_at_each_step_sees_the_parents_files_at_that_step(tmp_path):
     assert json.dumps(after) == trace_before  # the parent's trace: only the list of its forks is new
 
 
+@pytest.mark.parametrize("config", [WorkspaceConfig(), WorkspaceConfig(max_file_bytes=100)])
+def test_what_restore_says_it_wrote_is_what_a_scan_of_the_folder_finds(config, tmp_path):
+    """A fork's recorder starts from the files ``restore`` wrote, not from a scan of them: the same
+    manifest, large files (named by size and time, not hash) included."""
+    from memfit_jupyter.workspace import manifest_of, restore
+
+    work = tmp_path / "parent"
+    work.mkdir()
+    (work / "data.bin").write_bytes(bytes(range(256)) * 8)
+    parent, at_step = _parent(work, extensions=[config])
+    events = parent.trace()["events"]
+    for k in at_step:
+        done = restore(events, k, tmp_path / f"r{k}", work)
+        assert done.manifest is not None and done.manifest == manifest_of(tmp_path / f"r{k}"), f"step {k}"
+
+
 def test_a_fork_runs_on_in_its_own_folder_and_records_its_own_steps(tmp_path):
     parent, at_step = _parent(tmp_path / "parent")
     final = _files(tmp_path / "parent")

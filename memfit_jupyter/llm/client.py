@@ -96,6 +96,10 @@ def extract_json(text: str) -> Any:
     text = (text or "").strip()
     if not text:
         raise ValueError("the reply was empty")
+    try:  # the first candidate, the usual case: the repairs below are looked for only when it fails
+        return json.loads(text)
+    except json.JSONDecodeError:
+        pass
     candidates = [text]
     fenced = _FENCE.search(text)
     if fenced:
