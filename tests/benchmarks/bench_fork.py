@@ -15,9 +15,10 @@ other, three times each (the median of 9 pairs each time): at 10 steps 0.087, 0.
 before, 0.071, 0.068 and 0.074 after (5.1-6.5 ms against the parent's 75-90 ms; ``fork()``
 itself 2.4-2.8 ms, was 3.4-4.9); at 100 steps 0.071, 0.054 and 0.076 before, 0.050, 0.048 and
 0.068 after (59-80 ms against 1.17-1.27 s; ``fork()`` 3.6-5.0 ms, was 13-17).  At 1,000
-(``--repeats 3``, once each) 0.022 before and 0.026 after (0.53 and 0.64 s against 23.6 and
-24.5 s; ``fork()`` 125 ms, then 86): the load moved between the two runs; in one process at 300
-steps the fork took 124-167 ms before and 93-107 ms after.  The goal is met from about 100 steps
+(``--steps 1000 --repeats 3``, twice each) 0.022 and 0.031 before, 0.026 and 0.025 after (0.53
+and 0.66 s against 23.6 and 21.5 s; 0.64 and 0.47 s against 24.5 and 18.5 s; ``fork()`` 107-125
+ms, then 42-86): the load moves more than the code does there; in one process at 300 steps the
+fork took 124-167 ms before and 93-107 ms after.  The goal is met from about 100 steps
 on (in two runs of three there), not at 10.  The pairs spread widely (0.04-0.18 at 10 steps): a
 fork of 5 ms that the evaluations preempt once takes twice as long, while the parent's 100 ms
 see the average load.
