@@ -418,7 +418,7 @@ def _noted(manifest: dict[str, FileState], rel: str, path: Path, data: bytes,
     """``manifest`` with the file just written at ``path``, as ``scan`` would state it (None where
     a scan would not find it as written: an excluded folder, a temporary name, not a regular file)."""
     parts = PurePosixPath(rel).parts
-    if TMP_MARK in parts[-1] or any(p in EXCLUDED_DIRS for p in parts[:-1]):
+    if not parts or TMP_MARK in parts[-1] or any(p in EXCLUDED_DIRS for p in parts[:-1]):
         return None
     try:
         st = path.lstat()

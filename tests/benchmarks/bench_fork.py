@@ -9,15 +9,48 @@ that reaches the live part.  Goal: ratio <= 0.05.
 
     python tests/benchmarks/bench_fork.py [--steps 10,100,1000] [--reflection none] [--repeats 3] [--local N]
 
-Measured here (2 cores, two local-model evaluations running beside it), the median of 3 parent
-and fork pairs per prefix: ratio 0.097 at 10 steps (15 ms against the parent's 156 ms), 0.056
-at 100 (105 ms against 1.87 s) and 0.028 at 1,000 (0.99 s against 34.9 s); measured
-earlier with one evaluation beside it, 0.105-0.116 at 10 and 0.052-0.058 at 100.  The goal is met from a few hundred steps
-on, not at 10 or 100: this parent's model answers in no time, so each of its steps costs only
-its tools (7-19 ms), and the fork's fixed cost (4-8 ms at 10 steps: the parent's trace copied,
-its workspace restored, the child's parts made) and its replayed steps (0.35-0.75 ms each: the
-prompt, the events, their redaction) are what is left.  ``--local N`` forks a run of the real
-small model (the default mechanisms, 600 s limit) at each of its steps: there the parent's
+Measured here (2 cores, two local-model evaluations running beside it, load 3-4), with
+``--steps 10,100 --repeats 9``, the code before these changes and after them run one after the
+other, three times each (the median of 9 pairs each time): at 10 steps 0.087, 0.102 and 0.087
+before, 0.071, 0.068 and 0.074 after (5.1-6.5 ms against the parent's 75-90 ms; ``fork()``
+itself 2.4-2.8 ms, was 3.4-4.9); at 100 steps 0.071, 0.054 and 0.076 before, 0.050, 0.048 and
+0.068 after (59-80 ms against 1.17-1.27 s; ``fork()`` 3.6-5.0 ms, was 13-17).  At 1,000
+(``--steps 1000 --repeats 3``, twice each) 0.022 and 0.031 before, 0.026 and 0.025 after (0.53
+and 0.66 s against 23.6 and 21.5 s; 0.64 and 0.47 s against 24.5 and 18.5 s; ``fork()`` 107-125
+ms, then 42-86): the load moves more than the code does there; in one process at 300 steps the
+fork took 124-167 ms before and 93-107 ms after.  The goal is met from about 100 steps
+on (in two runs of three there), not at 10.  The pairs spread widely (0.04-0.18 at 10 steps): a
+fork of 5 ms that the evaluations preempt once takes twice as long, while the parent's 100 ms
+see the average load.
+
+What made it faster this time: a fork of a ``Run`` in hand reads its events without a JSON copy
+of the whole trace (5 ms at 100 steps, 40 at 1,000) nor the trace's totals and list of forks; the
+live part's agent is made only when the fork changes settings (the child's serves otherwise);
+the child's workspace recorder starts from the files ``restore`` wrote instead of scanning and
+hashing them again; the environment is searched for secrets again only when it changed; and in
+every step, the parent's too, ``emit`` redacts through a tuple ``isinstance`` (not a union) and
+texts straight through ``redact``, the recorded clock knows each event class's clock fields,
+and ``extract_json`` tries the reply as it is before looking for fences and trailing commas.
+Tried and left out: a token estimate without a Python step per message, and ``emit`` reading an
+event's fields with one ``attrgetter`` (no gain measured).
+
+What is left at 10 steps (medians of 30 forks in one process): ``fork()`` 2.5 ms (the folder
+restored 0.5, the child's ``Run`` 0.44, its agent 0.42, most of it the settings' validation, the
+parent's events read 0.23, the recorder 0.17, the folder checked 0.11, the rest 0.6); then
+0.25-0.4 ms a replayed step: its model call 0.22 (the recorded reply parsed and validated, the
+budget's cap, the breakers, the scripted model's place, its event), about 4.5 events at 20-30 us
+each (made, stamped, redacted, projected on the timeline, records and budget), the context check
+0.04, the recorded observation 0.06, the prompt 0.04; and 0.25-0.3 ms for the live step to reach
+its call (a deadline worker's thread).  Not done: restoring the prefix's state from the
+parent's events without running the loop.  The scripted model moves its place from each prefix
+prompt, and the context tiers, the breakers, the client's learnt reply lengths, the diary and
+the plan keep state that only their hooks compute: each would need a restore of its own, shown
+equal to the loop's.
+
+Measured before these changes, beside the same evaluations: 0.097 at 10 steps (15 ms against
+156 ms), 0.056 at 100 (105 ms against 1.87 s), 0.028 at 1,000 (0.99 s against 34.9 s).  This
+parent's model answers in no time, so each of its steps costs only its tools (7-19 ms), which is
+why the fork's fixed cost weighs most at 10 steps.  ``--local N`` forks a run of the real small model (the default mechanisms, 600 s limit) at each of its steps: there the parent's
 steps take seconds and the ratio is 0.0003, 0.00013 and 0.00012 at steps 2, 3 and 4 (forks
 51-72 ms after 169-600 s; ``--local 6``).  What made the prefix cheaper over time: a recorded
 reply is taken on the caller's thread, with no deadline worker (``instant`` backends); token
