@@ -49,6 +49,20 @@ second repeat (``--repeats 2 --variants bare,lean``: 24.7 min SmolLM2, 37.8 min 
 | gemma-3-270m | lean | 40 | 0.05 [0.01, 0.17] | +0.00 [+0.00, +0.00] | 1.00 | 4,209 | 84,172 | 7.8 | 81 |
 
 (the ``default`` rows above are the first defaults, now the ``first-defaults`` variant.)
+
+Latest, with the variants of a task and seed in one working directory (equal prompts; before,
+the path in the prompt differed by run and moved the models' first replies in 32-37 of 40
+pairs), memory triage at the run's end (the default now), ``--repeats 2 --variants
+bare,default`` in a new ``--out``: SmolLM2 49.3 min of run time; Gemma stopped after 16 of the 20
+tasks (32 pairs):
+
+| smollm2-135m-instruct | bare | 40 | 0.30 [0.18, 0.45] | baseline |  | 2,194 | 7,314 | 3.5 | 33 |
+| smollm2-135m-instruct | default | 40 | 0.35 [0.22, 0.50] | +0.05 [-0.10, +0.20] | 0.75 | 3,043 | 8,694 | 4.7 | 30 |
+| gemma-3-270m | bare | 32 | 0.16 [0.07, 0.32] | baseline |  | 2,188 | 14,003 | 4.0 | 45 |
+| gemma-3-270m | default | 32 | 0.12 [0.05, 0.28] | -0.03 [-0.09, +0.00] | 1.00 | 3,351 | 26,809 | 5.0 | 48 |
+
+Synthesis and the diary on the same 20 tasks, one repeat (20 pairs): SmolLM2 +0.05 [-0.15, +0.25]
+and +0.15 [-0.05, +0.35]; Gemma -0.10 [-0.25, +0.00] and -0.10 [-0.25, +0.00] (17.5 and 19.0 min).
 At 20 pairs an interval is about +-0.15 to +-0.25 wide, at 40 about +-0.1; every change holds zero.  The medium tier
 is 0 for every variant on both models; SmolLM2's easy ``fix`` tasks, 0/3 bare, reach 2/3 with
 memory and 1/3 with reflection.  773 action replies, 0 unusable.  An earlier measurement (the 12
