@@ -245,3 +245,11 @@ def test_agent_s_signature_names_every_flat_setting():
     params = inspect.signature(Agent.__init__).parameters
     assert set(FLAT) <= set(params)
     assert params["spin_threshold"].kind is inspect.Parameter.KEYWORD_ONLY and params["spin_threshold"].default is None
+
+
+def test_the_memory_triage_option_offers_what_memory_knows():
+    from memfit_jupyter.config import OPTIONS
+    from memfit_jupyter.memory.triage import TRIAGE_AT
+
+    (opt,) = [o for o in OPTIONS if o.flag == "--memory-triage"]
+    assert opt.choices == TRIAGE_AT  # written out in config.py so that reading the options imports no feature
