@@ -457,7 +457,7 @@ OPTIONS: tuple[Option, ...] = (
            default_text="`.memfit/` in the working directory"),
     Option("--no-memory", text="Run without long-term memory.", switch=True),
     # memory.triage.TRIAGE_AT, written out: reading the options imports no feature package
-    Option("--memory-triage", "memory_triage", "WHEN", choices=("end", "events"), trait="memory_triage"),
+    Option("--memory-triage", "memory_triage", "WHEN", choices=("rules", "end", "events"), trait="memory_triage"),
     Option("--oracle", "oracle", "CMD", trait="oracle", default_text="off"),
     Option("--max-trials", "max_trials", "N", trait="max_trials", minimum=1),
     Option("--plan", "plan", "FILE", trait="plan", default_text="off"),

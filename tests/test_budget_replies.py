@@ -68,7 +68,7 @@ def test_a_tight_budget_stops_at_a_learned_size(tmp_path):
 
 @pytest.mark.parametrize("mode", ["text", "schema", "tools"])
 def test_the_whole_demo_runs_in_every_structured_mode(tmp_path, mode):
-    run = Agent(model="memfit/demo", workdir=tmp_path, structured=mode).start(
+    run = Agent(model="memfit/demo", workdir=tmp_path, structured=mode, memory_triage="end").start(
         "what is the total of the numbers in data.txt?")
     result = run.run()
     calls = model_calls(run)

@@ -305,7 +305,7 @@ def test_tools_may_name_a_tool_that_an_extension_brings(tmp_path):
 
 
 def test_replay_of_a_run_with_memory_gives_the_same_events(tmp_path):
-    run = Agent(model="memfit/demo", workdir=tmp_path / "rec").start("task")  # memory on: the default
+    run = Agent(model="memfit/demo", workdir=tmp_path / "rec", memory_triage="end").start("task")  # memory on
     run.run()
     recorded = json.loads(json.dumps(run.trace()))
     assert any(e["purpose"] == "triage" for e in recorded["events"] if e["type"] == "model_call")

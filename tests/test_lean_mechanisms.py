@@ -19,7 +19,7 @@ from memfit_jupyter.reflection import ReflectionConfig
 from memfit_jupyter.timeline import BAD_REPLY_NOTE, Timeline
 
 FIRST_BUILT = [ReflectionConfig(cache_kinds="all", prompt_place="system"),
-               MemoryConfig(triage=TriageConfig(format="chinese", every=1))]
+               MemoryConfig(triage_at="events", triage=TriageConfig(format="chinese", every=1))]
 
 
 class Sent:
@@ -51,9 +51,9 @@ def triaged(run):
 
 
 def test_triage_runs_when_there_is_something_to_keep(tmp_path):
-    healthy, _ = run_of("healthy-long", tmp_path / "default")
+    healthy, _ = run_of("healthy-long", tmp_path / "default", memory_triage="end")
     assert healthy.status == "done" and triaged(healthy) == [10, 12]  # every 10 iterations, and the finish
-    five, _ = run_of("healthy-long", tmp_path / "five", configs=[MemoryConfig(triage=TriageConfig(every=5))])
+    five, _ = run_of("healthy-long", tmp_path / "five", configs=[MemoryConfig(triage_at="end", triage=TriageConfig(every=5))])
     assert triaged(five) == [5, 10, 12]
     seed, _ = run_of("healthy-long", tmp_path / "seed", configs=FIRST_BUILT)
     assert triaged(seed) == list(range(1, 13))  # as first built: after every iteration
@@ -65,18 +65,19 @@ def test_triage_runs_when_there_is_something_to_keep(tmp_path):
 
 
 def test_a_failed_run_triages_the_steps_not_triaged_yet(tmp_path):
-    run, sent = run_of("demo", tmp_path, max_iterations=2)
+    run, sent = run_of("demo", tmp_path, max_iterations=2, memory_triage="end")
     assert run.status == "failed" and triaged(run) == [2]  # two healthy steps, then the limit
     [messages] = sent.of("triage")
     assert messages[1]["content"].endswith("-> 42.0\nFinished: no")  # the engine's reason is not a lesson
-    cancelled = Agent(model="memfit/demo", workdir=tmp_path / "c", max_iterations=2).start("add up data.txt")
+    cancelled = Agent(model="memfit/demo", workdir=tmp_path / "c", max_iterations=2,
+                      memory_triage="end").start("add up data.txt")
     cancelled.step()
     cancelled.cancel()
     assert triaged(cancelled) == []  # a person's stop makes no call
 
 
 def test_english_triage_reads_the_task_and_one_line_per_step(tmp_path):
-    run, sent = run_of("demo", tmp_path / "en")
+    run, sent = run_of("demo", tmp_path / "en", memory_triage="end")
     [(system, user)] = [(m[0]["content"], m[1]["content"]) for m in sent.of("triage")]
     assert system == TRIAGE_BRIEF and len(TRIAGE_BRIEF) < len(TRIAGE_SYSTEM) / 1.5
     assert user.startswith(f"Task: {run.task}\n#1 read_file(path=\"data.txt\"): First I need")

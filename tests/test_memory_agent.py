@@ -15,15 +15,35 @@ def memory_events(run, op=None):
     return [e for e in run.events if e.type == "memory" and (op is None or e["op"] == op)]
 
 
-def test_triage_at_the_end_keeps_the_lesson_in_one_call(tmp_path):
+def test_the_default_triage_keeps_the_lesson_by_rules_with_no_model_call(tmp_path):
     first = Agent(model="memfit/memory-lesson", workdir=tmp_path, reflection="auto").start(TASK)
     assert first.run().status == "done"
-    # by default one triage, when the run ends, over all three steps (the failed read among them)
+    # by default one triage by rules, when the run ends: the failed read's error and the outcome
+    (triage,) = memory_events(first, "triage")
+    assert triage.iteration == 3 and triage["source"] == "heuristic" and len(triage["added"]) == 2
+    assert not [e for e in first.events if e.type == "model_call" and e["purpose"] == "triage"]
+    contents = sorted(m.content for m in first.memory.search("numbers file", k=5))
+    assert contents == [
+        'Failure seen: read_file(path="numbers.csv") failed: no such file: numbers.csv',
+        f'Task outcome: Task: {TASK} Done by: read_file(path="numbers.txt"), '
+        'finish(answer="The numbers add up to 42.")']  # the error once, though a reflection echoed it
+    second = Agent(model="memfit/memory-lesson", workdir=tmp_path, reflection="auto").start(TASK)
+    second.run()
+    (found,) = memory_events(second, "task_search")
+    assert any("numbers.txt" in r["content"] for r in found["results"])
+
+
+def test_triage_at_the_end_keeps_the_lesson_in_one_call(tmp_path):
+    first = Agent(model="memfit/memory-lesson", workdir=tmp_path, reflection="auto",
+                  memory_triage="end").start(TASK)
+    assert first.run().status == "done"
+    # one model triage, when the run ends, over all three steps (the failed read among them)
     (triage,) = memory_events(first, "triage")
     assert triage.iteration == 3 and triage["added"] and triage["source"] == "model"
     calls = [e for e in first.events if e.type == "model_call" and e["purpose"] == "triage"]
     assert len(calls) == 1 and "numbers.txt" in json.dumps(calls[0].fields())
-    second = Agent(model="memfit/memory-lesson", workdir=tmp_path, reflection="auto").start(TASK)
+    second = Agent(model="memfit/memory-lesson", workdir=tmp_path, reflection="auto",
+                   memory_triage="end").start(TASK)
     second.run()
     (found,) = memory_events(second, "task_search")
     assert "numbers.txt" in found["results"][0]["content"]
@@ -96,7 +116,7 @@ def test_a_store_object_needs_what_the_run_calls(tmp_path):
     with pytest.raises(TypeError, match=r"got Notes \(a store needs add_many, flush\)"):
         Agent(model="memfit/memory-lesson", workdir=tmp_path, memory=Notes()).start(TASK)
     notes = FullNotes()
-    run = Agent(model="memfit/memory-lesson", workdir=tmp_path, memory=notes).start(TASK)
+    run = Agent(model="memfit/memory-lesson", workdir=tmp_path, memory=notes, memory_triage="end").start(TASK)
     assert run.run().status == "done" and run.memory is notes
     assert not [e for e in run.events if e.type == "error"]
     assert notes.added and memory_events(run, "triage")[0]["added"] == ["n1"]
@@ -145,3 +165,27 @@ def test_heuristic_triage_without_a_model(tmp_path):
         kept = store.get(outcome["added"][0])
         assert "config.yaml" in kept.content and "failure" in kept.tags and kept.a_score == 0.7
         assert handle_memory(store, text, llm=None)["duplicates"] == 1
+
+
+def test_rules_triage_of_the_english_input_keeps_each_failed_call_once_and_how_the_task_was_done():
+    from memfit_jupyter.memory.triage import contextual_input
+
+    diff = "\n".join([
+        '#1 shell(command="cat vals.txt"): read it',
+        "-> FAILED: exit 1: cat: vals.txt: No such file or directory",
+        "[reflection] the action failed: cat: vals.txt: No such file or directory",
+        '#2 shell(command="cat values.txt"): the right name',
+        "-> 3 4 5",
+        '#3 shell(command="cat vals.txt"): again',
+        "-> FAILED: exit 1: cat: vals.txt: No such file or directory",
+        '#4 finish(answer="12"): sum',
+    ])
+    text = contextual_input(4, "r", diff, "done", True, None, format="english", task="Add the values")
+    kept = [e["content"] for e in heuristic_entities(text)]
+    assert kept == [
+        'Failure seen: shell(command="cat vals.txt") failed: exit 1: cat: vals.txt: No such file or directory',
+        'Task outcome: Task: Add the values Done by: shell(command="cat values.txt"), finish(answer="12")',
+    ]
+    unfinished = contextual_input(2, "r", "\n".join(diff.splitlines()[:2]), "failed", False, None,
+                                  format="english", task="Add the values")
+    assert [e["content"][:13] for e in heuristic_entities(unfinished)] == ["Failure seen:"]

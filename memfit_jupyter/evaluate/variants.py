@@ -29,7 +29,8 @@ _BARE = {"reflection": "none", "memory": False}
 #: spin detection alone forces MINIMAL reflection (a record, no model call) so that only the
 #: detectors and their warnings act (``spin-judge``: with the layer-2 judge, off by default);
 #: memory alone is a fresh store per run (a run's own triage and searches: memory across runs
-#: would make a run depend on the order they ran in).
+#: would make a run depend on the order they ran in), triaged by rules as it comes
+#: (``memory-model``: by the model).
 VARIANTS: dict[str, dict[str, Any]] = {
     "bare": dict(_BARE),
     "default": {},
@@ -41,6 +42,8 @@ VARIANTS: dict[str, dict[str, Any]] = {
     "spin": {"reflection": "minimal", "memory": False},
     "spin-judge": {"reflection": "minimal", "memory": False, "detectors": {"logic_spin": True}},
     "memory": {"reflection": "none", "memory": None},
+    # memory with the model's triage at the run's end (the default before triage by rules)
+    "memory-model": {"reflection": "none", "memory": None, "memory_triage": "end"},
     # the fourth measurement's candidate: the default then (triage at events), named
     "lean": {"reflection": "minimal", "detectors": {"logic_spin": False}, "memory_triage": "events"},
     "synthesis": {**_BARE, "samples": 3, "tools": ["+sub_query"]},

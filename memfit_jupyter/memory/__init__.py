@@ -24,7 +24,7 @@ from ..extension import Hooks
 from .dedup import DedupConfig
 from .entity import MemoryEntity, ScoredMemory, SearchResults, result_dicts
 from .ranking import RankingConfig
-from .triage import TRIAGE_AT, TriageConfig
+from .triage import MODEL_TRIAGE, TRIAGE_AT, TriageConfig
 
 if TYPE_CHECKING:
     from ..protocols import RunView
@@ -66,10 +66,11 @@ class MemoryConfig:
     task_search_bytes: int = 4096
     #: What the memory_search tool returns at most, in bytes.
     tool_search_bytes: int = 4096
-    #: When triage turns the run's steps into memories: end (once, when the run ends, and every
-    #: `triage.every` iterations of a long run) or events (also at each failed tool call, finish
-    #: or fact written, as first built).
-    triage_at: str = "end"
+    #: When and how triage turns the run's steps into memories: rules (once, when the run ends,
+    #: and every `triage.every` iterations of a long run, with no model call: error lines and the
+    #: outcome), end (at the same times, written by the model) or events (the model, also at
+    #: each failed tool call, finish or fact written, as first built).
+    triage_at: str = "rules"
     #: How triage's input is written, and how often a long run triages
     #: (``TriageConfig(format="chinese", every=1)``: the input as first built, after every iteration).
     triage: TriageConfig = field(default_factory=TriageConfig)
@@ -162,8 +163,9 @@ class MemoryExtension(Hooks):
             return
         text = contextual_input(iteration, run.id, diff, run.status, done, reason, format=config.format,
                                 task=run.task)
+        llm = run.llm if self.config.triage_at in MODEL_TRIAGE else None  # "rules": no model call
         try:
-            outcome = handle_memory(self.store, text, run.llm, iteration=iteration, format=config.format)
+            outcome = handle_memory(self.store, text, llm, iteration=iteration, format=config.format)
         except Exception as exc:  # memory must never take the loop down
             run.emit("error", message=f"memory triage failed: {type(exc).__name__}: {exc}")
             return
@@ -173,13 +175,14 @@ class MemoryExtension(Hooks):
     def on_finish(self, run: RunView, result: RunResult) -> None:
         """MECHANISMS.md §3.7: a completed task searches memory (4 KB) and shows what it found.  A run that
         failed triages the steps not triaged yet (a failure is something to keep); its reason is
-        the engine's word on the ending, not a lesson, so it is not given.  With ``triage_at="end"``
-        a finished run triages them too, with the finish as its reason."""
+        the engine's word on the ending, not a lesson, so it is not given.  Unless triage is at
+        ``"events"`` (where the finish was triaged at once), a finished run triages them too, with
+        the finish as its reason."""
         try:
             if self._last_triaged < run.iteration:
                 if result.status == "failed":
                     self._triage(run, run.iteration, False, None)
-                elif result.status == "done" and self.config.triage_at == "end":
+                elif result.status == "done" and self.config.triage_at != "events":
                     self._triage(run, run.iteration, True, "the agent called finish")
             if result.status == "done":
                 found = self.store.search(run.task, k=None, bytes_limit=self.config.task_search_bytes, llm=run.llm,

@@ -15,10 +15,11 @@ and the long instruction (``"seed"`` is an older name of it, still read).  The e
 own trouble (a reply that could not be used, a provider failure: ``[SYSTEM]`` notes) is
 never a lesson about the task: it is left out of the input, and an iteration that is
 nothing but such trouble is not triaged.  Triage runs when the run ends, over the steps not
-triaged yet, and every ``every`` iterations of a long run (``MemoryConfig.triage_at="end"``);
-with ``"events"`` also at once when there is something to keep (``triage_due``): a failed
-tool call, a finish, a fact written down (``TriageConfig(every=1)``: after every iteration,
-as first built).
+triaged yet, and every ``every`` iterations of a long run; by default by rules, with no model
+call (``MemoryConfig.triage_at="rules"``: ``heuristic_entities``), with ``"end"`` the model
+writes the memories, and with ``"events"`` it also triages at once when there is something to
+keep (``triage_due``): a failed tool call, a finish, a fact written down
+(``TriageConfig(every=1)``: after every iteration, as first built).
 """
 
 from __future__ import annotations
@@ -37,12 +38,15 @@ if TYPE_CHECKING:
     from .retrieval import MemoryBackend
 
 
-#: When triage runs (``MemoryConfig.triage_at``): "end" (when the run ends, and every
-#: ``TriageConfig.every`` iterations of a long run) or "events" (also at once after a failed tool
-#: call, a finish or a fact written, as first built).  The default is "end" (docs/EVIDENCE.md,
-#: "What the figures support" 4): memories serve later tasks, and the run's own context holds
-#: its steps until it ends.
-TRIAGE_AT = ("end", "events")
+#: When and how triage runs (``MemoryConfig.triage_at``): "rules" (when the run ends, and every
+#: ``TriageConfig.every`` iterations of a long run, without a model: each distinct error line and
+#: the outcome, ``heuristic_entities``), "end" (at the same times, the model writing the memories)
+#: or "events" (the model, also at once after a failed tool call, a finish or a fact written, as
+#: first built).  The default is "rules" (docs/EVIDENCE.md, "Memory across tasks"): the model's
+#: triage cost about 800 tokens a run on the local models and nothing read what it wrote.
+TRIAGE_AT = ("rules", "end", "events")
+#: The triage settings in which the model writes the memories.
+MODEL_TRIAGE = ("end", "events")
 #: How triage's input is written (``TriageConfig.format``).
 TRIAGE_FORMATS = ("english", "chinese")
 #: Older names of the formats, still read (user code and saved settings may carry them).
@@ -171,11 +175,11 @@ def triage_due(record: ActionRecord, iteration: int, last_triaged: int, config: 
                at: str = "events") -> bool:
     """Whether this iteration is triaged now: ``config.every`` iterations since the last triage,
     and with ``at="events"`` also a failed tool call, a finish or a fact written to memory (with
-    ``"end"`` those wait for the run's end, ``MemoryExtension.on_finish``).  A reply that could
+    ``"end"`` and ``"rules"`` those wait for the run's end, ``MemoryExtension.on_finish``).  A reply that could
     not be used (the engine's trouble with the model) is never triaged."""
     if record.action_type == "invalid_reply":
         return False
-    if at == "end":
+    if at != "events":
         return iteration - last_triaged >= config.every
     if not record.ok or record.data.get("final"):
         return True
@@ -184,14 +188,50 @@ def triage_due(record: ActionRecord, iteration: int, last_triaged: int, config: 
     return iteration - last_triaged >= config.every
 
 
+_STEP_CALL = re.compile(r"^#\d+ (?P<call>[\w.-]+\(.*\))(?=: |$)")
+
+
+def _failed_steps(text: str) -> list[str]:
+    """In the English input, each failed step as its call and its error
+    (``read_file(path="x") failed: no such file: x``), one per distinct error: the same error
+    echoed by a reflection or met again is one lesson."""
+    found: dict[str, str] = {}
+    call = ""
+    for line in text.splitlines():
+        step = _STEP_CALL.match(line)
+        if step or line.startswith("#"):
+            call = step.group("call") if step else ""
+        elif line.startswith("-> FAILED"):
+            error = line[len("-> FAILED"):].lstrip(": ").strip()
+            found.setdefault(error, f"{call} failed: {error}" if call else f"FAILED: {error}")
+    return list(found.values())
+
+
+def _recipe(text: str) -> str:
+    """In the English input of a finished task, the task and the steps that worked, in order
+    (``Task: ... Done by: read_file(path="x"), finish(answer="42")``): how it was solved."""
+    lines = text.splitlines()
+    if not lines or not lines[0].startswith("Task: "):
+        return ""
+    worked: list[str] = []
+    for line in lines[1:]:
+        step = _STEP_CALL.match(line)
+        if step:
+            worked.append(step.group("call"))
+        elif line.startswith("-> FAILED") and worked:
+            worked.pop()
+    return f"{lines[0]} Done by: {', '.join(worked)}" if worked else ""
+
+
 def heuristic_entities(text: str, max_chars: int = 600) -> list[dict[str, Any]]:
-    """What to keep without a model: each distinct error line (a lesson to act on) and, when
-    the input says the task finished, the outcome.  Empty when nothing stands out."""
+    """What to keep without a model: each distinct error (a lesson to act on: in the English input
+    the failed call with its error) and, when the input says the task finished, the outcome (in
+    English the task and the calls that worked).  Empty when nothing stands out."""
     text = task_lines(text)
     kws = [k for k in keywords(text) if k.isascii() and not k.isdigit()][:6]
     out: list[dict[str, Any]] = []
-    errors = list(dict.fromkeys(m.group(0).strip() for m in _ERROR_LINE.finditer(text)))[:3]
-    for line in errors:
+    errors = _failed_steps(text) or list(dict.fromkeys(m.group(0).strip() for m in _ERROR_LINE.finditer(text)))
+    for line in errors[:3]:
         line_kws = [k for k in keywords(line) if k.isascii() and not k.isdigit()][:4]
         out.append({
             "content": f"Failure seen: {line[:max_chars]}",
@@ -200,7 +240,8 @@ def heuristic_entities(text: str, max_chars: int = 600) -> list[dict[str, Any]]:
             "scores": {"c": 0.4, "o": 0.8, "r": 0.7, "e": 0.0, "p": 0.0, "a": 0.7, "t": 0.5},
         })
     if re.search(r"完成状态: true|^Finished: yes\b|\bdone\b", text, re.M):
-        summary = " ".join(text.split())[:max_chars]
+        summary = _recipe(text) or " ".join(text.split())
+        summary = summary[:max_chars]
         out.append({
             "content": f"Task outcome: {summary}",
             "tags": ["outcome", *kws[:4]],
