@@ -42,7 +42,7 @@ def cells(base):
     return {
         "load": "%load_ext memfit_jupyter",
         "run": (f"%%memfit_task --model openai/{ALIAS} --api-base {base} --structured schema "
-                "--max-iterations 1 --tools read_file,finish --reflection standard --max-duration 600 "
+                "--max-iterations 1 --tools read_file,finish --reflection standard --memory-triage end --max-duration 600 "
                 f"--name run1\n{TASK}"),
         "facts": (
             "import json\n"
