@@ -80,6 +80,7 @@ class Agent:
     tool_names = _Setting("tools")
     memory = _Setting("memory")
     memory_triage = _Setting("memory_triage")
+    memory_recall = _Setting("memory_recall")
     oracle = _Setting("oracle")
     max_trials = _Setting("max_trials")
     plan = _Setting("plan")

@@ -209,7 +209,7 @@ FLAT: dict[str, str] = {
     "strategy": "reliability.strategy", "samples": "reliability.samples",
     "tools": "tools", "max_trials": "context.max_trials", "context_window": "context_window",
     "failure_threshold": "reliability.failure_threshold", "recovery_timeout": "reliability.recovery_timeout",
-    "memory": "store", "memory_triage": "memory.triage_at", "api_base": "api_base", "structured": "structured",
+    "memory": "store", "memory_triage": "memory.triage_at", "memory_recall": "memory.recall_bytes", "api_base": "api_base", "structured": "structured",
     "oracle": "oracle", "plan": "plan", "progress": "progress",
     "approve_tools": "tool_policy.approve_tools", "sandbox": "tool_policy.sandbox",
 }
@@ -217,10 +217,11 @@ FLAT: dict[str, str] = {
 SETTINGS = ("model", "fast_model", "fallback_model", "max_iterations", "max_cost_usd", "max_duration_seconds",
             "max_recursive_calls", "reflection", "spin_threshold", "max_consecutive_spin_warnings", "detectors",
             "strategy", "samples", "tools", "max_trials", "context_window", "failure_threshold",
-            "recovery_timeout", "memory", "api_base", "structured", "max_bad_replies", "memory_triage")
+            "recovery_timeout", "memory", "api_base", "structured", "max_bad_replies", "memory_triage",
+            "memory_recall")
 #: Settings that traces recorded before the setting existed, with the value their runs had: a
 #: replay or a fork of such a trace runs as its run did (``Agent.from_settings``).
-RECORDED_BEFORE: dict[str, Any] = {"max_bad_replies": 3, "memory_triage": "events"}
+RECORDED_BEFORE: dict[str, Any] = {"max_bad_replies": 3, "memory_triage": "events", "memory_recall": 0}
 
 
 #: The defaults memfit first came with, where today's differ (each changed from a measurement:
@@ -458,6 +459,7 @@ OPTIONS: tuple[Option, ...] = (
     Option("--no-memory", text="Run without long-term memory.", switch=True),
     # memory.triage.TRIAGE_AT, written out: reading the options imports no feature package
     Option("--memory-triage", "memory_triage", "WHEN", choices=("rules", "end", "events"), trait="memory_triage"),
+    Option("--memory-recall", "memory_recall", "BYTES", trait="memory_recall", minimum=0),
     Option("--oracle", "oracle", "CMD", trait="oracle", default_text="off"),
     Option("--max-trials", "max_trials", "N", trait="max_trials", minimum=1),
     Option("--plan", "plan", "FILE", trait="plan", default_text="off"),

@@ -185,7 +185,7 @@ class RecordedStore:
             kind = e.get("type")
             if kind == "model_call" and e.get("purpose") == "tags":
                 tags_calls += 1
-            elif kind == "memory" and e.get("op") in ("search", "task_search", "failures"):
+            elif kind == "memory" and e.get("op") in ("search", "task_search", "failures", "recall"):
                 self.searches.append(_Search([_hit(r) for r in e.get("results") or ()], tags_calls))
                 tags_calls = 0
             elif kind == "reflection" and int(e.get("level", 0) or 0) >= 2:

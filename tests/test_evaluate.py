@@ -7,6 +7,7 @@ import json
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
+import polars as pl
 import pytest
 
 from memfit_jupyter.evaluate import VARIANTS, evaluate, summarise
@@ -213,3 +214,21 @@ def test_run_keys_do_not_depend_on_the_server_s_address():
     assert [s.key for s in one] == [s.key for s in two] and len({s.key for s in one}) == 2
     other, _ = _specs(tasks(["arith-sum"]), chosen, {"model": "openai/other"}, 2, 0)
     assert {s.key for s in other}.isdisjoint(s.key for s in one)
+
+
+def test_a_shared_store_variant_runs_in_turn_and_a_later_run_recalls_what_an_earlier_one_kept(tmp_path):
+    """``recall``: one store for the variant's runs, repeat by repeat and task by task, so that
+    repeat 1 of a task starts with what repeat 0 of it kept (memory across tasks)."""
+    out = tmp_path / "ev"
+    ev = evaluate(tasks(["arith-sum", "fix-add"]), ["bare", "recall"], model="memfit/demo", repeats=2, out=out)
+    assert (out / "stores" / "recall").is_dir() and not (out / "stores" / "bare").exists()
+    recalled = {}
+    for row in ev.runs.filter(pl.col("variant") == "recall").iter_rows(named=True):
+        trace = json.loads(open(row["trace"]).read())
+        (recall,) = [e for e in trace["events"] if e["type"] == "memory" and e["op"] == "recall"]
+        recalled[(row["task"], row["repeat"])] = [r["content"] for r in recall["results"]]
+    assert recalled[("arith-sum", 0)] == [] and recalled[("fix-add", 0)] == []  # the store was empty then
+    assert any("data.txt" in c for c in recalled[("arith-sum", 1)])
+    assert any("add.py" in c for c in recalled[("fix-add", 1)])
+    with pytest.raises(ValueError, match="max_parallel must be 1"):
+        evaluate(tasks(["arith-sum"]), ["recall"], model="memfit/demo", out=tmp_path / "p", max_parallel=2)

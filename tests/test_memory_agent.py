@@ -24,7 +24,7 @@ def test_the_default_triage_keeps_the_lesson_by_rules_with_no_model_call(tmp_pat
     assert not [e for e in first.events if e.type == "model_call" and e["purpose"] == "triage"]
     contents = sorted(m.content for m in first.memory.search("numbers file", k=5))
     assert contents == [
-        'Failure seen: read_file(path="numbers.csv") failed: no such file: numbers.csv',
+        f'Failure seen: read_file(path="numbers.csv") failed: no such file: numbers.csv (Task: {TASK})',
         f'Task outcome: Task: {TASK} Done by: read_file(path="numbers.txt"), '
         'finish(answer="The numbers add up to 42.")']  # the error once, though a reflection echoed it
     second = Agent(model="memfit/memory-lesson", workdir=tmp_path, reflection="auto").start(TASK)
@@ -183,9 +183,45 @@ def test_rules_triage_of_the_english_input_keeps_each_failed_call_once_and_how_t
     text = contextual_input(4, "r", diff, "done", True, None, format="english", task="Add the values")
     kept = [e["content"] for e in heuristic_entities(text)]
     assert kept == [
-        'Failure seen: shell(command="cat vals.txt") failed: exit 1: cat: vals.txt: No such file or directory',
+        'Failure seen: shell(command="cat vals.txt") failed: exit 1: cat: vals.txt: No such file or directory'
+        ' (Task: Add the values)',
         'Task outcome: Task: Add the values Done by: shell(command="cat values.txt"), finish(answer="12")',
     ]
     unfinished = contextual_input(2, "r", "\n".join(diff.splitlines()[:2]), "failed", False, None,
                                   format="english", task="Add the values")
     assert [e["content"][:13] for e in heuristic_entities(unfinished)] == ["Failure seen:"]
+
+
+def test_a_run_recalls_what_memory_holds_for_its_task_into_the_system_prompt(tmp_path):
+    first = Agent(model="memfit/memory-lesson", workdir=tmp_path, reflection="none").start(TASK)
+    first.run()
+    assert not memory_events(first, "recall")  # recall is off unless asked for
+    unrelated = "Kept for another task: the deploy key rotates every Monday at noon."
+    first.memory.add(unrelated, tags=["deploy"])
+    second = Agent(model="memfit/memory-lesson", workdir=tmp_path, reflection="none", memory_recall=2048).start(TASK)
+    second.step()
+    (recall,) = memory_events(second, "recall")
+    recalled = [r["content"] for r in recall["results"]]
+    assert recall.iteration == 0 and recall["query"] == TASK
+    assert any("no such file: numbers.csv" in c for c in recalled) and unrelated not in recalled
+    system = second.next_prompt()[0]["content"]
+    assert "From earlier runs, memory holds" in system and 'read_file(path="numbers.csv") failed' in system
+    assert "deploy key" not in system
+    second.run()
+    # replayed elsewhere, the recall comes from the recording, and the run is the same event for event
+    recorded = json.loads(json.dumps(second.trace()))
+    assert recorded["settings"]["memory_recall"] == 2048
+    replayed = Agent.replay(recorded, workdir=tmp_path / "elsewhere")
+    replayed.run()
+    assert json.dumps(replayed.trace()["events"]) == json.dumps(recorded["events"])
+    # a fresh store recalls nothing and the prompt has no such section
+    fresh = Agent(model="memfit/memory-lesson", workdir=tmp_path / "fresh", memory_recall=2048).start(TASK)
+    fresh.step()
+    (none,) = memory_events(fresh, "recall")
+    assert none["results"] == [] and "From earlier runs" not in fresh.next_prompt()[0]["content"]
+
+
+@pytest.mark.parametrize("bad", [-1, 1.5, True, "4k"])
+def test_memory_recall_takes_a_whole_number_of_bytes(tmp_path, bad):
+    with pytest.raises((ValueError, TypeError), match="memory_recall|recall_bytes"):
+        Agent(model="memfit/demo", workdir=tmp_path, memory_recall=bad).start("x")

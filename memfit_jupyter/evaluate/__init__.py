@@ -34,7 +34,7 @@ from typing import Any
 from ..tasks.core import Task, check_command
 from .chart import chart
 from .stats import mcnemar_exact, paired_bootstrap, wilson
-from .variants import TASK_ORACLE, VARIANTS, resolve, settings_for
+from .variants import SHARED_STORE, TASK_ORACLE, VARIANTS, resolve, settings_for
 
 __all__ = ["VARIANTS", "Evaluation", "chart", "evaluate", "summarise"]
 
@@ -102,6 +102,10 @@ def evaluate(tasks: Iterable[Task], variants: Mapping[str, Mapping[str, Any]] | 
 
     validate(specs)  # an unknown setting or model: one error, before anything exists
     out_dir = _out_dir(out, specs)
+    if any(s.settings.get("memory") == SHARED_STORE for s in specs):
+        if max_parallel not in (None, 1):
+            raise ValueError("a variant with a shared store runs one run at a time: max_parallel must be 1")
+        specs, max_parallel = _in_turn(specs, plan, out_dir), 1
     if finished_only:
         return _finished(specs, plan, task_list, out_dir, model, base, resamples)
     _probe(model, api_base)  # a model that does not answer: the same
@@ -193,6 +197,23 @@ def _specs(tasks: list[Task], variants: dict[str, dict[str, Any]], shared: dict[
                 plan[key] = {"task": task.name, "family": task.family, "variant": variant, "repeat": r,
                              "seed": seed + r}
     return specs, plan
+
+
+def _in_turn(specs: list[Any], plan: dict[str, dict[str, Any]], out: Path) -> list[Any]:
+    """The specs in the order a shared store needs (repeat by repeat, then the tasks as given),
+    a ``SHARED_STORE`` made the variant's own store under ``out``.  The key keeps the placeholder:
+    the same evaluation in another ``out`` is the same runs."""
+    from ..sweep.spec import RunSpec
+
+    order = {key: (p["repeat"], i) for i, (key, p) in enumerate(plan.items())}
+    turned = []
+    for spec in sorted(specs, key=lambda s: order[s.key]):
+        if spec.settings.get("memory") == SHARED_STORE:
+            store = out / "stores" / plan[spec.key]["variant"]
+            spec = RunSpec(spec.task, {**spec.settings, "memory": str(store)}, spec.key, spec.name, spec.files,
+                           spec.place)
+        turned.append(spec)
+    return turned
 
 
 def _with_base(spec: Any, base: str) -> Any:

@@ -7,7 +7,8 @@ the defaults under them: after the defaults change, give ``default`` runs a new 
 measure in a new one anyway since the variants of a task and seed share a working directory
 path: runs made before each had their own, named in their prompt).
 A variant's ``oracle`` may be ``TASK_ORACLE``: each task's own oracle command goes there
-(the failure diary judges its trials with it).  A variant's ``tools`` whose names all start
+(the failure diary judges its trials with it); its ``memory`` may be ``SHARED_STORE``: one store
+for all its runs, run in order (``recall`` measures memory across tasks that way).  A variant's ``tools`` whose names all start
 with ``+`` add those tools to the evaluation's (``synthesis`` adds ``sub_query``, the tool
 through which K samples are drawn and combined).
 """
@@ -22,6 +23,10 @@ from ..reflection.config import DETECTORS
 
 #: Stands for the task's oracle command in a variant's settings.
 TASK_ORACLE = "<task oracle>"
+#: A variant's ``memory`` setting: one store for all the variant's runs (``<out>/stores/<variant>``),
+#: which then run one after another, repeat by repeat and task by task in the order given, so
+#: that a run finds what the runs before it kept (memory across tasks).
+SHARED_STORE = "<shared store>"
 _NO_SPIN = {"detectors": {d: False for d in DETECTORS}, "max_consecutive_spin_warnings": 0}
 _BARE = {"reflection": "none", "memory": False}
 
@@ -45,6 +50,9 @@ VARIANTS: dict[str, dict[str, Any]] = {
     # memory with the model's triage at the run's end (the default before triage by rules)
     "memory-model": {"reflection": "none", "memory": None, "memory_triage": "end"},
     # the fourth measurement's candidate: the default then (triage at events), named
+    # memory across tasks: the default, its runs sharing one store, each starting with what memory
+    # holds for its task (1 KB)
+    "recall": {"memory": SHARED_STORE, "memory_recall": 1024},
     "lean": {"reflection": "minimal", "detectors": {"logic_spin": False}, "memory_triage": "events"},
     "synthesis": {**_BARE, "samples": 3, "tools": ["+sub_query"]},
     "diary": {**_BARE, "oracle": TASK_ORACLE, "max_trials": 3},

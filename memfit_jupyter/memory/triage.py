@@ -230,11 +230,15 @@ def heuristic_entities(text: str, max_chars: int = 600) -> list[dict[str, Any]]:
     text = task_lines(text)
     kws = [k for k in keywords(text) if k.isascii() and not k.isdigit()][:6]
     out: list[dict[str, Any]] = []
-    errors = _failed_steps(text) or list(dict.fromkeys(m.group(0).strip() for m in _ERROR_LINE.finditer(text)))
+    failed = _failed_steps(text)
+    errors = failed or list(dict.fromkeys(m.group(0).strip() for m in _ERROR_LINE.finditer(text)))
+    # a failed call is a lesson about its task: said with it, a search for the task finds it
+    first = text.split("\n", 1)[0]
+    where = f"({first})" if failed and first.startswith("Task: ") else ""
     for line in errors[:3]:
         line_kws = [k for k in keywords(line) if k.isascii() and not k.isdigit()][:4]
         out.append({
-            "content": f"Failure seen: {line[:max_chars]}",
+            "content": f"Failure seen: {line[:max_chars]} {_clip(where, 200)}".rstrip(),
             "tags": ["failure", *line_kws],
             "questions": [f"What went wrong with {' '.join(line_kws[:3]) or 'this action'}?"],
             "scores": {"c": 0.4, "o": 0.8, "r": 0.7, "e": 0.0, "p": 0.0, "a": 0.7, "t": 0.5},
