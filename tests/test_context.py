@@ -244,3 +244,17 @@ def test_a_context_without_a_known_window_measures_nothing_and_never_flushes(tmp
     assert tiers.check(run) == "ok"
     assert tiers.flush(run) == [] and tiers.recall == [] and tiers.summary is None
     assert len(run.timeline.entries) >= 4
+
+
+def test_the_memory_section_names_only_the_tools_the_run_has(tmp_path):
+    from memfit_jupyter import Agent
+
+    every = Agent(model="memfit/demo", workdir=tmp_path, memory=False).start("x").next_prompt()[0]["content"]
+    assert "edit with core_memory_append / core_memory_replace" in every and "archival_memory_search" in every
+    few = Agent(model="memfit/demo", workdir=tmp_path, memory=False,
+                tools=["shell", "read_file", "finish"]).start("x").next_prompt()[0]["content"]
+    for name in ("core_memory", "conversation_search", "archival_memory", "Core memory", "<persona"):
+        assert name not in few  # a small model copies the names of tools it does not have
+    recall = Agent(model="memfit/demo", workdir=tmp_path, memory=False,
+                   tools=["read_file", "finish", "conversation_search"]).start("x").next_prompt()[0]["content"]
+    assert "Recall holds 0 evicted message(s): conversation_search." in recall and "archival" not in recall

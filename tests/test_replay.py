@@ -52,8 +52,9 @@ def test_every_scenario_replays_byte_for_byte_with_memory_hits(name, tmp_path):
 
 
 def test_a_replay_reproduces_memory_search_hits_and_the_tags_call(tmp_path):
-    _agent("memory-lesson", tmp_path, None).start(TASK).run()
-    run = _agent("memory-lesson", tmp_path, None).start(TASK)
+    # the model's triage, so that the task search has the model pick its tags
+    Agent(model="memfit/memory-lesson", workdir=tmp_path, memory_triage="end").start(TASK).run()
+    run = Agent(model="memfit/memory-lesson", workdir=tmp_path, memory_triage="end").start(TASK)
     run.run()
     hits = [e for e in run.events if e.type == "memory" and e["op"] == "task_search"]
     assert hits and hits[0]["results"], "the second run should find the first run's memories"

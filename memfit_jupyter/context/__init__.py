@@ -100,7 +100,8 @@ class ContextExtension(Hooks):
         self.tiers.check(run)
 
     def system_sections(self, run: RunView) -> list[str]:
-        sections = [self.tiers.section()]
+        section = self.tiers.section(run.tools)
+        sections = [section] if section else []
         if self.plan is not None:
             sections.append(self.plan.section())
         if self.diary is not None:

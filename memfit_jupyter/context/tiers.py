@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import functools
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -311,12 +311,30 @@ class TieredContext:
         scored.sort(key=lambda t: (-t[0], -t[1]))
         return [e for _, _, e in scored[:k]]
 
-    def section(self) -> str:
-        """The memory blocks, as the system prompt shows them."""
-        blocks = "\n".join(b.render() for b in self.blocks.values())
-        return ("Core memory (always in view; edit with core_memory_append / core_memory_replace):\n"
-                f"{blocks}\nRecall holds {len(self.recall)} evicted message(s): conversation_search. "
-                "Archival memory: archival_memory_insert / archival_memory_search.")
+    def section(self, tools: Collection[str] | None = None) -> str:
+        """The memory blocks, as the system prompt shows them, naming only the ``tools`` the run
+        has (None: all of them).  Without the core memory tools, empty blocks are left out (the
+        model could not fill them) and blocks with content are shown without an edit hint;
+        without ``conversation_search`` or the archival tools, their line is left out.  A run
+        with none of these tools and empty blocks gets no section ("")."""
+        def has(*names: str) -> bool:
+            return tools is None or all(n in tools for n in names)
+
+        lines = []
+        editable = has("core_memory_append", "core_memory_replace")
+        shown = [b for b in self.blocks.values() if editable or b.value.strip()]
+        if shown:
+            hint = "; edit with core_memory_append / core_memory_replace" if editable else ""
+            lines.append(f"Core memory (always in view{hint}):")
+            lines.extend(b.render() for b in shown)
+        rest = []
+        if has("conversation_search"):
+            rest.append(f"Recall holds {len(self.recall)} evicted message(s): conversation_search.")
+        if has("archival_memory_insert", "archival_memory_search"):
+            rest.append("Archival memory: archival_memory_insert / archival_memory_search.")
+        if rest:
+            lines.append(" ".join(rest))
+        return "\n".join(lines)
 
 
 def _system_text(run: RunView) -> str:
