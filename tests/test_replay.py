@@ -142,6 +142,26 @@ def test_a_model_with_no_known_price_is_named_in_the_totals(tmp_path):
     assert "unpriced" not in run.trace()["totals"] and run.trace()["totals"]["cost_usd"] > 0
 
 
+def test_a_run_whose_action_call_was_abandoned_at_its_time_limit_replays_to_the_same_end(tmp_path):
+    """The recorded reproduction of a real local-model run (3 iterations, 90 s): its action call
+    was abandoned at the deadline and the run ended degraded.  A replay once asked for replies the
+    recording does not have and ended failed at max_iterations; it must stop at the recorded limit,
+    and the CLI's replay must say it did not part from the recording."""
+    import subprocess
+    import sys
+
+    path = Path(__file__).resolve().parent / "fixtures" / "replay_after_time_limit.json"
+    recorded = json.loads(path.read_text())
+    assert recorded["events"][-1]["status"] == "degraded"
+    events, replayed = _replayed_events(recorded, tmp_path / "replay_dir")
+    assert [json.loads(e) for e in events] == recorded["events"]  # recorded by an earlier build: key order aside
+    assert replayed.status == "degraded"
+    assert replayed.result.reason == "time limit of 90 s reached before a model call"
+    cli = subprocess.run([sys.executable, "-m", "memfit_jupyter", "replay", str(path)], cwd=tmp_path,
+                         capture_output=True, text=True, timeout=300)
+    assert cli.returncode == 0 and "status: degraded" in cli.stdout, cli.stdout + cli.stderr
+
+
 def test_a_real_run_cut_short_by_its_time_limit_replays_byte_for_byte(tmp_path):
     """A local-model run whose action call was abandoned at its deadline mid-stream and whose time
     limit then ended it: the replay streams the recorded partial reply again and stops at the
