@@ -183,7 +183,7 @@ def test_the_seed_relay_stamps_seed_and_temperature_on_each_request():
                                              {"Content-Type": "application/json"})
                 with urllib.request.urlopen(req, timeout=10) as r:
                     got = json.loads(r.read())
-                assert got == {"model": "m", "messages": [], "temperature": 0.7, "seed": seed}
+                assert got == {"model": "m", "messages": [], "temperature": 0.7, "seed": seed, "cache_prompt": False}
     finally:
         server.shutdown()
         server.server_close()

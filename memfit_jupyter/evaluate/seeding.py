@@ -6,6 +6,13 @@ on 127.0.0.1 and forwards every request to the server at ``upstream`` (``.../v1`
 reached at (``api_base(7)`` -> ``http://127.0.0.1:PORT/seed/7``).  So repeat r of a task
 samples with seed ``base + r`` in every variant: repeats differ, and the same repeat
 reproduces (llama.cpp's server samples deterministically for a given seed and prompt).
+The relay also sets ``cache_prompt: false``: with its prompt cache, llama.cpp's server
+computes a prompt whose beginning it has cached (a variant run after another on the same
+task) with other numerics than the same prompt cold, and at a near-tie samples another token.
+Measured on SmolLM2-135M, temperature 0.3, seed 0: one prompt sent three times gave one reply
+with the cache and another without it, and in an evaluation ``bare`` and ``default`` runs
+given the very same first prompt chose different first tools.  Without the cache, the same
+seed and prompt give the same reply whatever ran before.
 Streaming replies pass through chunk by chunk.
 """
 
@@ -68,6 +75,7 @@ class SeedRelay:
                 data = None
             if isinstance(data, dict):
                 data["seed"], data["temperature"] = seed, self.temperature
+                data["cache_prompt"] = False  # the same reply whatever the server computed before
                 body = json.dumps(data).encode()
         headers = {k: v for k, v in handler.headers.items()
                    if k.lower() not in ("host", "content-length", "connection", "accept-encoding")}
