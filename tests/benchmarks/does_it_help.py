@@ -101,6 +101,37 @@ def table(summary) -> str:
     return "\n".join(lines)
 
 
+def paired_actions(runs, baseline: str = "bare"):
+    """Per model and variant: of the runs paired with the baseline's (same task and seed), how
+    many chose the same first action and the same actions throughout (tool and parameters, from
+    the traces), and how many started with memory recalled.  Variants whose prompts are equal
+    until a mechanism acts must match until then: the instrument's check on its own pairing."""
+    import polars as pl
+
+    def actions(path):
+        if not path:
+            return None, 0
+        trace = json.loads(Path(path).read_text())
+        acts = [(e.get("tool"), json.dumps(e.get("params"), sort_keys=True))
+                for e in trace["events"] if e["type"] == "action"]
+        recalled = sum(1 for e in trace["events"] if e["type"] == "memory" and e.get("op") == "recall" and e["results"])
+        return acts, recalled
+
+    rows = [dict(r, **dict(zip(("acts", "recalled"), actions(r["trace"]), strict=True))) for r in runs.iter_rows(named=True)]
+    base = {(r["model"], r["task"], r["seed"]): r["acts"] for r in rows if r["variant"] == baseline}
+    out = {}
+    for r in rows:
+        if r["variant"] == baseline or (r["model"], r["task"], r["seed"]) not in base:
+            continue
+        mine, theirs = r["acts"] or [], base[(r["model"], r["task"], r["seed"])] or []
+        c = out.setdefault((r["model"], r["variant"]), {"pairs": 0, "same_first": 0, "same_all": 0, "recalled": 0})
+        c["pairs"] += 1
+        c["same_first"] += bool(mine and theirs and mine[0] == theirs[0])
+        c["same_all"] += mine == theirs
+        c["recalled"] += bool(r["recalled"])
+    return pl.DataFrame([{"model": m, "variant": v, **c} for (m, v), c in out.items()])
+
+
 def per_family(runs):
     """Successes / runs per variant, family and tier (the calibration of the suite on a model)."""
     import polars as pl
@@ -168,6 +199,7 @@ def main() -> None:
         print(f"{m}: {ev.runs.height} runs in {time.perf_counter() - t0:.0f} s", flush=True)
         with pl.Config(tbl_rows=200):
             print(per_family(ev.runs))
+            print(paired_actions(ev.runs))
     summary = pl.concat([ev.summary for ev in frames])
     print()
     print(table(summary))
@@ -182,7 +214,8 @@ def main() -> None:
     print(f"\n{sum(ev.runs.height for ev in frames)} runs, {len(suite)} tasks x {len(variants)} variants x "
           f"{args.repeats} repeats x {len(models)} models, wall time {wall / 60:.1f} min")
     if args.json:
-        args.json.write_text(json.dumps({"summary": summary.to_dicts(),
+        pairs = pl.concat([paired_actions(ev.runs) for ev in frames], how="diagonal")
+        args.json.write_text(json.dumps({"summary": summary.to_dicts(), "pairs": pairs.to_dicts(),
                                          "runs": pl.concat([ev.runs for ev in frames]).drop("trace").to_dicts(),
                                          "args": {k: str(v) for k, v in vars(args).items()},
                                          # finished-only: the runs' own seconds, not this command's time
