@@ -582,7 +582,7 @@ def fork(parent: Any, at: int, *, agents: MakeAgent, memory: Any = "overlay",
         except Exception as exc:
             raise ForkError(f"a setting of the fork is not valid: {exc}") from None
 
-    parent_workdir = Path(parent_run.agent.workdir).resolve() if parent_run is not None else (
+    parent_workdir = _parent_folder(parent_run) if parent_run is not None else (
         Path(trace["workdir"]) if trace.get("workdir") else None)
     root, folder = _folders(workdir, parent_workdir, str(trace.get("run_id", "run")))
     try:
@@ -600,10 +600,27 @@ def fork(parent: Any, at: int, *, agents: MakeAgent, memory: Any = "overlay",
     return child
 
 
+def _recorder_of(run: Run) -> Any:
+    """The workspace recorder of a run in hand (a fork's: its live part's), or None."""
+    runner = run.tool_runner
+    return getattr(getattr(runner, "live", runner), "recorder", None)
+
+
+def _parent_folder(run: Run) -> Path:
+    """The parent's working folder, resolved: as its workspace recorder resolved it (the folder its
+    tools ran in), or now when it has none."""
+    from .workspace import WorkspaceRecorder
+
+    recorder = _recorder_of(run)
+    if isinstance(recorder, WorkspaceRecorder) and Path(run.tool_context.workdir) == Path(run.agent.workdir):
+        return recorder.workdir
+    return Path(run.agent.workdir).resolve()
+
+
 def _folders(workdir: str | Path | None, parent_workdir: Path | None, run_id: str) -> tuple[Path, Path]:
-    """The child's root (memory, blobs) and working folder; never inside the parent's folder."""
+    """The child's root (memory, blobs) and working folder, resolved; never inside the parent's folder."""
     if workdir is None:
-        root = Path(tempfile.mkdtemp(prefix=f"memfit-fork-{run_id}-"))
+        root = Path(tempfile.mkdtemp(prefix=f"memfit-fork-{run_id}-")).resolve()
         return root, root / "work"
     folder = Path(workdir).expanduser().resolve()
     if parent_workdir is not None and (folder == parent_workdir or folder.is_relative_to(parent_workdir)):
@@ -641,22 +658,25 @@ def _make(trace: dict[str, Any], parent_run: Run | None, at: int, changes: dict[
         extensions.append(dataclasses.replace(parent_config, store=None))  # the child's blobs are its own
     agent = agents({**settings, "workdir": folder, "memory": store, "extensions": extensions})
     models = {f"fork_{n}": str(v) for n, v in settings_of(changes).items() if n in TIERS and v}
-    recorder = WorkspaceRecorder(folder, config_of(agent), manifest=restored.manifest if restored.manifest is not None else manifest_of(folder),
-                                 write_base=not any("base" in r for _, r in records(prefix, at)))
+    config = config_of(agent)
+    parent_recorder = _recorder_of(parent_run) if parent_run is not None else None
+    blobs = parent_recorder.blobs if isinstance(parent_recorder, WorkspaceRecorder) and \
+        parent_recorder.config.store == config.store else None  # the same store, resolved once
+    recorder = WorkspaceRecorder(folder, config, manifest=restored.manifest if restored.manifest is not None else manifest_of(folder),
+                                 write_base=not any("base" in r for _, r in records(prefix, at)), blobs=blobs,
+                                 resolved=True)
     run = Run(agent, trace["task"],
               backend=ForkBackend(RecordedBackend(prefix, {**models, **agent.tiers}),
                                   backend if backend is not None else LiteLLMBackend((live_agent or agent).model_options()),
                                   at, changes.get("action")),
               tools=ForkTools(RecordedTools(prefix), tools if tools is not None else LiveTools(recorder), at,
                               changes.get("observation")),
-              clock=clock)
+              clock=clock, prompt_workdir=trace.get("workdir") or None)  # the prefix's prompts name the parent's folder
     recorded_clock.run = clock.run = run
     run.backend.run = run
     if isinstance(store, ForkStore):
         store.run = run
     breakers_for(agent).clock = clock.now
-    if trace.get("workdir"):
-        run.prompt_workdir = trace["workdir"]  # the prompts of the prefix name the parent's folder
     run.parent = record
     run.parent_run = parent_run  # type: ignore[attr-defined]
     return run

@@ -66,9 +66,10 @@ class Run:
 
     def __init__(self, agent: RunAgent, task: str, *, backend: Any = None, tools: ToolRunner | None = None,
                  clock: Clock | None = None,
-                 run_id: str | None = None, started_at: str | None = None):
+                 run_id: str | None = None, started_at: str | None = None, prompt_workdir: str | None = None):
         """``backend`` answers the model calls, ``tools`` runs the tools, ``clock`` stamps the events:
-        the world's by default, a recording's in a replay (``replay.py``)."""
+        the world's by default, a recording's in a replay (``replay.py``).  ``prompt_workdir``: the
+        folder the prompts name (a replay's and a fork's: the recorded one), else the agent's."""
         self.agent = agent
         self.task = task
         self.id = run_id or uuid.uuid4().hex[:12]
@@ -82,7 +83,7 @@ class Run:
         self.result: RunResult | None = None
         self.last_prompt: list[dict[str, str]] | None = None
         #: The working directory as the prompt names it (a replay keeps the recorded one).
-        self.prompt_workdir = str(agent.workdir.resolve())
+        self.prompt_workdir = prompt_workdir or str(agent.workdir.resolve())
         self._subscribers: list[tuple[Subscriber, tuple[type[Event], ...] | None]] = []
         self.clock: Clock = clock if clock is not None else LiveClock()
         self.tool_runner: ToolRunner = tools if tools is not None else LiveTools()

@@ -172,14 +172,18 @@ class WorkspaceRecorder:
     """One run's record of its working directory (see the module docstring)."""
 
     def __init__(self, workdir: str | Path, config: WorkspaceConfig | None = None,
-                 manifest: dict[str, FileState] | None = None, write_base: bool = False):
+                 manifest: dict[str, FileState] | None = None, write_base: bool = False,
+                 blobs: BlobStore | None = None, resolved: bool = False):
         """``manifest``: the files already there (a fork's restored folder, whose base is in its
         parent's record); without it, the first scan is the base.  ``write_base``: record
-        ``manifest`` as the base all the same (a fork whose recorded prefix holds no base)."""
-        self.workdir = Path(workdir).resolve()
+        ``manifest`` as the base all the same (a fork whose recorded prefix holds no base).
+        ``blobs``: the blob store, already resolved (a fork's: its parent's, when the config's
+        store is the same); ``resolved``: ``workdir`` is already absolute and resolved."""
+        self.workdir = Path(workdir) if resolved else Path(workdir).resolve()
         self.config = config or WorkspaceConfig()
-        store = self.config.store or default_store()
-        self.blobs = BlobStore(Path(store).resolve())
+        if blobs is None:
+            blobs = BlobStore(Path(self.config.store or default_store()).resolve())
+        self.blobs = blobs
         self.manifest = manifest
         self.kept_bytes = 0
         self.limit: str | None = None
