@@ -57,6 +57,8 @@ class Event:
     #: Whether the event is part of the trace (``Guidance`` is not).
     TRACED: ClassVar[bool] = True
     _FIELDS: ClassVar[tuple[tuple[str, bool], ...]] = ()
+    #: The names of ``_FIELDS``, traced or not (what ``Run.emit`` redacts).
+    _FIELD_NAMES: ClassVar[tuple[str, ...]] = ()
 
     iteration: int | None = None
     ts: float = 0.0
@@ -123,6 +125,7 @@ def event(type_name: str, *, traced: bool = True) -> Callable[[E], E]:
         made.TRACED = traced
         own = [f for f in dataclasses.fields(made) if f.name not in ("iteration", "ts")]
         made._FIELDS = tuple((f.name, f.metadata.get("trace", True)) for f in own)
+        made._FIELD_NAMES = tuple(f.name for f in own)
         _NAMES[made] = frozenset(("iteration", "ts", *(f.name for f in own)))
         REGISTRY.setdefault(type_name, []).append(made)
         return made  # type: ignore[return-value]

@@ -110,7 +110,8 @@ class ForkClock:
         return None if self._live() else self.recorded.events
 
     def stamp(self, event: ev.Event, index: int, elapsed: float) -> None:
-        if not self._live():
+        run = self.run
+        if run is None or run.iteration < self.at:  # _prefix, inline: every event is stamped
             self.recorded.stamp(event, index, elapsed)
             return
         if self._from is None:
@@ -126,7 +127,8 @@ class ForkClock:
         return self.recorded.refusal_next() if not self._live() else None
 
     def budget_time(self, running: float) -> float:
-        if not self._live():
+        run = self.run
+        if run is None or run.iteration < self.at:  # _prefix, inline: asked at every check of the budget
             return self.recorded.budget_time(running)
         if self._from_running is None:
             self._from_running = running
@@ -144,6 +146,7 @@ class ForkBackend:
         self.run: Any = None
         #: Calls that reached the live backend (the first one is where the fork went live).
         self.live_calls = 0
+        self._advance: Any = None  # the live backend's ``advance``, looked up once (False: it has none)
 
     def _part(self) -> Any:
         return self.recorded if _prefix(self.run, self.at) else self.live
@@ -151,15 +154,18 @@ class ForkBackend:
     def complete(self, model: str, messages: list[dict[str, Any]], *, max_tokens: int | None,
                  timeout: float | None, metadata: dict[str, Any], request: dict[str, Any] | None = None,
                  on_delta: Any = None) -> Any:
+        run = self.run
+        if run is None or run.iteration < self.at:  # _prefix
+            advance = self._advance
+            if advance is None:
+                advance = self._advance = getattr(self.live, "advance", False)
+            if advance:  # a scripted model keeps its place in its script
+                advance(model, messages, metadata)
+            return self.recorded.complete(model, messages, max_tokens=max_tokens, timeout=timeout,
+                                          metadata=metadata, request=request, on_delta=on_delta)
         optional: dict[str, Any] = {"request": request} if request else {}
         if on_delta is not None:
             optional["on_delta"] = on_delta
-        if _prefix(self.run, self.at):
-            advance = getattr(self.live, "advance", None)
-            if advance is not None:  # a scripted model keeps its place in its script
-                advance(model, messages, metadata)
-            return self.recorded.complete(model, messages, max_tokens=max_tokens, timeout=timeout,
-                                          metadata=metadata, **optional)
         if self.action is not None and metadata.get("memfit_purpose") == "action":
             from .llm.backend import Completion
 

@@ -161,20 +161,22 @@ class Run:
             raise TypeError("emit(event) takes a typed event alone")
         if event.iteration is None:
             event.iteration = self.iteration
-        self.clock.stamp(event, len(self.events) if event.TRACED else -1, time.monotonic() - self._t0)
-        for name, _ in event._FIELDS:
+        traced = event.TRACED
+        self.clock.stamp(event, len(self.events) if traced else -1, time.monotonic() - self._t0)
+        for name in event._FIELD_NAMES:
             value = getattr(event, name)
             if isinstance(value, _REDACTED):  # a tuple: faster than the union, on every field of every event
                 setattr(event, name, redact(value) if type(value) is str else redact_obj(value))
-        if event.TRACED:
+        if traced:
             self.events.append(event)
         self._project(event)
-        for callback, types in list(self._subscribers):
-            if (event.TRACED if types is None else isinstance(event, types)):
-                try:
-                    callback(event)
-                except Exception:  # a broken display must not break the run
-                    log.exception("event subscriber failed on %s", event.TYPE)
+        if self._subscribers:
+            for callback, types in list(self._subscribers):
+                if (traced if types is None else isinstance(event, types)):
+                    try:
+                        callback(event)
+                    except Exception:  # a broken display must not break the run
+                        log.exception("event subscriber failed on %s", event.TYPE)
         return event
 
     def _project(self, event: Event) -> None:
