@@ -47,9 +47,16 @@ class _Setting:
     def __init__(self, name: str):
         self.name = name
         self.path = FLAT.get(name, name)
+        #: The path's names, split once: the loop reads settings at every step (the tiers...).
+        self._parts = tuple(self.path.split("."))
 
     def __get__(self, agent: Agent | None, owner: type | None = None) -> Any:
-        return self if agent is None else agent.config.get(self.path)
+        if agent is None:
+            return self
+        value: Any = agent.config  # agent.config.get(self.path)
+        for part in self._parts:
+            value = getattr(value, part)
+        return value
 
     def __set__(self, agent: Agent, value: Any) -> None:
         config = agent.config

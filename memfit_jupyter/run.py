@@ -17,6 +17,7 @@ are ``action_log``'s view of the events, and a person's hold on the run between 
 
 from __future__ import annotations
 
+import operator
 import time
 import traceback
 import uuid
@@ -59,6 +60,7 @@ def gives_up(bad_replies: int, failed_calls: int, max_bad_replies: int) -> bool:
 Subscriber = Callable[[Any], None]
 #: The values ``emit`` redacts (what else an event holds is numbers, booleans and None).
 _REDACTED = (str, dict, list)
+_DESCRIPTION = operator.attrgetter("description")
 
 
 class Run:
@@ -223,7 +225,8 @@ class Run:
             sections.extend(ext.system_sections(self) or ())
         # The same from one step to the next unless the tools, the folder or a section changed:
         # built again only then (describing every tool each step is most of a replayed step's prompt).
-        key = (tuple((id(t), t.description) for t in self.tools.values()), self.prompt_workdir, tuple(sections))
+        tools = self.tools.values()
+        key = (tuple(map(id, tools)), tuple(map(_DESCRIPTION, tools)), self.prompt_workdir, tuple(sections))
         if self._system_prompt is None or self._system_prompt[0] != key:
             self._system_prompt = (key, action_system(self.tools.values(), self.prompt_workdir, sections))
         return self._system_prompt[1]

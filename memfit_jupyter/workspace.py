@@ -393,7 +393,7 @@ def restore(events: list[dict[str, Any]], k: int, target: str | Path,
         _copy_folder(parent, folder, done)
         manifest = None
     for rel, sha in sorted(files.items()):
-        data = next((s.read(sha) for s in stores if s.has(sha)), None)
+        data = _read_blob(stores, sha)
         if data is None:
             data = _copy_from(parent, rel, sha)
         if data is None:
@@ -415,6 +415,15 @@ def restore(events: list[dict[str, Any]], k: int, target: str | Path,
                             + ": what they did outside the working directory, and Python variables they set, "
                             "are not restored")
     return done
+
+
+def _read_blob(stores: list[BlobStore], sha: str) -> bytes | None:
+    """The bytes of blob ``sha`` from the first store that has it (read where it is, not asked
+    first whether it is there), or None."""
+    for store in stores:
+        with contextlib.suppress(OSError):
+            return store.read(sha)
+    return None
 
 
 def _noted(manifest: dict[str, FileState], rel: str, path: Path, data: bytes,
