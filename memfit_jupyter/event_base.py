@@ -143,9 +143,9 @@ def make(type_name: str, iteration: int | None = None, **fields: Any) -> Event:
     shapes = REGISTRY.get(type_name)
     if not shapes:
         raise ValueError(f"unknown event type {type_name!r}: each type is a class in memfit_jupyter.events")
-    keys = set(fields)
+    keys = fields.keys()  # a view: compared with each shape's names without making a set
     for cls in shapes:
-        if keys <= cls._names():
+        if keys <= _NAMES[cls]:
             return cls(iteration=iteration, **fields)
     names = ", ".join(sorted(keys - shapes[0]._names()))
     raise ValueError(f"{type_name} events have no field(s) {names}")

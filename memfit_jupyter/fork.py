@@ -648,7 +648,7 @@ def _make(trace: dict[str, Any], parent_run: Run | None, at: int, changes: dict[
 
     events = trace["events"]
     prefix = [e for e in events if int(e.get("iteration") or 0) < at]
-    restored = restore(events, at, folder, parent_workdir)
+    restored = restore(events, at, folder, parent_workdir, checked=True)  # _folders checked it
     if exact and not restored.exact:
         raise ForkError(f"the fork at step {at} cannot be exact: {restored.problems[0]}")
     live_store, mode = _live_memory(parent_run, trace, at, had_memory, memory, root)

@@ -369,16 +369,18 @@ def _copy_from(folder: Path | None, rel: str, sha: str) -> bytes | None:
 
 
 def restore(events: list[dict[str, Any]], k: int, target: str | Path,
-            parent_workdir: str | Path | None = None) -> Restored:
+            parent_workdir: str | Path | None = None, checked: bool = False) -> Restored:
     """Write the files of the start of step ``k`` into ``target`` (an empty folder, made here).
 
     Bytes come from the blob stores the records name; a file whose bytes were not kept (a limit)
     is taken from ``parent_workdir`` when it still holds the same content (read, never written).
+    ``checked``: the caller has just found ``target`` empty or absent (``fork._folders``).
     """
     folder = Path(target)
-    if folder.exists() and any(folder.iterdir()):
+    if not checked and folder.exists() and any(folder.iterdir()):
         raise ValueError(f"the fork's working directory {folder} is not empty")
     folder.mkdir(parents=True, exist_ok=True)
+    made = {folder}  # folders that exist: a file's folder is made once, not asked for each file
     files, stores, problems, limits, based = state_at(events, k)
     done = Restored(folder, problems=list(problems), caveats=[f"a limit was hit ({x})" for x in limits])
     parent = Path(parent_workdir) if parent_workdir else None
@@ -402,7 +404,9 @@ def restore(events: list[dict[str, Any]], k: int, target: str | Path,
                                  "longer has it")
             continue
         path = folder / rel
-        path.parent.mkdir(parents=True, exist_ok=True)
+        if path.parent not in made:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            made.add(path.parent)
         path.write_bytes(data)
         done.files += 1
         done.bytes += len(data)
