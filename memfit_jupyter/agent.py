@@ -280,10 +280,8 @@ def _config_of(flat: dict[str, Any], classes: dict[type, str]) -> AgentConfig:
             nested.setdefault(head, {})[tail] = value
         else:
             top[head] = value
-    if nested:
-        by_field = {field: cls for cls, field in classes.items()}
-        for head, changes in nested.items():
-            top[head] = by_field[head](**changes)
+    for cls, head in classes.items():  # each feature's config, from its settings or with its defaults
+        top[head] = cls(**nested[head]) if head in nested else cls()
     return AgentConfig(**top)
 
 

@@ -492,6 +492,8 @@ def _check_changes(changes: dict[str, Any], tools: list[str]) -> dict[str, Any]:
             raise ForkError("give guidance= or a replacement reflection=, not both: both go where step k's "
                             "reflection goes")
         out[name] = value
+    if not out:
+        return out  # no change: nothing to copy
     try:
         return dict(json.loads(json.dumps(out)))
     except (TypeError, ValueError) as exc:
