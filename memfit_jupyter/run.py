@@ -31,6 +31,7 @@ from .errors import Cancelled, Finished, LimitsExceeded, RunEnded, RunFailed
 from .events import Event
 from .extension import Extension, extensions_for, name_of
 from .live import LiveClock, LiveTools
+from .llm.prompts import action_system, with_tail
 from .records import ActionRecord, GracefulDegradationPlan, RunResult
 from .reliability.guarantees import BudgetTracker, ExecutionGuarantees
 from .secrets import package_logger, redact, redact_obj, refresh_env_secrets
@@ -218,8 +219,6 @@ class Run:
         return self.approvals.waiting_call()
 
     def system_prompt(self) -> str:
-        from .llm.prompts import action_system
-
         sections: list[str] = []
         for ext in self.extensions:
             sections.extend(ext.system_sections(self) or ())
@@ -234,8 +233,6 @@ class Run:
     def next_prompt(self) -> list[dict[str, str]]:
         """The messages the next action call will send (for step mode: see guidance before it goes):
         the stable prefix (system, tools, task, the timeline so far), then what changes each time."""
-        from .llm.prompts import with_tail
-
         tail = [s for ext in self.extensions for s in (ext.prompt_tail(self) or ())]
         return with_tail([{"role": "system", "content": self.system_prompt()}, *self.timeline.messages()], tail)
 
