@@ -310,10 +310,14 @@ def state_at(events: list[dict[str, Any]], k: int) -> tuple[dict[str, str], list
     files: dict[str, str] = {}
     base_seen = False
     all_records = records(events, before=10**9)
+    by_name: dict[str, BlobStore] = {}  # most records name the same store: one BlobStore each
     for it, rec in all_records:
-        store = BlobStore(rec.get("store", ""))
-        if all(s.root != store.root for s in stores):
-            stores.append(store)
+        name = rec.get("store", "")
+        store = by_name.get(name)
+        if store is None:
+            store = by_name[name] = BlobStore(name)
+            if all(s.root != store.root for s in stores):
+                stores.append(store)
         if "base" in rec and not base_seen:
             base_seen = True
             try:
