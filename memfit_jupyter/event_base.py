@@ -140,6 +140,12 @@ def make(type_name: str, iteration: int | None = None, **fields: Any) -> Event:
     >>> make("note", text="hello").to_dict()["text"]
     'hello'
     """
+    return make_of(type_name, iteration, fields)
+
+
+def make_of(type_name: str, iteration: int | None, fields: dict[str, Any]) -> Event:
+    """``make(type_name, iteration, **fields)`` with the fields as a dict (``Run.emit`` has them
+    so: passed on without being unpacked and packed again)."""
     shapes = REGISTRY.get(type_name)
     if not shapes:
         raise ValueError(f"unknown event type {type_name!r}: each type is a class in memfit_jupyter.events")

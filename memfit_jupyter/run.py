@@ -159,7 +159,7 @@ class Run:
         ``emit("note", text=...)`` is the same as ``emit(events.Note(text=...))``.
         """
         if isinstance(event, str):
-            event = ev.make(event, iteration, **fields)
+            event = ev.make_of(event, iteration, fields)
         elif iteration is not None or fields:
             raise TypeError("emit(event) takes a typed event alone")
         if event.iteration is None:
