@@ -47,9 +47,16 @@ class _Setting:
     def __init__(self, name: str):
         self.name = name
         self.path = FLAT.get(name, name)
+        #: The path's names, split once: the loop reads settings at every step (the tiers...).
+        self._parts = tuple(self.path.split("."))
 
     def __get__(self, agent: Agent | None, owner: type | None = None) -> Any:
-        return self if agent is None else agent.config.get(self.path)
+        if agent is None:
+            return self
+        value: Any = agent.config  # agent.config.get(self.path)
+        for part in self._parts:
+            value = getattr(value, part)
+        return value
 
     def __set__(self, agent: Agent, value: Any) -> None:
         config = agent.config
@@ -127,8 +134,9 @@ class Agent:
             flat["detectors"] = dict(flat["detectors"])
         if approve is not None and "approve_tools" not in flat:
             flat["approve_tools"] = "always"  # a callback alone is asked about every call, as it always was
-        cfg = (config or AgentConfig()).replace(**flat)
-        self.config: AgentConfig = dataclasses.replace(cfg, **{classes[type(c)]: c for c in whole.values()})
+        cfg = config.replace(**flat) if config is not None else _config_of(flat, classes)
+        self.config: AgentConfig = dataclasses.replace(cfg, **{classes[type(c)]: c for c in whole.values()}) \
+            if whole else cfg
         for m in (self.model, self.fast_model, self.fallback_model):
             if m:
                 _check_model_cheaply(m)
@@ -247,19 +255,35 @@ class Agent:
             settings["oracle"] = RECORDED_ORACLE
         settings.update(overrides)
         agent = cls.from_settings(settings)
+        # The prompt names the recorded working directory, so a replay elsewhere sends the same text.
         run = Run(agent, trace["task"], backend=recording.backend({**models, **agent.tiers}), tools=recording.tools(),
-                  run_id=trace.get("run_id"), started_at=trace.get("started_at"))
+                  run_id=trace.get("run_id"), started_at=trace.get("started_at"),
+                  prompt_workdir=trace.get("workdir") or None)
         run.parent = trace.get("parent")
         # Breakers tell when the next probe is due: on the recorded time, they say what they said.
         clock = recording.clock()
         clock.run = run
         run.clock = clock
         breakers_for(agent).clock = clock.now
-        # The prompt names the recorded working directory, so a replay elsewhere sends the same text.
-        if trace.get("workdir"):
-            run.prompt_workdir = trace["workdir"]
         return run
 
+
+
+def _config_of(flat: dict[str, Any], classes: dict[type, str]) -> AgentConfig:
+    """``AgentConfig().replace(**flat)``, each config made once: a feature config from its flat
+    settings (its defaults for the rest), then the whole, so each one's checks run once, not
+    once for its defaults and again for the copy with the settings."""
+    top: dict[str, Any] = {}
+    nested: dict[str, dict[str, Any]] = {}
+    for name, value in flat.items():
+        head, _, tail = FLAT[name].partition(".")
+        if tail:
+            nested.setdefault(head, {})[tail] = value
+        else:
+            top[head] = value
+    for cls, head in classes.items():  # each feature's config, from its settings or with its defaults
+        top[head] = cls(**nested[head]) if head in nested else cls()
+    return AgentConfig(**top)
 
 
 def _with_flat_signature(init: Callable[..., None]) -> None:

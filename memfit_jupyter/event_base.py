@@ -57,6 +57,8 @@ class Event:
     #: Whether the event is part of the trace (``Guidance`` is not).
     TRACED: ClassVar[bool] = True
     _FIELDS: ClassVar[tuple[tuple[str, bool], ...]] = ()
+    #: The names of ``_FIELDS``, traced or not (what ``Run.emit`` redacts).
+    _FIELD_NAMES: ClassVar[tuple[str, ...]] = ()
 
     iteration: int | None = None
     ts: float = 0.0
@@ -123,6 +125,7 @@ def event(type_name: str, *, traced: bool = True) -> Callable[[E], E]:
         made.TRACED = traced
         own = [f for f in dataclasses.fields(made) if f.name not in ("iteration", "ts")]
         made._FIELDS = tuple((f.name, f.metadata.get("trace", True)) for f in own)
+        made._FIELD_NAMES = tuple(f.name for f in own)
         _NAMES[made] = frozenset(("iteration", "ts", *(f.name for f in own)))
         REGISTRY.setdefault(type_name, []).append(made)
         return made  # type: ignore[return-value]
@@ -137,12 +140,18 @@ def make(type_name: str, iteration: int | None = None, **fields: Any) -> Event:
     >>> make("note", text="hello").to_dict()["text"]
     'hello'
     """
+    return make_of(type_name, iteration, fields)
+
+
+def make_of(type_name: str, iteration: int | None, fields: dict[str, Any]) -> Event:
+    """``make(type_name, iteration, **fields)`` with the fields as a dict (``Run.emit`` has them
+    so: passed on without being unpacked and packed again)."""
     shapes = REGISTRY.get(type_name)
     if not shapes:
         raise ValueError(f"unknown event type {type_name!r}: each type is a class in memfit_jupyter.events")
-    keys = set(fields)
+    keys = fields.keys()  # a view: compared with each shape's names without making a set
     for cls in shapes:
-        if keys <= cls._names():
+        if keys <= _NAMES[cls]:
             return cls(iteration=iteration, **fields)
     names = ", ".join(sorted(keys - shapes[0]._names()))
     raise ValueError(f"{type_name} events have no field(s) {names}")

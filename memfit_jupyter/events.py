@@ -66,6 +66,7 @@ from .event_base import event as event
 from .event_base import from_dict as from_dict
 from .event_base import hidden as hidden
 from .event_base import make as make
+from .event_base import make_of as make_of
 from .event_base import optional as optional
 
 

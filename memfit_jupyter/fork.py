@@ -110,7 +110,8 @@ class ForkClock:
         return None if self._live() else self.recorded.events
 
     def stamp(self, event: ev.Event, index: int, elapsed: float) -> None:
-        if not self._live():
+        run = self.run
+        if run is None or run.iteration < self.at:  # _prefix, inline: every event is stamped
             self.recorded.stamp(event, index, elapsed)
             return
         if self._from is None:
@@ -126,7 +127,8 @@ class ForkClock:
         return self.recorded.refusal_next() if not self._live() else None
 
     def budget_time(self, running: float) -> float:
-        if not self._live():
+        run = self.run
+        if run is None or run.iteration < self.at:  # _prefix, inline: asked at every check of the budget
             return self.recorded.budget_time(running)
         if self._from_running is None:
             self._from_running = running
@@ -144,6 +146,7 @@ class ForkBackend:
         self.run: Any = None
         #: Calls that reached the live backend (the first one is where the fork went live).
         self.live_calls = 0
+        self._advance: Any = None  # the live backend's ``advance``, looked up once (False: it has none)
 
     def _part(self) -> Any:
         return self.recorded if _prefix(self.run, self.at) else self.live
@@ -151,15 +154,18 @@ class ForkBackend:
     def complete(self, model: str, messages: list[dict[str, Any]], *, max_tokens: int | None,
                  timeout: float | None, metadata: dict[str, Any], request: dict[str, Any] | None = None,
                  on_delta: Any = None) -> Any:
+        run = self.run
+        if run is None or run.iteration < self.at:  # _prefix
+            advance = self._advance
+            if advance is None:
+                advance = self._advance = getattr(self.live, "advance", False)
+            if advance:  # a scripted model keeps its place in its script
+                advance(model, messages, metadata)
+            return self.recorded.complete(model, messages, max_tokens=max_tokens, timeout=timeout,
+                                          metadata=metadata, request=request, on_delta=on_delta)
         optional: dict[str, Any] = {"request": request} if request else {}
         if on_delta is not None:
             optional["on_delta"] = on_delta
-        if _prefix(self.run, self.at):
-            advance = getattr(self.live, "advance", None)
-            if advance is not None:  # a scripted model keeps its place in its script
-                advance(model, messages, metadata)
-            return self.recorded.complete(model, messages, max_tokens=max_tokens, timeout=timeout,
-                                          metadata=metadata, **optional)
         if self.action is not None and metadata.get("memfit_purpose") == "action":
             from .llm.backend import Completion
 
@@ -486,6 +492,8 @@ def _check_changes(changes: dict[str, Any], tools: list[str]) -> dict[str, Any]:
             raise ForkError("give guidance= or a replacement reflection=, not both: both go where step k's "
                             "reflection goes")
         out[name] = value
+    if not out:
+        return out  # no change: nothing to copy
     try:
         return dict(json.loads(json.dumps(out)))
     except (TypeError, ValueError) as exc:
@@ -582,7 +590,7 @@ def fork(parent: Any, at: int, *, agents: MakeAgent, memory: Any = "overlay",
         except Exception as exc:
             raise ForkError(f"a setting of the fork is not valid: {exc}") from None
 
-    parent_workdir = Path(parent_run.agent.workdir).resolve() if parent_run is not None else (
+    parent_workdir = _parent_folder(parent_run) if parent_run is not None else (
         Path(trace["workdir"]) if trace.get("workdir") else None)
     root, folder = _folders(workdir, parent_workdir, str(trace.get("run_id", "run")))
     try:
@@ -600,10 +608,27 @@ def fork(parent: Any, at: int, *, agents: MakeAgent, memory: Any = "overlay",
     return child
 
 
+def _recorder_of(run: Run) -> Any:
+    """The workspace recorder of a run in hand (a fork's: its live part's), or None."""
+    runner = run.tool_runner
+    return getattr(getattr(runner, "live", runner), "recorder", None)
+
+
+def _parent_folder(run: Run) -> Path:
+    """The parent's working folder, resolved: as its workspace recorder resolved it (the folder its
+    tools ran in), or now when it has none."""
+    from .workspace import WorkspaceRecorder
+
+    recorder = _recorder_of(run)
+    if isinstance(recorder, WorkspaceRecorder) and Path(run.tool_context.workdir) == Path(run.agent.workdir):
+        return recorder.workdir
+    return Path(run.agent.workdir).resolve()
+
+
 def _folders(workdir: str | Path | None, parent_workdir: Path | None, run_id: str) -> tuple[Path, Path]:
-    """The child's root (memory, blobs) and working folder; never inside the parent's folder."""
+    """The child's root (memory, blobs) and working folder, resolved; never inside the parent's folder."""
     if workdir is None:
-        root = Path(tempfile.mkdtemp(prefix=f"memfit-fork-{run_id}-"))
+        root = Path(tempfile.mkdtemp(prefix=f"memfit-fork-{run_id}-")).resolve()
         return root, root / "work"
     folder = Path(workdir).expanduser().resolve()
     if parent_workdir is not None and (folder == parent_workdir or folder.is_relative_to(parent_workdir)):
@@ -625,7 +650,7 @@ def _make(trace: dict[str, Any], parent_run: Run | None, at: int, changes: dict[
 
     events = trace["events"]
     prefix = [e for e in events if int(e.get("iteration") or 0) < at]
-    restored = restore(events, at, folder, parent_workdir)
+    restored = restore(events, at, folder, parent_workdir, checked=True)  # _folders checked it
     if exact and not restored.exact:
         raise ForkError(f"the fork at step {at} cannot be exact: {restored.problems[0]}")
     live_store, mode = _live_memory(parent_run, trace, at, had_memory, memory, root)
@@ -641,22 +666,25 @@ def _make(trace: dict[str, Any], parent_run: Run | None, at: int, changes: dict[
         extensions.append(dataclasses.replace(parent_config, store=None))  # the child's blobs are its own
     agent = agents({**settings, "workdir": folder, "memory": store, "extensions": extensions})
     models = {f"fork_{n}": str(v) for n, v in settings_of(changes).items() if n in TIERS and v}
-    recorder = WorkspaceRecorder(folder, config_of(agent), manifest=restored.manifest if restored.manifest is not None else manifest_of(folder),
-                                 write_base=not any("base" in r for _, r in records(prefix, at)))
+    config = config_of(agent)
+    parent_recorder = _recorder_of(parent_run) if parent_run is not None else None
+    blobs = parent_recorder.blobs if isinstance(parent_recorder, WorkspaceRecorder) and \
+        parent_recorder.config.store == config.store else None  # the same store, resolved once
+    recorder = WorkspaceRecorder(folder, config, manifest=restored.manifest if restored.manifest is not None else manifest_of(folder),
+                                 write_base=not any("base" in r for _, r in records(prefix, at)), blobs=blobs,
+                                 resolved=True)
     run = Run(agent, trace["task"],
               backend=ForkBackend(RecordedBackend(prefix, {**models, **agent.tiers}),
                                   backend if backend is not None else LiteLLMBackend((live_agent or agent).model_options()),
                                   at, changes.get("action")),
               tools=ForkTools(RecordedTools(prefix), tools if tools is not None else LiveTools(recorder), at,
                               changes.get("observation")),
-              clock=clock)
+              clock=clock, prompt_workdir=trace.get("workdir") or None)  # the prefix's prompts name the parent's folder
     recorded_clock.run = clock.run = run
     run.backend.run = run
     if isinstance(store, ForkStore):
         store.run = run
     breakers_for(agent).clock = clock.now
-    if trace.get("workdir"):
-        run.prompt_workdir = trace["workdir"]  # the prompts of the prefix name the parent's folder
     run.parent = record
     run.parent_run = parent_run  # type: ignore[attr-defined]
     return run

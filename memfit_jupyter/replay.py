@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Any
 from .events import BreakerRejected, Event, from_dict
 from .live import LiveClock as LiveClock  # importable from here too, its former home
 from .live import LiveTools
+from .llm.backend import ReplayBackend
 from .memory.entity import MemoryEntity, ScoredMemory, SearchResults
 from .records import ToolResult
 
@@ -110,18 +111,22 @@ class RecordedClock:
             self.run.emit(from_dict(self.events[len(self.run.events)]))
 
     def stamp(self, event: Event, index: int, elapsed: float) -> None:
+        events = self.events
         if index >= 0 and self.run is not None and event.TYPE != "log":
-            self._emit_recorded_logs()
             index = len(self.run.events)
-        event.ts = round(elapsed, 6)
-        if 0 <= index < len(self.events) and self.events[index].get("type") == event.TYPE:
-            recorded = self.events[index]
-            event.ts = recorded.get("ts", event.ts)
+            if index < len(events) and events[index].get("type") == "log":
+                self._emit_recorded_logs()
+                index = len(self.run.events)
+        if 0 <= index < len(events) and events[index].get("type") == event.TYPE:
+            recorded = events[index]
+            event.ts = recorded["ts"] if "ts" in recorded else round(elapsed, 6)
             for key in _clock_fields(type(event)):
                 if key in recorded:
                     setattr(event, key, recorded[key])
             if isinstance(event, BreakerRejected) and "reason" in recorded:
                 event.reason = recorded["reason"]  # it says when the next probe is due
+        else:
+            event.ts = round(elapsed, 6)
 
 
 class RecordedTools(LiveTools):
@@ -236,11 +241,11 @@ class RecordedStore:
         return 0
 
 
-class RecordedBackend:
+class RecordedBackend(ReplayBackend):
     """Model calls answered from the recording; prices and windows are the models' own."""
 
     def __init__(self, events: list[dict[str, Any]], tiers: dict[str, str]):
-        from .llm.backend import LiteLLMBackend, ReplayBackend
+        from .llm.backend import LiteLLMBackend
 
         calls = [e for e in events if e.get("type") == "model_call"]
         live: Any = LiteLLMBackend()
@@ -248,47 +253,18 @@ class RecordedBackend:
         windows: dict[str, int] = {}
         for model in {m for m in tiers.values() if m}:
             try:
-                prices[model] = live.prices(model)
+                price_in, price_out = live.prices(model)
+                prices[model] = float(price_in), float(price_out)
                 window = live.context_window(model)
             except Exception:  # a model this machine knows nothing of: no prices, no window
                 prices[model], window = (0.0, 0.0), None
             if window:
-                windows[model] = window
+                windows[model] = int(window)
         measured = next((e.get("window") for e in events if e.get("type") == "context" and e.get("window")), None)
         if measured and tiers.get("primary") and tiers["primary"] not in windows:
             windows[tiers["primary"]] = int(measured)  # asked of the model's server, which a replay cannot ask
-        self._inner: Any = ReplayBackend(calls, prices=prices, windows=windows)
-
-    def complete(self, model: str, messages: list[dict[str, Any]], *, max_tokens: int | None,
-                 timeout: float | None, metadata: dict[str, Any], request: dict[str, Any] | None = None,
-                 on_delta: Any = None) -> Any:
-        return self._inner.complete(model, messages, max_tokens=max_tokens, timeout=timeout, metadata=metadata,
-                                    on_delta=on_delta)
-
-    def instant(self, model: str) -> bool:
-        return True
-
-    def can_stream(self, model: str) -> bool:
-        return bool(self._inner.can_stream(model))
-
-    def structured_mode(self, model: str, requested: str) -> str:
-        mode: str = self._inner.structured_mode(model, requested)
-        return mode
-
-    def default_timeout(self, model: str, purpose: str | None = None) -> float | None:
-        seconds: float | None = self._inner.default_timeout(model, purpose)
-        return seconds
-
-    def prices(self, model: str) -> tuple[float, float]:
-        price_in, price_out = self._inner.prices(model)
-        return float(price_in), float(price_out)
-
-    def context_window(self, model: str) -> int | None:
-        window = self._inner.context_window(model)
-        return int(window) if window else None
-
-    def forget(self, run_key: str) -> None:
-        pass
+        # The replay backend itself, not one wrapped: a replayed step asks it several things.
+        super().__init__(calls, prices=prices, windows=windows)
 
 
 @dataclass

@@ -17,6 +17,7 @@ are ``action_log``'s view of the events, and a person's hold on the run between 
 
 from __future__ import annotations
 
+import operator
 import time
 import traceback
 import uuid
@@ -30,6 +31,7 @@ from .errors import Cancelled, Finished, LimitsExceeded, RunEnded, RunFailed
 from .events import Event
 from .extension import Extension, extensions_for, name_of
 from .live import LiveClock, LiveTools
+from .llm.prompts import action_system, with_tail
 from .records import ActionRecord, GracefulDegradationPlan, RunResult
 from .reliability.guarantees import BudgetTracker, ExecutionGuarantees
 from .secrets import package_logger, redact, redact_obj, refresh_env_secrets
@@ -59,6 +61,7 @@ def gives_up(bad_replies: int, failed_calls: int, max_bad_replies: int) -> bool:
 Subscriber = Callable[[Any], None]
 #: The values ``emit`` redacts (what else an event holds is numbers, booleans and None).
 _REDACTED = (str, dict, list)
+_DESCRIPTION = operator.attrgetter("description")
 
 
 class Run:
@@ -66,9 +69,10 @@ class Run:
 
     def __init__(self, agent: RunAgent, task: str, *, backend: Any = None, tools: ToolRunner | None = None,
                  clock: Clock | None = None,
-                 run_id: str | None = None, started_at: str | None = None):
+                 run_id: str | None = None, started_at: str | None = None, prompt_workdir: str | None = None):
         """``backend`` answers the model calls, ``tools`` runs the tools, ``clock`` stamps the events:
-        the world's by default, a recording's in a replay (``replay.py``)."""
+        the world's by default, a recording's in a replay (``replay.py``).  ``prompt_workdir``: the
+        folder the prompts name (a replay's and a fork's: the recorded one), else the agent's."""
         self.agent = agent
         self.task = task
         self.id = run_id or uuid.uuid4().hex[:12]
@@ -82,7 +86,7 @@ class Run:
         self.result: RunResult | None = None
         self.last_prompt: list[dict[str, str]] | None = None
         #: The working directory as the prompt names it (a replay keeps the recorded one).
-        self.prompt_workdir = str(agent.workdir.resolve())
+        self.prompt_workdir = prompt_workdir or str(agent.workdir.resolve())
         self._subscribers: list[tuple[Subscriber, tuple[type[Event], ...] | None]] = []
         self.clock: Clock = clock if clock is not None else LiveClock()
         self.tool_runner: ToolRunner = tools if tools is not None else LiveTools()
@@ -155,25 +159,27 @@ class Run:
         ``emit("note", text=...)`` is the same as ``emit(events.Note(text=...))``.
         """
         if isinstance(event, str):
-            event = ev.make(event, iteration, **fields)
+            event = ev.make_of(event, iteration, fields)
         elif iteration is not None or fields:
             raise TypeError("emit(event) takes a typed event alone")
         if event.iteration is None:
             event.iteration = self.iteration
-        self.clock.stamp(event, len(self.events) if event.TRACED else -1, time.monotonic() - self._t0)
-        for name, _ in event._FIELDS:
+        traced = event.TRACED
+        self.clock.stamp(event, len(self.events) if traced else -1, time.monotonic() - self._t0)
+        for name in event._FIELD_NAMES:
             value = getattr(event, name)
             if isinstance(value, _REDACTED):  # a tuple: faster than the union, on every field of every event
                 setattr(event, name, redact(value) if type(value) is str else redact_obj(value))
-        if event.TRACED:
+        if traced:
             self.events.append(event)
         self._project(event)
-        for callback, types in list(self._subscribers):
-            if (event.TRACED if types is None else isinstance(event, types)):
-                try:
-                    callback(event)
-                except Exception:  # a broken display must not break the run
-                    log.exception("event subscriber failed on %s", event.TYPE)
+        if self._subscribers:
+            for callback, types in list(self._subscribers):
+                if (traced if types is None else isinstance(event, types)):
+                    try:
+                        callback(event)
+                    except Exception:  # a broken display must not break the run
+                        log.exception("event subscriber failed on %s", event.TYPE)
         return event
 
     def _project(self, event: Event) -> None:
@@ -213,14 +219,13 @@ class Run:
         return self.approvals.waiting_call()
 
     def system_prompt(self) -> str:
-        from .llm.prompts import action_system
-
         sections: list[str] = []
         for ext in self.extensions:
             sections.extend(ext.system_sections(self) or ())
         # The same from one step to the next unless the tools, the folder or a section changed:
         # built again only then (describing every tool each step is most of a replayed step's prompt).
-        key = (tuple((id(t), t.description) for t in self.tools.values()), self.prompt_workdir, tuple(sections))
+        tools = self.tools.values()
+        key = (tuple(map(id, tools)), tuple(map(_DESCRIPTION, tools)), self.prompt_workdir, tuple(sections))
         if self._system_prompt is None or self._system_prompt[0] != key:
             self._system_prompt = (key, action_system(self.tools.values(), self.prompt_workdir, sections))
         return self._system_prompt[1]
@@ -228,8 +233,6 @@ class Run:
     def next_prompt(self) -> list[dict[str, str]]:
         """The messages the next action call will send (for step mode: see guidance before it goes):
         the stable prefix (system, tools, task, the timeline so far), then what changes each time."""
-        from .llm.prompts import with_tail
-
         tail = [s for ext in self.extensions for s in (ext.prompt_tail(self) or ())]
         return with_tail([{"role": "system", "content": self.system_prompt()}, *self.timeline.messages()], tail)
 

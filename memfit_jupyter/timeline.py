@@ -12,6 +12,7 @@ for its whole history on every step.
 from __future__ import annotations
 
 from . import events as ev
+from .llm.prompts import action_message, observation_message
 from .records import SUMMARY_TAG as SUMMARY_TAG
 from .records import Entry as Entry
 
@@ -39,8 +40,6 @@ class Timeline:
             if act is None:  # no usable action was given
                 self.add("note", i, BAD_REPLY_NOTE.format(error=event.error))
                 return
-            from .llm.prompts import action_message, observation_message
-
             self.add("action", i, action_message(act.thought, act.action_type, act.tool, act.params),
                      role="assistant")
             self.add("observation", i, observation_message(act.tool, event.ok, event.output, event.error))

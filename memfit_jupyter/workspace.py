@@ -172,14 +172,18 @@ class WorkspaceRecorder:
     """One run's record of its working directory (see the module docstring)."""
 
     def __init__(self, workdir: str | Path, config: WorkspaceConfig | None = None,
-                 manifest: dict[str, FileState] | None = None, write_base: bool = False):
+                 manifest: dict[str, FileState] | None = None, write_base: bool = False,
+                 blobs: BlobStore | None = None, resolved: bool = False):
         """``manifest``: the files already there (a fork's restored folder, whose base is in its
         parent's record); without it, the first scan is the base.  ``write_base``: record
-        ``manifest`` as the base all the same (a fork whose recorded prefix holds no base)."""
-        self.workdir = Path(workdir).resolve()
+        ``manifest`` as the base all the same (a fork whose recorded prefix holds no base).
+        ``blobs``: the blob store, already resolved (a fork's: its parent's, when the config's
+        store is the same); ``resolved``: ``workdir`` is already absolute and resolved."""
+        self.workdir = Path(workdir) if resolved else Path(workdir).resolve()
         self.config = config or WorkspaceConfig()
-        store = self.config.store or default_store()
-        self.blobs = BlobStore(Path(store).resolve())
+        if blobs is None:
+            blobs = BlobStore(Path(self.config.store or default_store()).resolve())
+        self.blobs = blobs
         self.manifest = manifest
         self.kept_bytes = 0
         self.limit: str | None = None
@@ -306,10 +310,14 @@ def state_at(events: list[dict[str, Any]], k: int) -> tuple[dict[str, str], list
     files: dict[str, str] = {}
     base_seen = False
     all_records = records(events, before=10**9)
+    by_name: dict[str, BlobStore] = {}  # most records name the same store: one BlobStore each
     for it, rec in all_records:
-        store = BlobStore(rec.get("store", ""))
-        if all(s.root != store.root for s in stores):
-            stores.append(store)
+        name = rec.get("store", "")
+        store = by_name.get(name)
+        if store is None:
+            store = by_name[name] = BlobStore(name)
+            if all(s.root != store.root for s in stores):
+                stores.append(store)
         if "base" in rec and not base_seen:
             base_seen = True
             try:
@@ -365,16 +373,18 @@ def _copy_from(folder: Path | None, rel: str, sha: str) -> bytes | None:
 
 
 def restore(events: list[dict[str, Any]], k: int, target: str | Path,
-            parent_workdir: str | Path | None = None) -> Restored:
+            parent_workdir: str | Path | None = None, checked: bool = False) -> Restored:
     """Write the files of the start of step ``k`` into ``target`` (an empty folder, made here).
 
     Bytes come from the blob stores the records name; a file whose bytes were not kept (a limit)
     is taken from ``parent_workdir`` when it still holds the same content (read, never written).
+    ``checked``: the caller has just found ``target`` empty or absent (``fork._folders``).
     """
     folder = Path(target)
-    if folder.exists() and any(folder.iterdir()):
+    if not checked and folder.exists() and any(folder.iterdir()):
         raise ValueError(f"the fork's working directory {folder} is not empty")
     folder.mkdir(parents=True, exist_ok=True)
+    made = {folder}  # folders that exist: a file's folder is made once, not asked for each file
     files, stores, problems, limits, based = state_at(events, k)
     done = Restored(folder, problems=list(problems), caveats=[f"a limit was hit ({x})" for x in limits])
     parent = Path(parent_workdir) if parent_workdir else None
@@ -389,7 +399,7 @@ def restore(events: list[dict[str, Any]], k: int, target: str | Path,
         _copy_folder(parent, folder, done)
         manifest = None
     for rel, sha in sorted(files.items()):
-        data = next((s.read(sha) for s in stores if s.has(sha)), None)
+        data = _read_blob(stores, sha)
         if data is None:
             data = _copy_from(parent, rel, sha)
         if data is None:
@@ -398,7 +408,9 @@ def restore(events: list[dict[str, Any]], k: int, target: str | Path,
                                  "longer has it")
             continue
         path = folder / rel
-        path.parent.mkdir(parents=True, exist_ok=True)
+        if path.parent not in made:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            made.add(path.parent)
         path.write_bytes(data)
         done.files += 1
         done.bytes += len(data)
@@ -411,6 +423,15 @@ def restore(events: list[dict[str, Any]], k: int, target: str | Path,
                             + ": what they did outside the working directory, and Python variables they set, "
                             "are not restored")
     return done
+
+
+def _read_blob(stores: list[BlobStore], sha: str) -> bytes | None:
+    """The bytes of blob ``sha`` from the first store that has it (read where it is, not asked
+    first whether it is there), or None."""
+    for store in stores:
+        with contextlib.suppress(OSError):
+            return store.read(sha)
+    return None
 
 
 def _noted(manifest: dict[str, FileState], rel: str, path: Path, data: bytes,

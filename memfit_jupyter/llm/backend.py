@@ -7,6 +7,7 @@ network to fetch its price list.
 
 from __future__ import annotations
 
+import sys
 from collections import defaultdict, deque
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -178,16 +179,24 @@ class LiteLLMBackend:
         """A call answered elsewhere (a fork's recorded prefix): a scripted model keeps its place in
         its script; a real model keeps no state between calls, so nothing happens."""
         if model.startswith("memfit/"):
-            import_litellm()
-            from .provider import HANDLER
-
-            HANDLER.advance(model, messages, metadata)
+            _handler().advance(model, messages, metadata)
 
     def forget(self, run_key: str) -> None:
         if litellm_loaded():
             from .provider import HANDLER
 
             HANDLER.forget(run_key)
+
+
+def _handler() -> Any:
+    """The scripted models' handler (``provider.HANDLER``) of the provider module loaded now;
+    litellm is imported first when it is not (an ``import`` statement at every call costs more
+    than this lookup, and a replayed step makes one)."""
+    loaded: Any = sys.modules.get(f"{__package__}.provider")
+    if loaded is None:
+        import_litellm()
+        from . import provider as loaded
+    return loaded.HANDLER
 
 
 def completion_of(litellm: ModuleType, response: Any) -> Completion:

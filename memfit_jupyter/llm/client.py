@@ -117,6 +117,19 @@ def extract_json(text: str) -> Any:
     raise ValueError(f"the reply is not JSON: {text[:80]!r}")
 
 
+#: The purposes' schemas (``schemas.SCHEMAS``), imported at the first call: it imports pydantic.
+_SCHEMAS: dict[str, type[BaseModel]] | None = None
+
+
+def _schemas() -> dict[str, type[BaseModel]]:
+    global _SCHEMAS
+    if _SCHEMAS is None:
+        from .schemas import SCHEMAS
+
+        _SCHEMAS = SCHEMAS
+    return _SCHEMAS
+
+
 def _schema_hint(schema: type[BaseModel]) -> str:
     props = schema.model_json_schema().get("properties", {})
     return ", ".join(props)
@@ -188,9 +201,7 @@ class LLMClient:
              rebuild: Callable[[], list[dict[str, Any]] | None] | None = None) -> CallResult:
         """One structured call (module docstring).  ``rebuild()`` gives the messages again after
         the context is flushed, when the prompt is over the model's window (None: cannot)."""
-        from .schemas import SCHEMAS
-
-        schema = SCHEMAS[purpose]
+        schema = (_SCHEMAS or _schemas())[purpose]
         if self.max_output_tokens is not None:
             max_tokens = self.max_output_tokens if max_tokens is None else min(max_tokens, self.max_output_tokens)
         if tier not in self.tiers:

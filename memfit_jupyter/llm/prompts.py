@@ -35,9 +35,12 @@ def action_system(tools: Iterable[Tool], workdir: str, sections: Iterable[str] =
     return text
 
 
+#: ``json.dumps(..., ensure_ascii=False)`` makes an encoder at every call: one, made once.
+_ENCODE = json.JSONEncoder(ensure_ascii=False).encode
+
+
 def action_message(thought: str, action_type: str, tool: str, params: dict[str, Any]) -> str:
-    return json.dumps({"thought": thought, "action_type": action_type, "tool": tool, "params": params},
-                      ensure_ascii=False)
+    return _ENCODE({"thought": thought, "action_type": action_type, "tool": tool, "params": params})
 
 
 def observation_message(tool: str, ok: bool, output: str, error: str | None) -> str:

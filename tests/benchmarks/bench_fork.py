@@ -9,56 +9,54 @@ that reaches the live part.  Goal: ratio <= 0.05.
 
     python tests/benchmarks/bench_fork.py [--steps 10,100,1000] [--reflection none] [--repeats 3] [--local N]
 
-Measured here (2 cores, two local-model evaluations running beside it, load 3-4), with
-``--steps 10,100 --repeats 9``, the code before these changes and after them run one after the
-other, three times each (the median of 9 pairs each time): at 10 steps 0.087, 0.102 and 0.087
-before, 0.071, 0.068 and 0.074 after (5.1-6.5 ms against the parent's 75-90 ms; ``fork()``
-itself 2.4-2.8 ms, was 3.4-4.9); at 100 steps 0.071, 0.054 and 0.076 before, 0.050, 0.048 and
-0.068 after (59-80 ms against 1.17-1.27 s; ``fork()`` 3.6-5.0 ms, was 13-17).  At 1,000
-(``--steps 1000 --repeats 3``, twice each) 0.022 and 0.031 before, 0.026 and 0.025 after (0.53
-and 0.66 s against 23.6 and 21.5 s; 0.64 and 0.47 s against 24.5 and 18.5 s; ``fork()`` 107-125
-ms, then 42-86): the load moves more than the code does there; in one process at 300 steps the
-fork took 124-167 ms before and 93-107 ms after.  The goal is met from about 100 steps
-on (in two runs of three there), not at 10.  The pairs spread widely (0.04-0.18 at 10 steps): a
-fork of 5 ms that the evaluations preempt once takes twice as long, while the parent's 100 ms
-see the average load.
+Measured here (2 cores, local-model evaluations running beside it, load 3.1-4.6), with
+``--steps 10,100 --repeats 9``, the code before these changes (a worktree of main at bf6fddd) and
+after them run one after the other, six times each (two series of three; the median of 9 pairs
+each time): at 10 steps 0.071, 0.053, 0.088, 0.071, 0.062 and 0.090 before (median 0.071),
+0.078, 0.047, 0.053, 0.057, 0.048 and 0.045 after (median 0.051): the fork reached its first
+live call in 2.3-5.0 ms (was 2.9-6.3) against the parent's 48-87 ms (40-82), ``fork()`` itself
+1.1-2.0 ms (was 1.4-4.6).  The goal is met in three runs of six at 10 steps, not reliably: the
+nine pairs of one run spread from 0.03 to 0.2, a fork of 3 ms that the evaluations preempt once
+takes twice as long.  At 100 steps 0.041, 0.031, 0.024, 0.049, 0.031 and 0.036 before, 0.035,
+0.022, 0.030, 0.027, 0.029 and 0.045 after.  At 1,000 (``--steps 1000 --repeats 3``, once each)
+0.019 before and 0.024 after (0.31 s against 16.6 s, load 4.0; 0.42 s against 17.4 s, load 4.6):
+the load, not the code (a fork at 200 steps makes 255,530 Python calls, was 272,908).  A fork at
+10 steps makes 9,985 calls, was 11,783 (cProfile, one process).
 
-What made it faster this time: a fork of a ``Run`` in hand reads its events without a JSON copy
-of the whole trace (5 ms at 100 steps, 40 at 1,000) nor the trace's totals and list of forks; the
-live part's agent is made only when the fork changes settings (the child's serves otherwise);
-the child's workspace recorder starts from the files ``restore`` wrote instead of scanning and
-hashing them again; the environment is searched for secrets again only when it changed; and in
-every step, the parent's too, ``emit`` redacts through a tuple ``isinstance`` (not a union) and
-texts straight through ``redact``, the recorded clock knows each event class's clock fields,
-and ``extract_json`` tries the reply as it is before looking for fences and trailing commas.
-Tried and left out: a token estimate without a Python step per message, and ``emit`` reading an
-event's fields with one ``attrgetter`` (no gain measured).
+What made it faster: the child's agent makes each feature config once from its settings (was:
+with its defaults, again with the settings, then the whole config once more); the child's
+folder is resolved once and the recorder and ``Run`` take it so (the recorded prompt folder is
+passed to ``Run``), the parent's folder and blob store are its recorder's; ``restore`` skips the
+emptiness check ``fork`` has just made, makes a file's folder once and reads a blob where it is;
+in every replayed step the recorded backend is the replay backend itself (one layer less per
+question), the fork's clock and backend test the prefix inline, ``make`` compares the fields
+through the keys view and takes ``emit``'s dict as it is, settings are read without splitting
+their path, the system prompt's key is made with ``map``, and the prompt helpers and the
+scripted handler are not imported at each step.
 
-What is left at 10 steps (medians of 30 forks in one process): ``fork()`` 2.5 ms (the folder
-restored 0.5, the child's ``Run`` 0.44, its agent 0.42, most of it the settings' validation, the
-parent's events read 0.23, the recorder 0.17, the folder checked 0.11, the rest 0.6); then
-0.25-0.4 ms a replayed step: its model call 0.22 (the recorded reply parsed and validated, the
-budget's cap, the breakers, the scripted model's place, its event), about 4.5 events at 20-30 us
-each (made, stamped, redacted, projected on the timeline, records and budget), the context check
-0.04, the recorded observation 0.06, the prompt 0.04; and 0.25-0.3 ms for the live step to reach
-its call (a deadline worker's thread).  Not done: restoring the prefix's state from the
-parent's events without running the loop.  The scripted model moves its place from each prefix
-prompt, and the context tiers, the breakers, the client's learnt reply lengths, the diary and
-the plan keep state that only their hooks compute: each would need a restore of its own, shown
-equal to the loop's.
+What is left at 10 steps (medians of 40 forks in one process, load about 4): ``fork()`` 1.5 ms
+(the folder restored 0.38: the parent's records read 0.11, a mkdir and a file written most of
+the rest; the child's ``Run`` 0.30, most of it its extensions, the secrets' refresh and the
+memory tools, outside fork.py; its agent 0.20, the configs' checks; the parent's events read
+0.13; the folder checked 0.12; the rest 0.4); then 1.8 ms to the live call: 0.15 ms a replayed
+step (its model call 0.075: the reply parsed and validated, the budget's cap, the breakers, the
+scripted model's place, its event; the context check 0.02, the observation 0.02, the prompt
+0.013; about 4.5 events at 10-16 us each, a third of the loop), the run's start 0.1, and
+0.15 ms for the live call to reach the backend on the deadline worker's thread.  Not done:
+restoring the prefix's state from the parent's events without running the loop (the scripted
+model's place, the context tiers, the breakers, the client's learnt reply lengths, the diary
+and the plan keep state only their hooks compute: each would need a restore of its own, shown
+equal to the loop's); running a scripted model's live call on the caller's thread (it would
+change what a call abandoned at its deadline is charged); skipping redaction in the prefix (a
+value parsed from a redacted reply may need it again).
 
-Measured before these changes, beside the same evaluations: 0.097 at 10 steps (15 ms against
-156 ms), 0.056 at 100 (105 ms against 1.87 s), 0.028 at 1,000 (0.99 s against 34.9 s).  This
-parent's model answers in no time, so each of its steps costs only its tools (7-19 ms), which is
-why the fork's fixed cost weighs most at 10 steps.  ``--local N`` forks a run of the real small model (the default mechanisms, 600 s limit) at each of its steps: there the parent's
-steps take seconds and the ratio is 0.0003, 0.00013 and 0.00012 at steps 2, 3 and 4 (forks
-51-72 ms after 169-600 s; ``--local 6``).  What made the prefix cheaper over time: a recorded
-reply is taken on the caller's thread, with no deadline worker (``instant`` backends); token
-counts are kept per text; the scripted model builds a prompt's text only for a rule that reads
-it; redaction remembers the texts it has redacted, and the system prompt is built again only
-when its parts change (these last two make every run faster, the parent too, so the ratio moves
-little).  Snapshot bytes a step in the trace: 30.7, 3.3 and 0.3; no blob bytes (the loop writes
-small files).
+Earlier: 0.097 at 10 steps (15 ms against 156 ms), 0.056 at 100, 0.028 at 1,000, before the
+recorded replies were taken on the caller's thread, token counts kept per text, redaction
+remembered and the system prompt built only when its parts change.  ``--local N`` forks a run
+of the real small model (the default mechanisms, 600 s limit) at each of its steps: there the
+parent's steps take seconds and the ratio is 0.0003, 0.00013 and 0.00012 at steps 2, 3 and 4
+(forks 51-72 ms after 169-600 s; ``--local 6``).  Snapshot bytes a step in the trace: 30.7,
+3.3 and 0.3; no blob bytes (the loop writes small files).
 """
 
 from __future__ import annotations
