@@ -226,24 +226,6 @@ def test_a_run_refused_by_its_time_limit_after_a_captured_warning_replays_byte_f
     assert replayed.result.reason == recorded["reason"]
 
 
-def test_a_run_degraded_at_its_time_limit_after_an_abandoned_call_replays_as_it_ended(tmp_path):
-    """A local-model run (SmolLM2-135M, schema mode, 3 iterations, 90 s limit) whose second action
-    call was abandoned at its deadline, and whose time limit then refused the next call: it ended
-    ``degraded``.  Its replay stops at the same limit (it does not ask for replies the recording
-    has not got and end ``failed`` at max_iterations), with the same events, the log line included."""
-    recorded = json.loads((Path(__file__).resolve().parent / "fixtures"
-                           / "local_replay_after_time_limit_run.json").read_text())
-    kinds = [e["type"] for e in recorded["events"]]
-    assert kinds[-4:] == ["log", "guarantee", "degradation", "run_end"]
-    assert any(e["type"] == "model_call" and e.get("error_kind") == "timeout" for e in recorded["events"])
-    replayed = Agent.replay(json.loads(json.dumps(recorded)), workdir=tmp_path)
-    replayed.run()
-    assert [json.dumps(e.to_dict(), sort_keys=True) for e in replayed.events] == [
-        json.dumps(e, sort_keys=True) for e in recorded["events"]]
-    assert replayed.status == recorded["status"] == "degraded"
-    assert replayed.result.reason == recorded["reason"] == "time limit of 90 s reached before a model call"
-
-
 def test_cli_replay_exits_non_zero_and_says_where_when_the_replay_diverges(tmp_path, monkeypatch, capsys):
     """A faithful replay exits 0 whatever the recorded status (here a degraded run); a recording
     whose events the replay does not give again exits 1 with one line naming the first event."""
