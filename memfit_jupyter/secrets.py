@@ -125,10 +125,19 @@ def package_logger() -> logging.Logger:
 
     A logger's filters do not see what its children log (``memfit_jupyter.memory``): each
     child that exists gets the filter too (runs call this again when they start)."""
+    global _loggers_seen
     log = logging.getLogger("memfit_jupyter")
-    children = [logger for name, logger in list(logging.Logger.manager.loggerDict.items())
+    known = logging.Logger.manager.loggerDict
+    if len(known) == _loggers_seen:  # no logger made since the last look (loggers are never removed)
+        return log
+    children = [logger for name, logger in list(known.items())
                 if name.startswith("memfit_jupyter.") and isinstance(logger, logging.Logger)]
     for logger in (log, *children):
         if not any(isinstance(f, RedactingFilter) for f in logger.filters):
             logger.addFilter(RedactingFilter())
+    _loggers_seen = len(known)
     return log
+
+
+#: How many loggers there were when ``package_logger`` last gave the filter out.
+_loggers_seen = -1
