@@ -13,7 +13,31 @@ McNemar p, tokens per run and tokens per success; and successes per variant, fam
 ``--finished-only`` starts no server and runs nothing: the table of the runs ``--out`` holds
 (an evaluation stopped part way; every change is over the pairs whose ``bare`` run finished).
 
-Measured here, latest (2 cores shared with other work, one llama-server thread per model, the two
+It also prints, per variant, the runs whose actions equal ``bare``'s (first and throughout) and
+those that started with memory recalled: variants whose prompts are equal until a mechanism acts
+must match until then, the instrument's check on its own pairing.
+
+Latest, the defaults as they ship (memory triage by rules; the seed relay with llama.cpp's prompt
+cache off), two repeats, both models side by side on 2 shared cores (docs/EVIDENCE.md, the
+seventh measurement)::
+
+    A="--tiers easy,medium --repeats 2 --max-iterations 4 --max-duration 180 --temperature 0.3"
+    python tests/benchmarks/does_it_help.py --models smollm2 $A --variants bare,default,recall --out OUT   # 52.9 min
+    python tests/benchmarks/does_it_help.py --models gemma3 $A --variants bare,default,recall --out OUT    # 46.0 min
+
+| model | mechanism | runs | success (95 % CI) | change vs bare (95 % CI) | McNemar p | tokens / run | tokens / success |
+|---|---|---|---|---|---|---|---|
+| smollm2-135m-instruct | bare | 40 | 0.20 [0.10, 0.35] | baseline |  | 2,029 | 10,144 |
+| smollm2-135m-instruct | default | 40 | 0.17 [0.09, 0.32] | -0.03 [-0.07, +0.00] | 1.00 | 2,349 | 13,422 |
+| smollm2-135m-instruct | recall | 40 | 0.12 [0.05, 0.26] | -0.07 [-0.20, +0.05] | 0.45 | 2,526 | 20,212 |
+| gemma-3-270m | bare | 40 | 0.25 [0.14, 0.40] | baseline |  | 1,792 | 7,167 |
+| gemma-3-270m | default | 40 | 0.25 [0.14, 0.40] | +0.00 [+0.00, +0.00] | 1.00 | 2,097 | 8,388 |
+| gemma-3-270m | recall | 40 | 0.28 [0.16, 0.43] | +0.03 [-0.07, +0.15] | 1.00 | 2,217 | 8,061 |
+
+``default``'s first action equals ``bare``'s in 80 of 80 pairs, all its actions in 74. The
+intervals of a change are about +-0.1 to +-0.2 at 40 pairs.
+
+Earlier (2 cores shared with other work, one llama-server thread per model, the two
 models side by side), the 20 easy and medium tasks, with ``A="--tiers easy,medium --repeats 1
 --max-iterations 4 --max-duration 180 --temperature 0.3"``:
 
