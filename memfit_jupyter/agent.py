@@ -25,6 +25,7 @@ from .config import (
     feature_classes,
     field_of,
     settings_of,
+    split_flat,
 )
 from .context.tiers import ContextConfig
 from .errors import UnknownModelError
@@ -273,14 +274,7 @@ def _config_of(flat: dict[str, Any], classes: dict[type, str]) -> AgentConfig:
     """``AgentConfig().replace(**flat)``, each config made once: a feature config from its flat
     settings (its defaults for the rest), then the whole, so each one's checks run once, not
     once for its defaults and again for the copy with the settings."""
-    top: dict[str, Any] = {}
-    nested: dict[str, dict[str, Any]] = {}
-    for name, value in flat.items():
-        head, _, tail = FLAT[name].partition(".")
-        if tail:
-            nested.setdefault(head, {})[tail] = value
-        else:
-            top[head] = value
+    top, nested = split_flat(flat)
     for cls, head in classes.items():  # each feature's config, from its settings or with its defaults
         top[head] = cls(**nested[head]) if head in nested else cls()
     return AgentConfig(**top)

@@ -184,14 +184,7 @@ class AgentConfig:
         unknown = sorted(set(flat) - set(FLAT))
         if unknown:
             raise TypeError(f"unknown setting(s) {', '.join(unknown)}; settings are: {', '.join(FLAT)}")
-        top: dict[str, Any] = {}
-        nested: dict[str, dict[str, Any]] = {}
-        for name, value in flat.items():
-            head, _, tail = FLAT[name].partition(".")
-            if tail:
-                nested.setdefault(head, {})[tail] = value
-            else:
-                top[head] = value
+        top, nested = split_flat(flat)
         for head, changes in nested.items():
             top[head] = dataclasses.replace(getattr(self, head), **changes)
         return dataclasses.replace(self, **top)
@@ -213,6 +206,20 @@ FLAT: dict[str, str] = {
     "oracle": "oracle", "plan": "plan", "progress": "progress",
     "approve_tools": "tool_policy.approve_tools", "sandbox": "tool_policy.sandbox",
 }
+def split_flat(flat: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, dict[str, Any]]]:
+    """Flat settings (names of ``FLAT``) as ``AgentConfig``'s own fields and, per feature
+    config, that config's fields: ``({"model": ...}, {"memory": {"triage_at": ...}})``."""
+    top: dict[str, Any] = {}
+    nested: dict[str, dict[str, Any]] = {}
+    for name, value in flat.items():
+        head, _, tail = FLAT[name].partition(".")
+        if tail:
+            nested.setdefault(head, {})[tail] = value
+        else:
+            top[head] = value
+    return top, nested
+
+
 #: The settings a trace records (``Agent.settings()``), in this order.
 SETTINGS = ("model", "fast_model", "fallback_model", "max_iterations", "max_cost_usd", "max_duration_seconds",
             "max_recursive_calls", "reflection", "spin_threshold", "max_consecutive_spin_warnings", "detectors",
