@@ -138,6 +138,10 @@ class MemoryExtension(Hooks):
     def provides(self) -> dict[str, Any]:
         return {"memory": self.store}
 
+    def _model(self, run: RunView) -> Any:
+        """The client memory's own calls go through: none when triage is by rules."""
+        return run.llm if self.config.triage_at in MODEL_TRIAGE else None
+
     def tools(self) -> list[Tool]:
         import dataclasses
 
@@ -199,7 +203,7 @@ class MemoryExtension(Hooks):
             return
         text = contextual_input(iteration, run.id, diff, run.status, done, reason, format=config.format,
                                 task=run.task)
-        llm = run.llm if self.config.triage_at in MODEL_TRIAGE else None  # "rules": no model call
+        llm = self._model(run)
         try:
             outcome = handle_memory(self.store, text, llm, iteration=iteration, format=config.format)
         except Exception as exc:  # memory must never take the loop down
@@ -221,8 +225,7 @@ class MemoryExtension(Hooks):
                 elif result.status == "done" and self.config.triage_at != "events":
                     self._triage(run, run.iteration, True, "the agent called finish")
             if result.status == "done":
-                # with triage by rules memory calls no model: the tags are not picked by one either
-                llm = run.llm if self.config.triage_at in MODEL_TRIAGE else None
+                llm = self._model(run)  # by rules memory calls no model: no tags picked by one either
                 found = self.store.search(run.task, k=None, bytes_limit=self.config.task_search_bytes, llm=llm,
                                           iteration=run.iteration)
                 run.emit("memory", op="task_search", query=run.task, results=result_dicts(found), added=[],

@@ -42,7 +42,7 @@ if TYPE_CHECKING:
 #: ``TriageConfig.every`` iterations of a long run, without a model: each distinct error line and
 #: the outcome, ``heuristic_entities``), "end" (at the same times, the model writing the memories)
 #: or "events" (the model, also at once after a failed tool call, a finish or a fact written, as
-#: first built).  The default is "rules" (docs/EVIDENCE.md, "Memory across tasks"): the model's
+#: first built).  The default is "rules" (docs/EVIDENCE.md, the seventh measurement): the model's
 #: triage cost about 800 tokens a run on the local models and nothing read what it wrote.
 TRIAGE_AT = ("rules", "end", "events")
 #: The triage settings in which the model writes the memories.
