@@ -82,6 +82,7 @@ class Agent:
     reflection = _Setting("reflection")
     spin_threshold = _Setting("spin_threshold")
     max_consecutive_spin_warnings = _Setting("max_consecutive_spin_warnings")
+    spin_warnings = _Setting("spin_warnings")
     detectors = _Setting("detectors")
     strategy = _Setting("strategy")
     samples = _Setting("samples")

@@ -198,7 +198,7 @@ FLAT: dict[str, str] = {
     "max_recursive_calls": "guarantees.max_recursive_calls",
     "reflection": "reflection.reflection", "spin_threshold": "reflection.spin_threshold",
     "max_consecutive_spin_warnings": "reflection.max_consecutive_spin_warnings",
-    "detectors": "reflection.detectors",
+    "spin_warnings": "reflection.spin_warnings", "detectors": "reflection.detectors",
     "strategy": "reliability.strategy", "samples": "reliability.samples",
     "tools": "tools", "max_trials": "context.max_trials", "context_window": "context_window",
     "failure_threshold": "reliability.failure_threshold", "recovery_timeout": "reliability.recovery_timeout",
@@ -225,16 +225,18 @@ SETTINGS = ("model", "fast_model", "fallback_model", "max_iterations", "max_cost
             "max_recursive_calls", "reflection", "spin_threshold", "max_consecutive_spin_warnings", "detectors",
             "strategy", "samples", "tools", "max_trials", "context_window", "failure_threshold",
             "recovery_timeout", "memory", "api_base", "structured", "max_bad_replies", "memory_triage",
-            "memory_recall")
+            "memory_recall", "spin_warnings")
 #: Settings that traces recorded before the setting existed, with the value their runs had: a
 #: replay or a fork of such a trace runs as its run did (``Agent.from_settings``).
-RECORDED_BEFORE: dict[str, Any] = {"max_bad_replies": 3, "memory_triage": "events", "memory_recall": 0}
+RECORDED_BEFORE: dict[str, Any] = {"max_bad_replies": 3, "memory_triage": "events", "memory_recall": 0,
+                                   "spin_warnings": "prompt"}
 
 
 #: The defaults memfit first came with, where today's differ (each changed from a measurement:
 #: docs/EVIDENCE.md): ``Agent(**FIRST_DEFAULTS)`` runs as the first builds did.
 FIRST_DEFAULTS: dict[str, Any] = {"reflection": "auto", "detectors": {"logic_spin": True},
-                                  "max_consecutive_spin_warnings": 3, "max_bad_replies": 3, "memory_triage": "events"}
+                                  "max_consecutive_spin_warnings": 3, "max_bad_replies": 3, "memory_triage": "events",
+                                  "spin_warnings": "prompt"}
 
 
 def recorded_detectors(detectors: Mapping[str, bool]) -> dict[str, bool]:
@@ -454,6 +456,8 @@ OPTIONS: tuple[Option, ...] = (
     Option("--spin-judge", switch=True,
            text="Ask the model to judge layer 1's spin findings (layer 2, the `logic_spin` detector; "
                 "off by default, `detectors={\"logic_spin\": True}` in Python)."),
+    # reflection.config.SPIN_WARNINGS, written out: reading the options imports no feature package
+    Option("--spin-warnings", "spin_warnings", "WHERE", choices=("view", "prompt"), trait="spin_warnings"),
     Option("--strategy", "strategy", "S", choices=tuple(s.value for s in SynthesisStrategy), trait="strategy"),
     Option("--samples", "samples", "K", trait="samples", minimum=1),
     Option("--tools", "tools", "NAME,NAME...", trait="tools", default_text="all"),

@@ -15,7 +15,8 @@ from memfit_jupyter.study.compare import COMPARE_MIME, Comparison
 def pair(tmp_path_factory):
     logging.disable(logging.WARNING)
     try:
-        on = Agent(model="memfit/spin-demo", workdir=tmp_path_factory.mktemp("on"), memory=False)
+        on = Agent(model="memfit/spin-demo", workdir=tmp_path_factory.mktemp("on"), memory=False,
+                   spin_warnings="prompt")
         off = Agent(model="memfit/spin-demo", workdir=tmp_path_factory.mktemp("off"), memory=False,
                     spin_threshold=99)
         a, b = on.start("add up data.txt"), off.start("add up data.txt")

@@ -247,9 +247,12 @@ def test_agent_s_signature_names_every_flat_setting():
     assert params["spin_threshold"].kind is inspect.Parameter.KEYWORD_ONLY and params["spin_threshold"].default is None
 
 
-def test_the_memory_triage_option_offers_what_memory_knows():
+def test_the_options_with_choices_offer_what_their_feature_knows():
     from memfit_jupyter.config import OPTIONS
     from memfit_jupyter.memory.triage import TRIAGE_AT
+    from memfit_jupyter.reflection.config import SPIN_WARNINGS
 
-    (opt,) = [o for o in OPTIONS if o.flag == "--memory-triage"]
-    assert opt.choices == TRIAGE_AT  # written out in config.py so that reading the options imports no feature
+    # written out in config.py so that reading the options imports no feature
+    choices = {o.flag: o.choices for o in OPTIONS}
+    assert choices["--memory-triage"] == TRIAGE_AT
+    assert choices["--spin-warnings"] == SPIN_WARNINGS

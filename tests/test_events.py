@@ -27,7 +27,8 @@ def test_every_event_of_a_run_is_typed_and_serialises_as_before(tmp_path):
 
 
 def test_subscribe_by_class_gets_only_those_events(tmp_path):
-    run = start(tmp_path, model="memfit/spin-demo", reflection="auto", detectors={"logic_spin": True})
+    run = start(tmp_path, model="memfit/spin-demo", reflection="auto", detectors={"logic_spin": True},
+                spin_warnings="prompt")
     seen, every, guidance = [], [], []
     run.subscribe(seen.append, ev.Observation, ev.Action)
     run.subscribe(every.append)
@@ -56,7 +57,7 @@ def test_records_are_built_from_the_action_and_observation_events(tmp_path):
 
 
 def test_the_timeline_is_written_from_the_events(tmp_path):
-    run = start(tmp_path, model="memfit/spin-demo")
+    run = start(tmp_path, model="memfit/spin-demo", spin_warnings="prompt")
     run.run()
     kinds = [e.kind for e in run.timeline.entries]
     assert kinds[0] == "task"
@@ -67,7 +68,7 @@ def test_the_timeline_is_written_from_the_events(tmp_path):
 
     again = Timeline(run.task)
     fed = []
-    other = start(tmp_path / "again", model="memfit/spin-demo")
+    other = start(tmp_path / "again", model="memfit/spin-demo", spin_warnings="prompt")
     other.subscribe(fed.append, ev.Event)
     other.run()
     for e in fed:

@@ -172,7 +172,7 @@ def test_step_button_runs_exactly_one_iteration(kernel):
 
 
 def test_the_widget_streams_every_event_once_in_order_and_never_html(kernel):
-    _, msgs = kernel.execute("%%memfit_task --model memfit/spin-demo --name streamed\n"
+    _, msgs = kernel.execute("%%memfit_task --model memfit/spin-demo --spin-warnings prompt --name streamed\n"
                              "What is the total of the numbers in data.txt?")
     comm = kernel.run_widget()
     trace = kernel.json("streamed.trace()")
@@ -471,7 +471,7 @@ def test_the_header_shows_the_expected_cost_of_an_iteration(kernel):
 
 
 def test_fork_from_the_view_runs_the_child_in_its_own_widget_and_the_saved_output_lists_it(kernel):
-    _, _ = kernel.execute("%%memfit_task --model memfit/spin-demo --no-memory --name forked\n"
+    _, _ = kernel.execute("%%memfit_task --model memfit/spin-demo --spin-warnings prompt --no-memory --name forked\n"
                           "What is the total of the numbers in data.txt?")
     parent = kernel.run_widget()
     events = len(kernel.events[parent])

@@ -24,6 +24,9 @@ BREAKDOWN_KEYS = {"r", "c", "t", "a", "p", "o", "e", "keyword_bonus", "semantic"
 #: The traces the jest tests read, by scenario.
 SCENARIOS = ("demo", "spin-demo", "outage", "disagree", "context-overflow", "bad-output",
              "unknown-tool")
+#: Settings a scenario's trace is made with: spin-demo's scripted model turns around once its
+#: prompt holds a spin warning (by default the warning is the person's only).
+SCENARIO_SETTINGS = {"spin-demo": {"spin_warnings": "prompt"}}
 
 
 def _jest() -> Path:
@@ -45,7 +48,7 @@ def test_renderer_unit_tests_pass_on_fresh_engine_traces(tmp_path):
     try:
         for scenario in SCENARIOS:
             with tempfile.TemporaryDirectory() as work:
-                run = Agent(model=f"memfit/{scenario}", workdir=work).start(
+                run = Agent(model=f"memfit/{scenario}", workdir=work, **SCENARIO_SETTINGS.get(scenario, {})).start(
                     "what is the total of the numbers in data.txt?")
                 run.run()
                 (tmp_path / f"{scenario}.json").write_text(json.dumps(run.trace()))

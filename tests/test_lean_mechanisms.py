@@ -162,3 +162,22 @@ def test_cached_tokens_reach_the_model_call_events_and_the_totals(tmp_path):
     again = replayed.trace()
     assert [e.get("cached_tokens") for e in again["events"] if e["type"] == "model_call"] == [None, 100, 200]
     assert again["totals"]["tokens"]["cached"] == 300
+
+
+def test_a_spin_is_shown_to_the_person_and_the_model_s_prompts_stay_those_of_a_bare_run(tmp_path):
+    limit = {"max_iterations": 6, "tools": ["shell", "read_file"]}  # as evaluate's tasks give them: no memory tools
+    default, sent = run_of("spin-demo", tmp_path / "default", **limit)
+    bare, bare_sent = run_of("spin-demo", tmp_path / "bare", reflection="none", memory=False, **limit)
+    spins = [e for e in default.events if e.type == "spin" and e.is_spinning]
+    assert spins and spins[0].iteration == 3  # the person sees the spin: trace, view, alerts
+    assert not [e for e in bare.events if e.type == "spin"]
+    def read(sent, run):  # the prompts, each run's own working directory aside
+        return [[m["content"].replace(str(run.agent.workdir), "<workdir>") for m in p] for p in sent.of("action")]
+    assert read(sent, default) == read(bare_sent, bare)  # the model read exactly what bare's read
+    assert default.status == bare.status == "failed"  # so it spins to the end as bare does
+    # warnings in the prompt, as first built: the model reads them and turns around
+    prompted, sent = run_of("spin-demo", tmp_path / "prompt", spin_warnings="prompt", **limit)
+    assert prompted.status == "done" and any("[SPIN DETECTED]" in m[-1]["content"] for m in sent.of("action"))
+    assert prompted.trace()["settings"]["spin_warnings"] == "prompt"
+    with pytest.raises(ValueError, match="spin_warnings must be one of view, prompt"):
+        Agent(model="memfit/spin-demo", spin_warnings="model")

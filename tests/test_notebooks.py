@@ -100,7 +100,7 @@ def test_quickstart(copy_of_notebooks):
     assert trace["status"] == "done" and "42" in trace["answer"]
     assert [e["tool"] for e in trace["events"] if e["type"] == "action"] == ["read_file", "python", "finish"]
     # The --step run was moved by run.step() and run() in later cells: its saved output followed.
-    (stepped,) = runs_in(cell(nb, "%%memfit_task --model memfit/spin-demo --reflection auto --step"))
+    (stepped,) = runs_in(cell(nb, "%%memfit_task --model memfit/spin-demo --reflection auto --spin-warnings prompt --step"))
     assert stepped["status"] == "done" and stepped["totals"]["iterations"] == 6
     assert "same_action_type (layer 1)" in text_of(cell(nb, "for _ in range(2):"))
     frame = cell(nb, "import json\nimport polars")

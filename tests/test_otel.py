@@ -42,7 +42,7 @@ def run_scenario(name, workdir, **kw):
 @pytest.fixture(scope="module")
 def spin_trace(tmp_path_factory):
     return run_scenario("spin-demo", tmp_path_factory.mktemp("spin"), reflection="auto",
-                        detectors={"logic_spin": True}).trace()
+                        detectors={"logic_spin": True}, spin_warnings="prompt").trace()
 
 
 @pytest.fixture(scope="module")

@@ -112,6 +112,7 @@ def test_phoenix_reads_the_spans_the_tree_the_tokens_and_the_findings(phoenix, t
     (outage_dir / "data.txt").write_text("1 2 3\n")
     # a spin, exported live while it runs
     spin = Agent(model="memfit/spin-demo", workdir=spin_dir, memory=False, reflection="auto", detectors={"logic_spin": True},
+                 spin_warnings="prompt",
                  otel={"endpoint": phoenix, "resource_attributes": RESOURCE, "schedule_delay": 0.1}).start(
         load_scenario("spin-demo").task)
     spin.run()

@@ -43,7 +43,8 @@ def timeline(trace):
 @pytest.mark.parametrize("scenario", ["spin-demo", "outage"])
 def test_an_exported_run_reads_back_with_its_timeline_and_findings(scenario, tmp_path):
     (tmp_path / "data.txt").write_text("1 2 3\n")
-    kw = {"fallback_model": "memfit/demo", "recovery_timeout": 0.05} if scenario == "outage" else {}
+    kw = ({"fallback_model": "memfit/demo", "recovery_timeout": 0.05} if scenario == "outage"
+          else {"spin_warnings": "prompt"})  # spin-demo turns around once warned in its prompt
     run = Agent(model=f"memfit/{scenario}", workdir=tmp_path, memory=False, **kw).start(
         load_scenario(scenario).task)
     run.run()

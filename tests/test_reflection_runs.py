@@ -17,6 +17,8 @@ def start(scenario, tmp_path, **kw):
     kw.setdefault("memory", False)
     # The decision tree, which these tests are about (the default is MINIMAL: no model call).
     kw.setdefault("reflection", "auto")
+    # Spin warnings in the model's prompt, which the scripted models answer (the default: the person's only).
+    kw.setdefault("spin_warnings", "prompt")
     return Agent(model=f"memfit/{scenario}", workdir=tmp_path, **kw).start(load_scenario(scenario).task)
 
 
@@ -105,7 +107,7 @@ def test_cache_keeps_the_three_most_recent_informative_ones_at_the_end(tmp_path)
 
 def test_the_seeds_cache_keeps_every_reflection_in_the_system_prompt(tmp_path):
     run = start("spin-demo", tmp_path, configs=[ReflectionConfig(reflection="auto", cache_kinds="all",
-                                                                     prompt_place="system")])
+                                                                 prompt_place="system", spin_warnings="prompt")])
     assert run.run().status == "done"
     ext = next(e for e in run.extensions if isinstance(e, ReflectionExtension))
     assert [r.iteration_num for r in ext.reflector.cache] == [4, 5, 6]

@@ -16,6 +16,9 @@ def start(scenario, tmp_path, **kw):
     # The decision tree and the layer-2 judge, which these tests are about (both off by default).
     kw.setdefault("reflection", "auto")
     kw["detectors"] = {"logic_spin": True, **kw.get("detectors", {})}
+    # The warnings in the model's prompt, which the scripted models answer (the default shows them
+    # to the person only).
+    kw.setdefault("spin_warnings", "prompt")
     return Agent(model=f"memfit/{scenario}", workdir=tmp_path, **kw).start(load_scenario(scenario).task)
 
 
@@ -209,7 +212,8 @@ def test_unknown_detector_name_is_a_clear_error(tmp_path):
 def test_a_reflection_config_among_the_extensions_sets_the_numbers(tmp_path):
     from memfit_jupyter.reflection import ReflectionConfig
 
-    config = ReflectionConfig(spin_threshold=4, detectors={"repeat_observation": False, "repeated_error": False})
+    config = ReflectionConfig(spin_threshold=4, detectors={"repeat_observation": False, "repeated_error": False},
+                              spin_warnings="prompt")
     run = start("spin-demo", tmp_path, extensions=[config])
     assert run.run().status == "done"
     assert {i for i, _ in fired(run)} == {4}

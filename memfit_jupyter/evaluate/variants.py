@@ -32,7 +32,8 @@ _BARE = {"reflection": "none", "memory": False}
 
 #: The variants by name.  Reflection alone forces a level on every action with spin detection off;
 #: spin detection alone forces MINIMAL reflection (a record, no model call) so that only the
-#: detectors and their warnings act (``spin-judge``: with the layer-2 judge, off by default);
+#: detectors and their warnings in the model's prompt act (``spin-judge``: with the layer-2
+#: judge, off by default; ``spin-exit``: ending the run after 3 warnings, as the seed did);
 #: memory alone is a fresh store per run (a run's own triage and searches: memory across runs
 #: would make a run depend on the order they ran in), triaged by rules as it comes
 #: (``memory-model``: by the model).
@@ -44,8 +45,11 @@ VARIANTS: dict[str, dict[str, Any]] = {
     "reflection-standard": {"reflection": "standard", "memory": False, **_NO_SPIN},
     "reflection-deep": {"reflection": "deep", "memory": False, **_NO_SPIN},
     "reflection-auto": {"reflection": "auto", "memory": False, **_NO_SPIN},
-    "spin": {"reflection": "minimal", "memory": False},
-    "spin-judge": {"reflection": "minimal", "memory": False, "detectors": {"logic_spin": True}},
+    "spin": {"reflection": "minimal", "memory": False, "spin_warnings": "prompt"},
+    "spin-judge": {"reflection": "minimal", "memory": False, "detectors": {"logic_spin": True},
+                   "spin_warnings": "prompt"},
+    "spin-exit": {"reflection": "minimal", "memory": False, "spin_warnings": "prompt",
+                  "max_consecutive_spin_warnings": 3},
     "memory": {"reflection": "none", "memory": None},
     # memory with the model's triage at the run's end (the default before triage by rules)
     "memory-model": {"reflection": "none", "memory": None, "memory_triage": "end"},
@@ -53,7 +57,8 @@ VARIANTS: dict[str, dict[str, Any]] = {
     # memory across tasks: the default, its runs sharing one store, each starting with what memory
     # holds for its task (1 KB)
     "recall": {"memory": SHARED_STORE, "memory_recall": 1024},
-    "lean": {"reflection": "minimal", "detectors": {"logic_spin": False}, "memory_triage": "events"},
+    "lean": {"reflection": "minimal", "detectors": {"logic_spin": False}, "memory_triage": "events",
+             "spin_warnings": "prompt"},
     "synthesis": {**_BARE, "samples": 3, "tools": ["+sub_query"]},
     "diary": {**_BARE, "oracle": TASK_ORACLE, "max_trials": 3},
 }

@@ -33,6 +33,8 @@ DETECTORS_OFF = ("logic_spin",)
 SPIN_RULES = ("progress", "repetition")
 #: Older names of the spin rules, still read (user code and saved settings may carry them).
 SPIN_RULE_ALIASES = {"seed": "repetition"}
+#: Where a spin warning goes: to the person only (the trace, the run view), or into the model's prompt too.
+SPIN_WARNINGS = ("view", "prompt")
 #: Which reflections the prompt's cache keeps, and where the cache goes in the prompt.
 CACHE_KINDS = ("informative", "all")
 PROMPT_PLACES = ("end", "system")
@@ -63,8 +65,9 @@ class ReflectionConfig:
         ReflectionLevel.CRITICAL: 10 * 1024})
     #: How many recent reflections go into the next prompt.
     cache_size: int = 3
-    #: Which reflections the prompt's cache keeps: "informative" (a failure, a model's summary or
-    #: suggestions, a spin: a MINIMAL "succeeded" tells the model nothing it has not just read)
+    #: Which reflections the prompt's cache keeps: "informative" (a model's summary or
+    #: suggestions, a failure reflected on above MINIMAL, a spin when its warnings go into the
+    #: prompt: a MINIMAL reflection, failed or not, tells the model nothing it has not just read)
     #: or "all" (as first built: every reflection, MINIMAL ones too).
     cache_kinds: str = "informative"
     #: Where the cached reflections go: "end" (after the timeline: they change every iteration,
@@ -83,6 +86,13 @@ class ReflectionConfig:
     #: default: on 1,045 recorded SWE-bench runs an exit after 3, the first default, ended 4.8%
     #: of the resolved runs to save 5.7% of the failed runs' steps; docs/EVIDENCE.md).
     max_consecutive_spin_warnings: int = 0
+    #: Where a confirmed spin's warning goes (SPIN_WARNINGS): "view" (the default) shows it to the
+    #: person, as the spin events in the trace, the run view and its alerts, and leaves the
+    #: model's prompt as it was; "prompt" also puts the warning into the model's timeline, as
+    #: first built (config.FIRST_DEFAULTS). On both local models the warning in the prompt cost
+    #: 1.5x a bare run's tokens at 8 iterations and changed no outcome (docs/EVIDENCE.md). A spin
+    #: exit counts the spins warned of either way.
+    spin_warnings: str = "view"
     #: This many iterations in a row with no spin reset the warning count.
     quiet_reset: int = 5
     #: The same action with the same observation this many times in a row (None = spin_threshold).
@@ -123,6 +133,8 @@ class ReflectionConfig:
             raise ValueError("spin_threshold must be at least 2")
         if self.max_consecutive_spin_warnings < 0:
             raise ValueError("max_consecutive_spin_warnings must be 0 (never end the run) or more")
+        if self.spin_warnings not in SPIN_WARNINGS:
+            raise ValueError(f"spin_warnings must be one of {', '.join(SPIN_WARNINGS)}, got {self.spin_warnings!r}")
         if self.cache_kinds not in CACHE_KINDS:
             raise ValueError(f"cache_kinds must be one of {', '.join(CACHE_KINDS)}, got {self.cache_kinds!r}")
         if self.prompt_place not in PROMPT_PLACES:
@@ -154,4 +166,5 @@ class ReflectionConfig:
                 return ext
         return cls(reflection=agent.reflection, spin_threshold=agent.spin_threshold,
                    max_consecutive_spin_warnings=agent.max_consecutive_spin_warnings,
+                   spin_warnings=agent.spin_warnings,
                    detectors=dict(agent.detectors))

@@ -70,11 +70,13 @@ def measure_impact(run: Any, record: ActionRecord) -> EnvironmentalImpact:
     return impact
 
 
-def informative(reflection: ActionReflection) -> bool:
-    """Whether a reflection tells the next action anything: a failure, a spin, or what a model
-    made of the action.  A MINIMAL "succeeded" repeats what the observation already says."""
-    return (not reflection.success or reflection.is_spinning or bool(reflection.summary)
-            or bool(reflection.suggestions))
+def informative(reflection: ActionReflection, spins: bool = True) -> bool:
+    """Whether a reflection tells the next action anything: what a model made of the action, a
+    failure reflected on above MINIMAL, or a spin (when ``spins``: spin warnings go into the
+    prompt).  A MINIMAL reflection, failed or not, repeats what the observation already says."""
+    if reflection.summary or reflection.suggestions or (spins and reflection.is_spinning):
+        return True
+    return not reflection.success and reflection.reflection_level != ReflectionLevel.MINIMAL.name
 
 
 def recent_timeline(entries: Any, iteration: int, max_chars: int, last: int = 8) -> str:
@@ -120,7 +122,7 @@ class Reflector:
             run.emit(ev.Guidance(kind="reflection", iteration=record.iteration,
                                  text=reflection_timeline_text(reflection)))
         # Stage 5: caching (by default only what tells the next action something).
-        if self.config.cache_kinds == "all" or informative(reflection):
+        if self.config.cache_kinds == "all" or informative(reflection, self.config.spin_warnings == "prompt"):
             self.cache.append(reflection)
         self.history.append(reflection)
         impact = reflection.environmental_impact or EnvironmentalImpact()

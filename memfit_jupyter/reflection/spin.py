@@ -2,9 +2,10 @@
 and the extra named detectors; warnings that grow firmer, and the spin exit.
 
 After each action ``SpinMonitor.detect`` runs every enabled detector and
-returns a ``SpinVerdict``; ``SpinMonitor.apply`` then writes the spin
-warning (``logic_spin_warning``) into the timeline, or ends the run with ``SpinExit`` when
-``max_consecutive_spin_warnings`` warnings have not broken the loop.
+returns a ``SpinVerdict``; ``SpinMonitor.apply`` then records the spin events
+(the warning the person sees in the trace and the run view), with ``spin_warnings="prompt"``
+writes the warning (``logic_spin_warning``) into the model's timeline too, or ends the run with
+``SpinExit`` when ``max_consecutive_spin_warnings`` warnings have not broken the loop.
 
 With ``spin_rules="progress"`` (the default) the detectors of ``detectors``
 ask for repetition without progress; a layer-1 finding is a spin once layer 2
@@ -233,6 +234,8 @@ class SpinMonitor:
             ])
             raise SpinExit(reason, plan=plan)
         self.tried.append(f"iteration {verdict.iteration}: spin warning {self.warnings} ({names}): {reasons}")
+        if cfg.spin_warnings != "prompt":
+            return  # the spin events above are the warning, for the person: the model's prompt is as it was
         text = spin_warning_text(verdict.confirmed, self.warnings, cfg.max_consecutive_spin_warnings)
         code = next((r for r in verdict.confirmed if r.layer == 3), None)
         if code is not None:

@@ -40,7 +40,7 @@ CHILD = f"{PARENT} .memfit-fork-child"
 
 
 def _notebook() -> dict:
-    cells = ["%load_ext memfit_jupyter", f"%%memfit_task --model memfit/spin-demo --no-memory --name rr\n{TASK}"]
+    cells = ["%load_ext memfit_jupyter", f"%%memfit_task --model memfit/spin-demo --spin-warnings prompt --no-memory --name rr\n{TASK}"]
     return nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(c) for c in cells], metadata={
         "kernelspec": {"name": "python3", "display_name": "Python 3 (ipykernel)", "language": "python"}})
 

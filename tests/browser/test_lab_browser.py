@@ -84,7 +84,7 @@ LIVE_CELLS = [
     "%memfit_memory add CSV exports from the billing system use semicolons --tags csv,billing",
     "%memfit_memory add The quarterly report lives in data/reports --tags reports",
     "_ = %memfit_memory search csv semicolons",
-    "%%memfit_task --model memfit/spin-demo --name spun --quiet\nwhat is the total of the numbers in data.txt?",
+    "%%memfit_task --model memfit/spin-demo --spin-warnings prompt --name spun --quiet\nwhat is the total of the numbers in data.txt?",
     "import memfit_jupyter\nmemfit_jupyter.compare(demo, spun, labels=('demo', 'spin-demo'))",
 ]
 
@@ -398,7 +398,7 @@ def _stream_notebook(api_base: str) -> dict:
         f"%%memfit_task --model openai/streamer --api-base {api_base} --structured schema --tools finish "
         "--reflection none --no-memory --max-iterations 1 --name streamed\nSay hello, then finish.",
         # no memory: what earlier tests stored in the same folder stays out of the prompt
-        "%%memfit_task --step --model memfit/spin-demo --reflection auto --no-memory --name stepped\n"
+        "%%memfit_task --step --model memfit/spin-demo --reflection auto --spin-warnings prompt --no-memory --name stepped\n"
         "what is the total of the numbers in data.txt?",
     ]
     return nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(c) for c in cells], metadata={

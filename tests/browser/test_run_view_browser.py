@@ -46,7 +46,7 @@ STEP_TASK = "what is the total of the numbers in data.txt?"
 
 
 #: The cells of a step-mode run, paused before its first iteration.
-STEP_CELLS = ["%load_ext memfit_jupyter", f"%%memfit_task --step --model memfit/spin-demo --no-memory --name rr\n{STEP_TASK}"]
+STEP_CELLS = ["%load_ext memfit_jupyter", f"%%memfit_task --step --model memfit/spin-demo --spin-warnings prompt --no-memory --name rr\n{STEP_TASK}"]
 
 
 def _write_notebook(lab, name: str, cells: list[str]) -> None:
@@ -329,7 +329,7 @@ def test_the_exported_report_opens_offline_and_reads_as_the_live_view(browser, l
     disk refused, draws the full view (the same renderer) and, with "expand all", says what the
     live view says; light and dark follow the reader's system."""
     cells = ["%load_ext memfit_jupyter",
-             "%%memfit_task --model memfit/spin-demo --no-memory --name exported\n" + STEP_TASK,
+             "%%memfit_task --model memfit/spin-demo --spin-warnings prompt --no-memory --name exported\n" + STEP_TASK,
              "%memfit export exported report.html"]
     _write_notebook(lab, "export.ipynb", cells)
     page, errors = _new_page(browser)
@@ -423,7 +423,7 @@ def test_the_first_run_of_a_kernel_says_it_loads_the_model_client(browser, lab):
     cells = ["%load_ext memfit_jupyter",
              "import sys; assert 'litellm' not in sys.modules, 'litellm is imported already'",
              "%config MemfitMagics.throttle_ms = 0",  # every event sent as it comes
-             "%%memfit_task --model memfit/spin-demo --no-memory --name first\n" + STEP_TASK]
+             "%%memfit_task --model memfit/spin-demo --spin-warnings prompt --no-memory --name first\n" + STEP_TASK]
     _write_notebook(lab, "first.ipynb", cells)
     page, errors = _new_page(browser)
     try:
