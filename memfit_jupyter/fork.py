@@ -352,8 +352,7 @@ def _switch_reflection(run: Run, settings: dict[str, Any]) -> None:
     if "reflection" in keys:
         keys["reflection"] = str(keys["reflection"]).lower() if not isinstance(keys["reflection"], ReflectionLevel) \
             else keys["reflection"].name.lower()
-    config = dataclasses.replace(agent.config(ReflectionConfig), **keys)
-    agent.configs[ReflectionConfig] = config
+    config = dataclasses.replace(agent.config(ReflectionConfig), **keys)  # the agent's own: set above
     found = [e for e in run.extensions if isinstance(e, ReflectionExtension)]
     if config.forced == ReflectionLevel.NONE:
         run.extensions = [e for e in run.extensions if not isinstance(e, ReflectionExtension)]
@@ -660,11 +659,13 @@ def _make(trace: dict[str, Any], parent_run: Run | None, at: int, changes: dict[
     clock = ForkClock(recorded_clock, at)
     store = ForkStore(RecordedStore(prefix, clock=recorded_clock), live_store, at,
                       changes.get("memory_hits")) if had_memory else False
-    parent_config = config_of(parent_run.agent) if parent_run is not None else None
     extensions: list[Any] = [ForkChanges(record)]
-    if parent_config is not None:
-        extensions.append(dataclasses.replace(parent_config, store=None))  # the child's blobs are its own
-    agent = agents({**settings, "workdir": folder, "memory": store, "extensions": extensions})
+    configs: list[Any] = []
+    if parent_run is not None:
+        extensions.append(dataclasses.replace(config_of(parent_run.agent), store=None))  # the child's blobs are its own
+        configs, given = _configs_of(parent_run.agent, settings)
+        extensions += given
+    agent = agents({**settings, "workdir": folder, "memory": store, "extensions": extensions, "configs": configs})
     models = {f"fork_{n}": str(v) for n, v in settings_of(changes).items() if n in TIERS and v}
     config = config_of(agent)
     parent_recorder = _recorder_of(parent_run) if parent_run is not None else None
@@ -688,6 +689,20 @@ def _make(trace: dict[str, Any], parent_run: Run | None, at: int, changes: dict[
     run.parent = record
     run.parent_run = parent_run  # type: ignore[attr-defined]
     return run
+
+
+def _configs_of(agent: Any, settings: dict[str, Any]) -> tuple[list[Any], list[Any]]:
+    """The configs a parent in hand was given whole, for its child: each feature's as the parent
+    started (the flat ``settings`` it started with set on it: a fork of a fork switched some at
+    its step), and the configs among its extensions (its guards'; the workspace's is the fork's
+    own).  A saved trace records the flat settings only: a fork of one starts from them."""
+    from .config import FLAT
+    from .workspace import WorkspaceConfig
+
+    flat = {k: v for k, v in settings.items() if k in FLAT and k != "memory"}
+    features = list(agent.config.replace(**flat).features().values())
+    given = [e for e in agent.extensions if dataclasses.is_dataclass(e) and not isinstance(e, type | WorkspaceConfig)]
+    return features, given
 
 
 def _live_memory(parent_run: Run | None, trace: dict[str, Any], at: int, had_memory: bool, memory: Any,

@@ -301,3 +301,24 @@ def test_a_replacement_reflection_is_written_as_the_pipeline_writes_one(tmp_path
     assert [e.to_dict() for e in again.events] == [e.to_dict() for e in child.events]
     with pytest.raises(ForkError, match="not both"):
         parent.fork(3, guidance="x", reflection={"summary": "y"}, workdir=tmp_path / "both")
+
+
+def test_a_fork_keeps_the_configs_its_parent_was_given_whole(tmp_path):
+    from memfit_jupyter.reliability.guards import GuardConfig
+    from memfit_jupyter.reflection import ReflectionConfig
+
+    # spin at the fourth repeat, not the third, and warned in the prompt: the parent turns at step 5
+    whole = ReflectionConfig(spin_threshold=4, spin_warnings="prompt", cache_kinds="all")
+    (tmp_path / "parent").mkdir()
+    parent = Agent(model="memfit/spin-demo", workdir=tmp_path / "parent", memory=False, configs=[whole],
+                   extensions=[GuardConfig.only("all")]).start(load_scenario("spin-demo").task)
+    parent.run()
+    assert parent.status == "done" and [e.iteration for e in parent.events if e.type == "spin"][0] == 4
+    child, backend, _ = _spied_fork(parent, 6, tmp_path, guidance="Read reports/summary.txt and finish.")
+    mine = child.agent.config.reflection
+    assert (mine.spin_threshold, mine.spin_warnings, mine.cache_kinds) == (4, "prompt", "all")
+    assert any(isinstance(e, GuardConfig) and e == GuardConfig.only("all") for e in child.agent.extensions)
+    child.run()
+    before = [e.to_dict() for e in parent.events if (e.iteration or 0) < 6]
+    assert _untimed([e.to_dict() for e in child.events][:len(before)]) == _untimed(before)
+    assert child.status == "done"
