@@ -304,8 +304,8 @@ def test_a_replacement_reflection_is_written_as_the_pipeline_writes_one(tmp_path
 
 
 def test_a_fork_keeps_the_configs_its_parent_was_given_whole(tmp_path):
-    from memfit_jupyter.reliability.guards import GuardConfig
     from memfit_jupyter.reflection import ReflectionConfig
+    from memfit_jupyter.reliability.guards import GuardConfig
 
     # spin at the fourth repeat, not the third, and warned in the prompt: the parent turns at step 5
     whole = ReflectionConfig(spin_threshold=4, spin_warnings="prompt", cache_kinds="all")
