@@ -114,6 +114,9 @@ class AgentView(Protocol):
     def max_consecutive_spin_warnings(self) -> Any: ...
 
     @property
+    def spin_warnings(self) -> Any: ...
+
+    @property
     def detectors(self) -> Any: ...
 
     @property
