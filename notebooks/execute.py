@@ -22,11 +22,11 @@ CELL_TIMEOUT = 180
 
 
 def notebooks(names: list[str]) -> list[Path]:
-    """The notebooks named (without ``.ipynb``), or all of them."""
+    """The notebooks named (``quickstart``, ``quickstart.ipynb`` or a path to one), or all of them."""
     if not names:
         return sorted(HERE.glob("*.ipynb"))
-    paths = [HERE / (n if n.endswith(".ipynb") else n + ".ipynb") for n in names]
-    missing = [p.name for p in paths if not p.exists()]
+    paths = [HERE / Path(n if n.endswith(".ipynb") else n + ".ipynb").name for n in names]
+    missing = [n for n, p in zip(names, paths, strict=True) if not p.exists()]
     if missing:
         raise SystemExit(f"no such notebook: {', '.join(missing)}")
     return paths

@@ -29,7 +29,8 @@ def _text(cell) -> str:
 def test_does_it_help_executes_and_shows_its_tables(tmp_path):
     folder = tmp_path / "notebooks"
     folder.mkdir()
-    for name in ("does_it_help.ipynb", "does_it_help.json", "does_it_help_defaults.json", "spin_stopping.json"):
+    for name in ("does_it_help.ipynb", "does_it_help.json", "does_it_help_defaults.json", "does_it_help_recall.json",
+                 "spin_stopping.json"):
         shutil.copy(NOTEBOOKS / name, folder / name)
     nb = execute.execute(folder / "does_it_help.ipynb", workdir=folder, timeout=180)
     code = [c for c in nb.cells if c.cell_type == "code"]
@@ -43,4 +44,5 @@ def test_does_it_help_executes_and_shows_its_tables(tmp_path):
     assert "warnings=3" in texts[6] and "repetition rules" in texts[6]
     assert "gpt-5-mini/mini-swe-agent-2.2" in texts[7]
     # the defaults as they ship: the table and the pairs that chose bare's actions
-    assert "same_first" in texts[8] and "recall" in texts[8] and "<svg" in texts[8]
+    assert "same_first" in texts[8] and "'max_iterations': '8'" in texts[8] and "<svg" in texts[8]
+    assert "recall" in texts[9] and "recalled" in texts[9]  # memory across tasks

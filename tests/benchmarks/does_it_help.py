@@ -17,9 +17,25 @@ It also prints, per variant, the runs whose actions equal ``bare``'s (first and 
 those that started with memory recalled: variants whose prompts are equal until a mechanism acts
 must match until then, the instrument's check on its own pairing.
 
-Latest, the defaults as they ship (memory triage by rules; the seed relay with llama.cpp's prompt
-cache off), two repeats, both models side by side on 2 shared cores (docs/EVIDENCE.md, the
-seventh measurement)::
+Latest, the defaults as they ship (a spin shown to the person and not put into the prompt; memory
+triage by rules; the seed relay with llama.cpp's prompt cache off), 8 iterations, one repeat, both
+models side by side on 2 cores (docs/EVIDENCE.md, the ninth measurement)::
+
+    A="--tiers easy,medium --repeats 1 --max-iterations 8 --max-duration 300 --temperature 0.3"
+    python tests/benchmarks/does_it_help.py --models smollm2 $A --variants bare,default --out OUT   # 28.9 min
+    python tests/benchmarks/does_it_help.py --models gemma3 $A --variants bare,default --out OUT    # 18.7 min
+
+| model | mechanism | runs | success (95 % CI) | change vs bare (95 % CI) | McNemar p | tokens / run | tokens / success |
+|---|---|---|---|---|---|---|---|
+| smollm2-135m-instruct | bare | 20 | 0.20 [0.08, 0.42] | baseline |  | 5,684 | 28,422 |
+| smollm2-135m-instruct | default | 20 | 0.20 [0.08, 0.42] | +0.00 [+0.00, +0.00] | 1.00 | 5,684 | 28,422 |
+| gemma-3-270m | bare | 20 | 0.30 [0.15, 0.52] | baseline |  | 4,654 | 15,515 |
+| gemma-3-270m | default | 20 | 0.30 [0.15, 0.52] | +0.00 [+0.00, +0.00] | 1.00 | 4,654 | 15,515 |
+
+``default``'s actions equal ``bare``'s in 40 of 40 pairs, first and throughout, and so do its
+tokens: its prompts are a bare run's.
+
+Before it, memory by rules and recall, 4 iterations, two repeats (the seventh measurement)::
 
     A="--tiers easy,medium --repeats 2 --max-iterations 4 --max-duration 180 --temperature 0.3"
     python tests/benchmarks/does_it_help.py --models smollm2 $A --variants bare,default,recall --out OUT   # 52.9 min
