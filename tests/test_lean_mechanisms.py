@@ -181,3 +181,17 @@ def test_a_spin_is_shown_to_the_person_and_the_model_s_prompts_stay_those_of_a_b
     assert prompted.trace()["settings"]["spin_warnings"] == "prompt"
     with pytest.raises(ValueError, match="spin_warnings must be one of view, prompt"):
         Agent(model="memfit/spin-demo", spin_warnings="model")
+
+
+def test_the_default_with_the_exit_reads_what_the_default_reads_until_it_ends_the_run(tmp_path):
+    from memfit_jupyter.evaluate.variants import VARIANTS
+
+    limit = {"max_iterations": 8, "tools": ["shell", "read_file"]}
+    default, sent = run_of("spin-demo", tmp_path / "default", **limit)
+    ended, ended_sent = run_of("spin-demo", tmp_path / "exit", **VARIANTS["default-exit"], **limit)
+    assert default.status == "failed" and ended.status == "spin_exit"  # stopped early, on evidence
+    assert len(ended_sent.of("action")) < len(sent.of("action"))
+    def read(sent, run):
+        return [[m["content"].replace(str(run.agent.workdir), "<workdir>") for m in p] for p in sent.of("action")]
+    # every prompt the ended run sent is the one the default sent at that step: only the stop differs
+    assert read(ended_sent, ended) == read(sent, default)[:len(ended_sent.of("action"))]

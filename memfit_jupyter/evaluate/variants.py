@@ -36,7 +36,9 @@ _BARE = {"reflection": "none", "memory": False}
 #: judge, off by default; ``spin-exit``: ending the run after 3 warnings, as the seed did);
 #: memory alone is a fresh store per run (a run's own triage and searches: memory across runs
 #: would make a run depend on the order they ran in), triaged by rules as it comes
-#: (``memory-model``: by the model).
+#: (``memory-model``: by the model).  ``default-exit`` is the default with the seed's spin exit
+#: after 3 warnings: its prompts are the default's until the exit, so against ``default`` it
+#: measures only what stopping early saves on failing runs and loses on passing ones.
 VARIANTS: dict[str, dict[str, Any]] = {
     "bare": dict(_BARE),
     "default": {},
@@ -50,6 +52,7 @@ VARIANTS: dict[str, dict[str, Any]] = {
                    "spin_warnings": "prompt"},
     "spin-exit": {"reflection": "minimal", "memory": False, "spin_warnings": "prompt",
                   "max_consecutive_spin_warnings": 3},
+    "default-exit": {"max_consecutive_spin_warnings": 3},
     "memory": {"reflection": "none", "memory": None},
     # memory with the model's triage at the run's end (the default before triage by rules)
     "memory-model": {"reflection": "none", "memory": None, "memory_triage": "end"},
