@@ -46,7 +46,7 @@ def test_a_mode_runs_on_and_off_side_by_side(nb):
     traces = pair_view["runs"]
     assert [t["status"] for t in traces] == ["done", "failed"]
     assert traces[1]["settings"]["reflection"] == "none"
-    assert pair_view["labels"] == ["on: reflection auto, spin judge on", "off: reflection none"]
+    assert pair_view["labels"] == ["on: reflection auto, spin judge on, warnings in the prompt", "off: reflection none"]
     # each side names the live widget model that drew it while it ran
     ids = pair_out.metadata[COMPARE_MIME]["live_widgets"]
     assert len(ids) == 2 and all(isinstance(i, str) and i for i in ids) and ids[0] != ids[1]
