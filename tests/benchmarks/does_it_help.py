@@ -18,25 +18,29 @@ those that started with memory recalled: variants whose prompts are equal until 
 must match until then, the instrument's check on its own pairing.
 
 Latest, the defaults as they ship (a spin shown to the person and not put into the prompt; memory
-triage by rules; the seed relay with llama.cpp's prompt cache off), 8 iterations, one repeat, both
+triage by rules; the seed relay with llama.cpp's prompt cache off), 8 iterations, two repeats, both
 models side by side on 2 cores (docs/EVIDENCE.md, the ninth measurement)::
 
-    A="--tiers easy,medium --repeats 1 --max-iterations 8 --max-duration 300 --temperature 0.3"
-    python tests/benchmarks/does_it_help.py --models smollm2 $A --variants bare,default --out OUT   # 28.9 min
-    python tests/benchmarks/does_it_help.py --models gemma3 $A --variants bare,default --out OUT    # 18.7 min
+    A="--tiers easy,medium --repeats 2 --max-iterations 8 --max-duration 300 --temperature 0.3"
+    python tests/benchmarks/does_it_help.py --models smollm2 $A --variants bare,default,default-exit --out OUT   # 78.2 min
+    python tests/benchmarks/does_it_help.py --models gemma3 $A --variants bare,default,default-exit --out OUT    # 54.5 min
+
+(each in three parts: bare and default, one repeat; default-exit on it; the second repeat.)
 
 | model | mechanism | runs | success (95 % CI) | change vs bare (95 % CI) | McNemar p | tokens / run | tokens / success |
 |---|---|---|---|---|---|---|---|
-| smollm2-135m-instruct | bare | 20 | 0.20 [0.08, 0.42] | baseline |  | 5,684 | 28,422 |
-| smollm2-135m-instruct | default | 20 | 0.20 [0.08, 0.42] | +0.00 [+0.00, +0.00] | 1.00 | 5,684 | 28,422 |
-| gemma-3-270m | bare | 20 | 0.30 [0.15, 0.52] | baseline |  | 4,654 | 15,515 |
-| gemma-3-270m | default | 20 | 0.30 [0.15, 0.52] | +0.00 [+0.00, +0.00] | 1.00 | 4,654 | 15,515 |
+| smollm2-135m-instruct | bare | 40 | 0.25 [0.14, 0.40] | baseline |  | 5,425 | 21,702 |
+| smollm2-135m-instruct | default | 40 | 0.25 [0.14, 0.40] | +0.00 [+0.00, +0.00] | 1.00 | 5,425 | 21,702 |
+| smollm2-135m-instruct | default-exit | 40 | 0.25 [0.14, 0.40] | +0.00 [+0.00, +0.00] | 1.00 | 3,599 | 14,395 |
+| gemma-3-270m | bare | 40 | 0.28 [0.16, 0.43] | baseline |  | 4,696 | 17,076 |
+| gemma-3-270m | default | 40 | 0.28 [0.16, 0.43] | +0.00 [+0.00, +0.00] | 1.00 | 4,696 | 17,076 |
+| gemma-3-270m | default-exit | 40 | 0.28 [0.16, 0.43] | +0.00 [+0.00, +0.00] | 1.00 | 3,035 | 11,036 |
 
-``default``'s actions equal ``bare``'s in 40 of 40 pairs, first and throughout, and so do its
-tokens: its prompts are a bare run's.  With the seed's spin exit (``--variants
-bare,default,default-exit`` in the same ``--out``: 15.6 min and 9.0 min more, the test suite
-beside it) success holds in all 40 pairs and tokens per success fall to 0.68x (SmolLM2, 19,258)
-and 0.65x (Gemma, 10,024): these models' passing runs do the task first and then repeat it.
+``default``'s actions equal ``bare``'s in 80 of 80 pairs, first and throughout, and so do its
+tokens: its prompts are a bare run's.  With the seed's spin exit (``default-exit``) success holds
+in all 80 pairs and tokens per success fall to 0.66x and 0.65x: these models' passing runs do
+the task first and then repeat it.  Success intervals are about +-0.13 at 40 runs; every pair
+agreed, so each change's interval is exactly zero.
 
 Before it, memory by rules and recall, 4 iterations, two repeats (the seventh measurement)::
 
