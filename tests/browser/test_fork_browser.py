@@ -13,6 +13,7 @@ import json
 
 import nbformat
 import test_lab_browser as base
+from playwright.sync_api import TimeoutError as PlaywrightTimeout
 from test_lab_browser import (
     ARTIFACTS,
     LIVE_TIMEOUT_MS,
@@ -48,9 +49,18 @@ def _notebook() -> dict:
 def _open_form(page, at: int):
     """Open iteration ``at``'s row and its Fork from here form; returns the form."""
     row = page.locator(f"{PARENT} .memfit-run-host .memfit-iteration[data-iteration='{at}']").first
-    if row.get_attribute("open") is None:
-        row.locator(":scope > summary").click()
-    row.locator(".memfit-fork-open").click()
+    button = row.locator(".memfit-fork-open")
+    # The view redraws its rows once a run has ended and may close a row opened just before:
+    # open it again until its button shows (a few tries, then the click says what is wrong).
+    for _ in range(3):
+        if row.get_attribute("open") is None:
+            row.locator(":scope > summary").click()
+        try:
+            button.wait_for(state="visible", timeout=5_000)
+            break
+        except PlaywrightTimeout:
+            continue
+    button.click()
     form = row.locator(".memfit-fork-form")
     form.wait_for(timeout=RENDER_TIMEOUT_MS)
     return form
