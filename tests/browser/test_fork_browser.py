@@ -50,8 +50,8 @@ def _open_form(page, at: int):
     """Open iteration ``at``'s row and its Fork from here form; returns the form."""
     row = page.locator(f"{PARENT} .memfit-run-host .memfit-iteration[data-iteration='{at}']").first
     button = row.locator(".memfit-fork-open")
-    # The view redraws its rows once a run has ended and may close a row opened just before:
-    # open it again until its button shows (a few tries, then the click says what is wrong).
+    # Once, the row stayed closed after its summary was clicked right after the run ended (the
+    # button hidden for 30 s): open it again until its button shows, then the click says what is wrong.
     for _ in range(3):
         if row.get_attribute("open") is None:
             row.locator(":scope > summary").click()
