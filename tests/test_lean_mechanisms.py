@@ -46,6 +46,11 @@ def run_of(scenario, workdir, **kw):
     return run, sent
 
 
+def prompts_read(sent, run):
+    """The action prompts a run sent, its own working directory aside."""
+    return [[m["content"].replace(str(run.agent.workdir), "<workdir>") for m in p] for p in sent.of("action")]
+
+
 def triaged(run):
     return [e.iteration for e in run.events if e.type == "model_call" and e["purpose"] == "triage"]
 
@@ -171,9 +176,7 @@ def test_a_spin_is_shown_to_the_person_and_the_model_s_prompts_stay_those_of_a_b
     spins = [e for e in default.events if e.type == "spin" and e.is_spinning]
     assert spins and spins[0].iteration == 3  # the person sees the spin: trace, view, alerts
     assert not [e for e in bare.events if e.type == "spin"]
-    def read(sent, run):  # the prompts, each run's own working directory aside
-        return [[m["content"].replace(str(run.agent.workdir), "<workdir>") for m in p] for p in sent.of("action")]
-    assert read(sent, default) == read(bare_sent, bare)  # the model read exactly what bare's read
+    assert prompts_read(sent, default) == prompts_read(bare_sent, bare)  # the model read exactly what bare's read
     assert default.status == bare.status == "failed"  # so it spins to the end as bare does
     # warnings in the prompt, as first built: the model reads them and turns around
     prompted, sent = run_of("spin-demo", tmp_path / "prompt", spin_warnings="prompt", **limit)
@@ -191,7 +194,5 @@ def test_the_default_with_the_exit_reads_what_the_default_reads_until_it_ends_th
     ended, ended_sent = run_of("spin-demo", tmp_path / "exit", **VARIANTS["default-exit"], **limit)
     assert default.status == "failed" and ended.status == "spin_exit"  # stopped early, on evidence
     assert len(ended_sent.of("action")) < len(sent.of("action"))
-    def read(sent, run):
-        return [[m["content"].replace(str(run.agent.workdir), "<workdir>") for m in p] for p in sent.of("action")]
     # every prompt the ended run sent is the one the default sent at that step: only the stop differs
-    assert read(ended_sent, ended) == read(sent, default)[:len(ended_sent.of("action"))]
+    assert prompts_read(ended_sent, ended) == prompts_read(sent, default)[:len(ended_sent.of("action"))]
