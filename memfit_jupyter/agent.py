@@ -24,6 +24,7 @@ from .config import (
     as_run,
     feature_classes,
     field_of,
+    holds,
     settings_of,
     split_flat,
 )
@@ -136,9 +137,12 @@ class Agent:
             flat["detectors"] = dict(flat["detectors"])
         if approve is not None and "approve_tools" not in flat:
             flat["approve_tools"] = "always"  # a callback alone is asked about every call, as it always was
-        cfg = config.replace(**flat) if config is not None else _config_of(flat, classes)
-        self.config: AgentConfig = dataclasses.replace(cfg, **{classes[type(c)]: c for c in whole.values()}) \
-            if whole else cfg
+        if config is not None:
+            cfg = config.replace(**flat)
+            self.config: AgentConfig = dataclasses.replace(cfg, **{classes[type(c)]: c for c in whole.values()}) \
+                if whole else cfg
+        else:
+            self.config = _config_of(flat, classes, whole)
         for m in (self.model, self.fast_model, self.fallback_model):
             if m:
                 _check_model_cheaply(m)
@@ -271,13 +275,22 @@ class Agent:
 
 
 
-def _config_of(flat: dict[str, Any], classes: dict[type, str]) -> AgentConfig:
-    """``AgentConfig().replace(**flat)``, each config made once: a feature config from its flat
-    settings (its defaults for the rest), then the whole, so each one's checks run once, not
-    once for its defaults and again for the copy with the settings."""
+def _config_of(flat: dict[str, Any], classes: dict[type, str], whole: dict[type, Any]) -> AgentConfig:
+    """``AgentConfig().replace(**flat)`` with the configs given ``whole`` in place, each config made
+    once: a feature config from its flat settings (its defaults for the rest), then the whole,
+    so each one's checks run once, not once for its defaults and again for the copy with the
+    settings.  A feature given whole wins over its flat settings; those are still checked, unless
+    they are the whole config's own values (a fork's child is given both)."""
     top, nested = split_flat(flat)
     for cls, head in classes.items():  # each feature's config, from its settings or with its defaults
-        top[head] = cls(**nested[head]) if head in nested else cls()
+        changes = nested.get(head, {})
+        given = whole.get(cls)
+        if given is None:
+            top[head] = cls(**changes)
+            continue
+        if not holds(given, changes):
+            cls(**changes)  # a bad flat setting is refused, though the whole config wins
+        top[head] = given
     return AgentConfig(**top)
 
 

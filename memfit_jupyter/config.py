@@ -180,14 +180,26 @@ class AgentConfig:
 
     def replace(self, **flat: Any) -> AgentConfig:
         """A copy with the flat settings ``flat`` (``FLAT``'s names) set; each feature config
-        changed is made anew, so its checks run again."""
+        changed is made anew, so its checks run again (one whose fields already hold those
+        values is kept: a fork passes every setting its parent started with)."""
         unknown = sorted(set(flat) - set(FLAT))
         if unknown:
             raise TypeError(f"unknown setting(s) {', '.join(unknown)}; settings are: {', '.join(FLAT)}")
         top, nested = split_flat(flat)
         for head, changes in nested.items():
-            top[head] = dataclasses.replace(getattr(self, head), **changes)
+            current = getattr(self, head)
+            if not holds(current, changes):
+                top[head] = dataclasses.replace(current, **changes)
         return dataclasses.replace(self, **top)
+
+
+def holds(config: Any, fields: Mapping[str, Any]) -> bool:
+    """Whether ``config``'s ``fields`` already have these values (and their types: 1 is not True)."""
+    for name, value in fields.items():
+        have = getattr(config, name)
+        if have is not value and (type(have) is not type(value) or have != value):
+            return False
+    return True
 
 
 #: ``Agent``'s flat keyword arguments (and a trace's settings), each the path of its field.
