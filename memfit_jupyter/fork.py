@@ -419,13 +419,15 @@ def _parent_of(parent: Any) -> tuple[Run | None, dict[str, Any]]:
 
 def _recording_of(run: Run) -> dict[str, Any]:
     """What a fork reads of a run in hand: its trace's events and the header fields it needs, as
-    ``trace_of`` writes them (redacted), without the totals and the family it does not read.
+    ``trace_of`` writes them (redacted), without the totals and the family it does not read, and
+    without the header's settings: a run in hand has begun, and the child starts from its
+    ``run_start``'s (``start_settings``).
 
     Not a copy: the events are new dicts (``Event.to_dict``) over the values the parent's events
     own, which nothing changes once they are emitted, and a fork only reads them (its own events
     are made, and redacted, by its loop).  The settings the child's agent is made from are copied
     in ``fork``."""
-    header = {"run_id": run.id, "task": run.task, "settings": run.agent.settings(), "workdir": run.prompt_workdir}
+    header = {"run_id": run.id, "task": run.task, "workdir": run.prompt_workdir}
     return {**redact_obj(header), "events": [e.to_dict() for e in run.events]}
 
 
