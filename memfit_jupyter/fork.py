@@ -590,6 +590,8 @@ def fork(parent: Any, at: int, *, agents: MakeAgent, memory: Any = "overlay",
             live_agent = agents(live_settings)
         except Exception as exc:
             raise ForkError(f"a setting of the fork is not valid: {exc}") from None
+    if backend is None:  # the world's models: one no provider serves is refused now, as %%memfit_task does
+        _check_models([str(changes[name]) for name in TIERS if changes.get(name)])
 
     parent_workdir = _parent_folder(parent_run) if parent_run is not None else (
         Path(trace["workdir"]) if trace.get("workdir") else None)
@@ -607,6 +609,17 @@ def fork(parent: Any, at: int, *, agents: MakeAgent, memory: Any = "overlay",
         log.warning("fork of %s at step %d is not exact: %s", trace.get("run_id"), at,
                     "; ".join(restored.get("problems") or ())[:500])
     return child
+
+
+def _check_models(models: list[str]) -> None:
+    from .errors import UnknownModelError
+    from .llm.backend import check_model
+
+    for model in models:
+        try:
+            check_model(model)
+        except UnknownModelError as exc:
+            raise ForkError(str(exc)) from None
 
 
 def _recorder_of(run: Run) -> Any:

@@ -219,6 +219,7 @@ def test_settings_change_from_the_fork_step_on(tmp_path):
     ({"at": 2, "memory_hits": "x"}, "memory_hits must be a list"),
     ({"at": 2, "max_iterations": 0}, "a setting of the fork is not valid: max_iterations must be at least 1"),
     ({"at": 2, "model": "not a model"}, "a setting of the fork is not valid"),
+    ({"at": 2, "fallback_model": "nosuch/model"}, "unknown model 'nosuch/model': litellm knows no provider"),
     ({"at": 2, "memory": 42}, "memory must be one of overlay, write-through or a store"),
 ])
 def test_bad_input_is_one_line_and_makes_nothing(changes, expected, tmp_path):
