@@ -55,7 +55,22 @@ def test_a_callable_oracle_that_nothing_satisfies_blames_no_step_and_keeps_to_th
     assert found.step is None and set(found.frame["outcome"]) <= {"failure"}
     assert found.stopped.startswith("the budget") or found.frame.height == sum(
         len(corrections(run.trace(), s)) for s in candidates(run.trace()))
-    assert found.spent - found.frame["cost"].to_list()[-1] < budget  # no fork starts past the budget
+    assert found.spent <= budget
+
+
+def test_the_budget_is_a_hard_limit_and_the_fork_that_reaches_it_stops_there(tmp_path):
+    from memfit_jupyter import Agent
+
+    run = Agent(model="memfit/spin-demo", workdir=tmp_path / "off", memory=False).start("Find the total of data.txt")
+    run.run()
+    budget = 1.5 * run.trace()["totals"]["cost_usd"]
+    found = blame(run, oracle=lambda child: False, budget=budget, workdir=tmp_path / "forks")
+    assert 0 < found.spent <= budget, found
+    assert found.stopped == f"the budget (${budget:.4f}) ran out in the fork at step {found.forks[-1].parent['at']}"
+    last = found.forks[-1]
+    assert last.status == "degraded"
+    assert [e.limit for e in last.events if e.TYPE == "guarantee"] == ["max_cost_usd"]
+    assert all(f.status != "degraded" for f in found.forks[:-1])  # the ones before it had what they needed
 
 
 def test_a_command_oracle_runs_in_each_forks_folder(tmp_path):

@@ -50,7 +50,7 @@ def fork_options(line: str) -> None:
 
 @magic_arguments()
 @argument("run", metavar="RUN", help="a failed Run or trace in the namespace, or a saved trace file")
-@argument("--budget", type=float, metavar="USD", help="what the forks may spend (default: 3x the run's cost)")
+@argument("--budget", type=float, metavar="USD", help="what the forks may spend together, a hard limit (default: 3x the run's cost)")
 @argument("--oracle", metavar="CMD", help="shell command run in each fork's folder (exit 0 = success)")
 @argument("--name", metavar="VAR", help="bind the Blame result (frame, forks, step) to this variable")
 def blame_options(line: str) -> None:

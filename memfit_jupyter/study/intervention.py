@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..agent import Agent
-from ..fork import ForkError, last_step
+from ..fork import ForkError, last_step, start_settings
 
 if TYPE_CHECKING:
     from ..run import Run
@@ -82,6 +82,24 @@ def fork_cost(child: Run, at: int) -> float:
     """What a fork spent itself: its model calls from its fork step on (the prefix is free)."""
     return float(sum(float(e.get("cost_usd") or 0.0) for e in child.events
                      if e.TYPE == "model_call" and (e.iteration or 0) >= at))
+
+
+def cost_limit(trace: dict[str, Any], at: int, left: float, given: Any = None) -> float:
+    """The ``max_cost_usd`` of a fork at ``at`` that may spend ``left`` dollars itself: its budget
+    counts the recorded prefix's calls too, and it keeps the run's own limit (and one the change
+    ``given`` sets) when that is lower."""
+    prefix = sum(float(e.get("cost_usd") or 0.0) for e in trace["events"]
+                 if e.get("type") == "model_call" and int(e.get("iteration") or 0) < at)
+    limits = [prefix + max(0.0, left)]
+    own = (start_settings(trace) or {}).get("max_cost_usd")
+    limits += [float(x) for x in (own, given) if isinstance(x, int | float) and not isinstance(x, bool)]
+    return min(limits)
+
+
+def ran_out(child: Run, at: int) -> bool:
+    """Whether the fork's cost limit stopped it (from its fork step on)."""
+    return any(e.TYPE == "guarantee" and getattr(e, "violated", False) and getattr(e, "limit", "") == "max_cost_usd"
+               and (e.iteration or 0) >= at for e in child.events)
 
 
 def _trace_of(run: Any) -> dict[str, Any]:
@@ -213,7 +231,9 @@ def blame(run: Any, oracle: Callable[[Run], bool] | str | None = None, budget: f
     ``oracle``: a callable given each fork's ``Run`` (True: success), a shell command run in the
     fork's folder, or None for the run's own (see the module docstring).  ``budget``: dollars
     the forks may spend together (default: 3x the failed run's own cost; no limit when it cost
-    nothing): no fork starts once it is spent, and each fork keeps the run's own limits.  ``changes``: corrective changes to try first (fork changes, e.g.
+    nothing), a hard limit: each fork may spend only what is left of it (its ``max_cost_usd``,
+    within the run's own limits, which it keeps), and the search stops once a fork ran out of
+    it.  ``changes``: corrective changes to try first (fork changes, e.g.
     ``{"guidance": "..."}``).  ``steps``: the candidate steps (default: from the trace).
     ``stop_at_first``: stop at the latest step that a change fixes (the one to blame).
     Returns a ``Blame``: ``.frame`` (step, change, outcome, cost, status, run), ``.forks``,
@@ -243,8 +263,11 @@ def blame(run: Any, oracle: Callable[[Run], bool] | str | None = None, budget: f
                 stopped = f"the budget (${limit:.4f}) was spent before step {step} was tried"
                 break
             folder = root / f"step{step}-{len(forks)}" if root is not None else None
+            capped = dict(change)
+            if limit is not None:
+                capped["max_cost_usd"] = cost_limit(trace, step, limit - spent, change.get("max_cost_usd"))
             try:
-                child = Agent.fork(run, step, workdir=folder, **change)
+                child = Agent.fork(run, step, workdir=folder, **capped)
             except ForkError as exc:
                 rows.append({"step": step, "change": describe(change), "outcome": "error", "cost": 0.0,
                              "status": str(exc)[:120], "run": ""})
@@ -253,6 +276,8 @@ def blame(run: Any, oracle: Callable[[Run], bool] | str | None = None, budget: f
             own = fork_cost(child, step)
             spent += own
             forks.append(child)
+            if limit is not None and ran_out(child, step):
+                stopped = f"the budget (${limit:.4f}) ran out in the fork at step {step}"
             try:
                 ok = bool(judge(child))
             except Exception as exc:  # an oracle that breaks says nothing about the fork
@@ -264,6 +289,8 @@ def blame(run: Any, oracle: Callable[[Run], bool] | str | None = None, budget: f
                          "cost": own, "status": child_status, "run": child.id})
             if ok:
                 found = found or (step, change)
+                break
+            if stopped:
                 break
         if stopped or (found is not None and stop_at_first):
             break
