@@ -176,6 +176,10 @@ def main() -> None:
     import_litellm()  # both sides pay for it before they start
     fork_of(2, args.reflection)  # each side's first use in the process (tokenizer, scenario, modules)
     rows = []
+    # The fixed part of a fork: one at step 1 has no prefix to replay (its folder made, its agent
+    # and run set up, its start, its first call handed to the call's worker).
+    fixed = sorted(fork_of(1, args.reflection)[3] for _ in range(args.repeats))[args.repeats // 2]
+    print(json.dumps({"fork_s_with_no_prefix": round(fixed, 5)}), flush=True)
     for prefix in [int(s) for s in args.steps.split(",")]:
         k = prefix + 1  # the fork goes live at the step after its prefix
         tries = sorted((fork_of(k, args.reflection) for _ in range(args.repeats)), key=lambda t: t[3] / t[2])
@@ -188,6 +192,10 @@ def main() -> None:
                      "fork_s_to_first_live_call": round(to_live, 4), "of_which_fork_call_s": round(made, 4),
                      "ratio": round(to_live / parent_to_k, 4) if parent_to_k else None,
                      "ratios": [round(t[3] / t[2], 4) for t in tries],
+                     # what one replayed step of the fork costs against one step of the parent
+                     "fork_s_per_replayed_step": round((to_live - fixed) / max(prefix, 1), 6),
+                     "parent_s_per_step": round(parent_to_k / max(prefix, 1), 6),
+                     "ratio_with_no_prefix_cost": round(fixed / parent_to_k, 4) if parent_to_k else None,
                      "snapshot_blob_bytes_per_step": round(blob_bytes / k, 1),
                      "snapshot_trace_bytes_per_step": round(trace_bytes / k, 1), "parent_wall_s": round(wall, 3)})
         print(json.dumps(rows[-1]), flush=True)
