@@ -11,7 +11,7 @@ import { diffLines } from 'diff';
 
 import { h, seconds, str, num, obj, clip, money } from './dom';
 import { Controls, CostEstimate, LiveChange, LiveSource } from './liveregistry';
-import { RunView, STATUS_KIND } from './run';
+import { ENDED, RunView, STATUS_KIND } from './run';
 
 const BUTTONS: Record<string, [string, string, string]> = {
   step: ['Step', 'primary', 'run one iteration'],
@@ -45,6 +45,13 @@ export class LiveRunView {
     this._controls = h('div', { class: 'memfit-controls', role: 'toolbar' });
     this._xray = h('div', { class: 'memfit-xray-slot' });
     this.root = h('div', { class: 'memfit-live' }, this._controls, this._xray, this.run.root);
+    // A row the person opens or closes is theirs: following the run no longer closes it.
+    this.run.root.addEventListener('click', e => {
+      const row = (e.target as Element).closest('.memfit-iteration > summary')?.parentElement;
+      if (row && this._followed !== null && row === this.run.block(this._followed)) {
+        this._autoOpened = false;
+      }
+    });
     this.run.update(source.head, source.events);
     this.run.setStreaming(source.streaming ?? null);
     this._drawControls();
@@ -103,13 +110,17 @@ export class LiveRunView {
     badge.className = `memfit-badge memfit-badge-${STATUS_KIND[word] ?? 'muted'} memfit-status`;
   }
 
-  /** While the run goes on, its newest iteration is open and in view; the one before closes. */
+  /**
+   * While the run goes on, its newest iteration is open and in view; the one the view opened
+   * before closes.  Once the kernel says the run has ended (it says so just before it sends the
+   * last events), rows stay as the person sees them: one seen open must not close under a click.
+   */
   private _followNewest(): void {
     const events = this.run.events;
     const last = events.length ? events[events.length - 1].iteration : null;
     const streamed = this.run.streaming?.iteration ?? null;
     const newest = streamed !== null && (last === null || streamed > last) ? streamed : last;
-    if (newest === null || newest === this._followed) {
+    if (newest === null || newest === this._followed || !this._running() || ENDED.has(str(this._source.controls.status))) {
       return;
     }
     const previous = this._followed === null ? undefined : this.run.block(this._followed);
@@ -119,12 +130,12 @@ export class LiveRunView {
     const block = this.run.block(newest);
     this._followed = newest;
     this._autoOpened = false;
-    if (block && this._running() && !block.hasAttribute('open')) {
+    if (block && !block.hasAttribute('open')) {
       block.setAttribute('open', '');
       block.dispatchEvent(new Event('toggle'));
       this._autoOpened = true;
     }
-    if (block && this._running() && typeof block.scrollIntoView === 'function' && this._inView()) {
+    if (block && typeof block.scrollIntoView === 'function' && this._inView()) {
       block.scrollIntoView({ block: 'nearest' });
     }
   }

@@ -48,7 +48,7 @@ const ENDING_TITLE: Record<string, string> = {
 };
 
 /** How a run can end (memfit_jupyter/records.py STATUSES); any other status is a run still going. */
-const ENDED = new Set(['done', 'failed', 'degraded', 'spin_exit', 'cancelled', 'escalated']);
+export const ENDED = new Set(['done', 'failed', 'degraded', 'spin_exit', 'cancelled', 'escalated']);
 
 /**
  * A saved trace of a run that had not ended says so, rather than "running": drawn with no live

@@ -754,6 +754,57 @@ describe('the live header', () => {
   });
 });
 
+describe('following the newest iteration', () => {
+  /** The events of iterations `from`..`to`, one action each (iteration 0: the run's start). */
+  const steps = (from: number, to: number): any[] =>
+    Array.from({ length: to - from + 1 }, (_, k) => from + k).map(i =>
+      i === 0 ? { type: 'run_start', iteration: 0, ts: 0, task: 't', tools: [] } : { type: 'action', iteration: i, ts: i, thought: `step ${i}`, tool: 'shell', params: { command: `echo ${i}` } }
+    );
+  const open = (live: LiveRunView) => Array.from(live.run.root.querySelectorAll('.memfit-iteration[open]')).map(b => Number(b.getAttribute('data-iteration')));
+
+  it('opens the newest row while the run goes and closes the one it opened before', () => {
+    const feed = new KernelFeed('w1');
+    const live = new LiveRunView(feed);
+    feed.message({ kind: 'batch', start: 0, events: steps(0, 2), head: { status: 'running' } });
+    expect(open(live)).toEqual([2]);
+    feed.message({ kind: 'batch', start: 3, events: steps(3, 3), head: { status: 'running' } });
+    expect(open(live)).toEqual([3]);
+    live.dispose();
+  });
+
+  it('leaves a row seen open alone once the kernel says the run has ended, its last events arriving after', () => {
+    const feed = new KernelFeed('w2');
+    const live = new LiveRunView(feed);
+    feed.message({ kind: 'batch', start: 0, events: steps(0, 3), head: { status: 'running' } });
+    expect(open(live)).toEqual([3]);
+    // widget.py refreshes the controls (status done, still busy) just before it sends the last batch
+    feed.setControls({ status: 'done', busy: true, buttons: [] });
+    expect(live.root.querySelector('.memfit-live-status')!.getAttribute('data-status')).toBe('done');
+    feed.message({ kind: 'batch', start: 4, events: steps(4, 6), head: { status: 'done' } });
+    feed.setControls({ status: 'done', busy: false, buttons: [] });
+    expect(live.run.block(6)).toBeDefined();
+    expect(open(live)).toEqual([3]); // the row the person may be working in stays open
+    live.dispose();
+  });
+
+  it('keeps a row the person opened or closed as they left it when the next iteration comes', () => {
+    const feed = new KernelFeed('w3');
+    const live = new LiveRunView(feed);
+    feed.message({ kind: 'batch', start: 0, events: steps(0, 1), head: { status: 'running' } });
+    const summary = () => live.run.block(1)!.querySelector(':scope > summary') as HTMLElement;
+    summary().click(); // closed by the person...
+    summary().click(); // ...and opened again: theirs now
+    expect(open(live)).toEqual([1]);
+    feed.message({ kind: 'batch', start: 2, events: steps(2, 2), head: { status: 'running' } });
+    expect(open(live)).toEqual([1, 2]);
+    // a later event of the person's row redraws it open
+    feed.message({ kind: 'batch', start: 3, events: [{ type: 'note', iteration: 1, ts: 9, text: 'late' }], head: { status: 'running' } });
+    feed.message({ kind: 'batch', start: 4, events: steps(3, 3), head: { status: 'running' } });
+    expect(open(live)).toEqual([1, 3]);
+    live.dispose();
+  });
+});
+
 describe('the X-ray of the next prompt', () => {
   it('diffs a changed system prompt line by line, the injected section highlighted', () => {
     const feed = new KernelFeed('x1');

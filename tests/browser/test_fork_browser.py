@@ -13,7 +13,6 @@ import json
 
 import nbformat
 import test_lab_browser as base
-from playwright.sync_api import TimeoutError as PlaywrightTimeout
 from test_lab_browser import (
     ARTIFACTS,
     LIVE_TIMEOUT_MS,
@@ -49,17 +48,12 @@ def _notebook() -> dict:
 def _open_form(page, at: int):
     """Open iteration ``at``'s row and its Fork from here form; returns the form."""
     row = page.locator(f"{PARENT} .memfit-run-host .memfit-iteration[data-iteration='{at}']").first
+    # The view may have left it open (it follows the run's newest step); once seen, a row stays as
+    # it is, even when the run's last events arrive after its status said done (live.ts).
+    if row.get_attribute("open") is None:
+        row.locator(":scope > summary").click()
     button = row.locator(".memfit-fork-open")
-    # Once, the row stayed closed after its summary was clicked right after the run ended (the
-    # button hidden for 30 s): open it again until its button shows, then the click says what is wrong.
-    for _ in range(3):
-        if row.get_attribute("open") is None:
-            row.locator(":scope > summary").click()
-        try:
-            button.wait_for(state="visible", timeout=5_000)
-            break
-        except PlaywrightTimeout:
-            continue
+    button.wait_for(state="visible", timeout=RENDER_TIMEOUT_MS)
     button.click()
     form = row.locator(".memfit-fork-form")
     form.wait_for(timeout=RENDER_TIMEOUT_MS)
