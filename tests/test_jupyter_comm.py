@@ -20,6 +20,8 @@ from queue import Empty
 import pytest
 from jupyter_client import KernelManager
 
+from memfit_jupyter.records import STATUSES
+
 pytestmark = pytest.mark.kernel
 
 RUN_MIME = "application/vnd.memfit.run+json"
@@ -185,6 +187,28 @@ def test_the_widget_streams_every_event_once_in_order_and_never_html(kernel):
     kernel.events[comm] = kernel.events[comm][:have]
     kernel.act("sync", have=have)
     assert kernel.events[comm] == trace["events"]
+
+
+def test_the_view_has_every_event_of_the_run_before_its_controls_say_it_ended(kernel):
+    # The front end stops following the newest step once the status says the run ended: events
+    # that came after that status would change rows under the person's click.
+    _, msgs = kernel.execute("%%memfit_task --model memfit/spin-demo --name ordered\n"
+                             "What is the total of the numbers in data.txt?")
+    comm = kernel.run_widget()
+    held: list[dict] = []
+    ended_with: list[int] = []
+    for msg in msgs:
+        if msg["msg_type"] != "comm_msg" or msg["content"]["comm_id"] != comm:
+            continue
+        data = msg["content"]["data"]
+        if data.get("method") == "custom" and data["content"].get("kind") == "batch":
+            held[data["content"]["start"]:] = data["content"]["events"]
+        state = data.get("state") or {}
+        if data.get("method") == "update" and state.get("controls", {}).get("status") in STATUSES:
+            ended_with.append(len(held))
+    total = len(kernel.json("ordered.trace()")["events"])
+    assert ended_with, "the controls never said the run ended"
+    assert held[-1]["type"] == "run_end" and ended_with[0] == total == len(held)
 
 
 def test_approve_and_reject_buttons(kernel):

@@ -161,8 +161,6 @@ class RunWidget:
             new_head = self._head
         if first == len(events) and new_head == self._head and start is None:
             return
-        if head and start is None and self._busy and self._estimate_stale():
-            self.refresh_controls()  # an iteration ended while the run goes: a fresh estimate
         message: dict[str, Any] = {"kind": "batch", "start": first,
                                    "events": [e.to_dict() for e in events[first:]]}
         if new_head != self._head or start is not None:
@@ -172,6 +170,10 @@ class RunWidget:
         self._sent = max(self._sent, len(events))
         self._last = time.monotonic()
         self.renders += 1
+        # After the events: the controls may say the run has ended, and the view must have its
+        # last events by then (it stops following the newest step when the status says so).
+        if head and start is None and self._busy and self._estimate_stale():
+            self.refresh_controls()  # an iteration ended while the run goes: a fresh estimate
 
     # --- controls -------------------------------------------------------------------------
     def status_label(self) -> str:
