@@ -9,19 +9,31 @@ that reaches the live part.  Goal: ratio <= 0.05.
 
     python tests/benchmarks/bench_fork.py [--steps 10,100,1000] [--reflection none] [--repeats 3] [--local N]
 
-Measured here (2 cores, local-model evaluations running beside it, load 3.1-4.6), with
-``--steps 10,100 --repeats 9``, the code before these changes (a worktree of main at bf6fddd) and
-after them run one after the other, six times each (two series of three; the median of 9 pairs
-each time): at 10 steps 0.071, 0.053, 0.088, 0.071, 0.062 and 0.090 before (median 0.071),
-0.078, 0.047, 0.053, 0.057, 0.048 and 0.045 after (median 0.051): the fork reached its first
-live call in 2.3-5.0 ms (was 2.9-6.3) against the parent's 48-87 ms (40-82), ``fork()`` itself
-1.1-2.0 ms (was 1.4-4.6).  The goal is met in three runs of six at 10 steps, not reliably: the
-nine pairs of one run spread from 0.03 to 0.2, a fork of 3 ms that the evaluations preempt once
-takes twice as long.  At 100 steps 0.041, 0.031, 0.024, 0.049, 0.031 and 0.036 before, 0.035,
-0.022, 0.030, 0.027, 0.029 and 0.045 after.  At 1,000 (``--steps 1000 --repeats 3``, once each)
-0.019 before and 0.024 after (0.31 s against 16.6 s, load 4.0; 0.42 s against 17.4 s, load 4.6):
-the load, not the code (a fork at 200 steps makes 255,530 Python calls, was 272,908).  A fork at
-10 steps makes 9,985 calls, was 11,783 (cProfile, one process).
+Measured here last (2 cores, idle machine, load 0.1-0.8), ``--steps 10,100 --repeats 9`` then
+``--steps 1000 --repeats 3``:
+
+    prefix   ratio (median; range)        fork to live call   parent to the step
+    10       0.084 (0.073-0.092)          1.4 ms              17 ms
+    100      0.040 (0.039-0.043)          8.1 ms              203 ms
+    1,000    0.037 (0.035-0.087)          125 ms              3.35 s
+
+The goal is met at 100 and 1,000 steps and not at 10.  The parts, from the same run: a fork with
+no prefix reaches its live call in 0.56 ms (0.033 of the parent's time to step 11), and each
+replayed step costs 87 us against the parent's 1.7 ms a step (0.051 a step by itself), so no
+cut of the fixed part alone can reach 0.05 at 10 steps: each replayed step would have to cost
+about half what it does.  A replayed step is the loop itself (its model call through the client,
+the context check, the prompt, about 4.5 events emitted), because the switch is in the parts the
+loop calls, not in the loop (``fork.py``); the alternative, restoring
+every hook's state from the parent's events without running the loop, also has to restore a
+scripted model's place in its script, and a scripted rule may read the prompt
+(``llm/provider.py``: ``when`` / ``unless``), which only the loop's state at that step builds.
+
+Measured before (local-model evaluations running beside it, load 3.1-4.6), the same command
+with the code before and after the changes below, six times each: at 10 steps a median of
+0.071 before and 0.051 after (0.045-0.078), at 100 steps 0.024-0.049 before and 0.022-0.045
+after, at 1,000 0.019 before and 0.024 after (the load, not the code: a fork at 200 steps makes
+255,530 Python calls, was 272,908).  Under load the parent's tool steps slow down more than the
+fork's Python does, so the ratio is lower there than idle.
 
 What made it faster: the child's agent makes each feature config once from its settings (was:
 with its defaults, again with the settings, then the whole config once more); the child's
@@ -32,23 +44,8 @@ in every replayed step the recorded backend is the replay backend itself (one la
 question), the fork's clock and backend test the prefix inline, ``make`` compares the fields
 through the keys view and takes ``emit``'s dict as it is, settings are read without splitting
 their path, the system prompt's key is made with ``map``, and the prompt helpers and the
-scripted handler are not imported at each step.
-
-What is left at 10 steps (medians of 40 forks in one process, load about 4): ``fork()`` 1.5 ms
-(the folder restored 0.38: the parent's records read 0.11, a mkdir and a file written most of
-the rest; the child's ``Run`` 0.30, most of it its extensions, the secrets' refresh and the
-memory tools, outside fork.py; its agent 0.20, the configs' checks; the parent's events read
-0.13; the folder checked 0.12; the rest 0.4); then 1.8 ms to the live call: 0.15 ms a replayed
-step (its model call 0.075: the reply parsed and validated, the budget's cap, the breakers, the
-scripted model's place, its event; the context check 0.02, the observation 0.02, the prompt
-0.013; about 4.5 events at 10-16 us each, a third of the loop), the run's start 0.1, and
-0.15 ms for the live call to reach the backend on the deadline worker's thread.  Not done:
-restoring the prefix's state from the parent's events without running the loop (the scripted
-model's place, the context tiers, the breakers, the client's learnt reply lengths, the diary
-and the plan keep state only their hooks compute: each would need a restore of its own, shown
-equal to the loop's); running a scripted model's live call on the caller's thread (it would
-change what a call abandoned at its deadline is charged); skipping redaction in the prefix (a
-value parsed from a redacted reply may need it again).
+scripted handler are not imported at each step.  Skipping redaction in the prefix gave nothing
+measurable (and a value parsed from a redacted reply may need it again).
 
 Earlier: 0.097 at 10 steps (15 ms against 156 ms), 0.056 at 100, 0.028 at 1,000, before the
 recorded replies were taken on the caller's thread, token counts kept per text, redaction
