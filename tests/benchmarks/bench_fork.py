@@ -20,8 +20,8 @@ Measured here last (2 cores, idle machine, load 0.1-0.8), ``--steps 10,100 --rep
 The goal is met at 100 and 1,000 steps and not at 10.  The parts, from the same run: a fork with
 no prefix reaches its live call in 0.56 ms (0.033 of the parent's time to step 11), and each
 replayed step costs 87 us against the parent's 1.7 ms a step (0.051 a step by itself), so no
-cut of the fixed part alone can reach 0.05 at 10 steps: each replayed step would have to cost
-about half what it does.  A replayed step is the loop itself (its model call through the client,
+cut of the fixed part alone can reach 0.05 at 10 steps: with the fixed part as it is, a replayed
+step would have to cost 29 us, a third of what it does.  A replayed step is the loop itself (its model call through the client,
 the context check, the prompt, about 4.5 events emitted), because the switch is in the parts the
 loop calls, not in the loop (``fork.py``); the alternative, restoring
 every hook's state from the parent's events without running the loop, also has to restore a
