@@ -251,6 +251,28 @@ def test_exact_scan_of_a_small_store_matches_the_graph_and_follows_changes(tmp_p
         graph.close()
 
 
+def test_every_memory_the_graph_holds_is_found_by_its_own_vector(tmp_path):
+    # Added in batches as runs add them; a memory the graph cannot reach is lost to every search
+    # (usearch 2.26 adding on several threads left about 1 in 1,000 so; 64 dimensions: a store's
+    # graph like any other, and quick to fill with enough memories to show it).
+    import numpy as np
+
+    rng = np.random.default_rng(3)
+    vecs = rng.standard_normal((20000, 64)).astype(np.float32)
+    vecs /= np.linalg.norm(vecs, axis=1, keepdims=True)
+    with MemoryStore(tmp_path / "m", embedder=HashingEmbedder(dim=64), exact_below=0, dedup=False) as store:
+        ids: list = []
+        for s in range(0, len(vecs), 40):
+            ids += store.add_many([{"content": f"memory {i}"} for i in range(s, s + 40)], vectors=vecs[s : s + 40])
+        assert None not in ids
+        index = store._vectors.index
+        index.expansion_search = 200  # a wide beam: what is missed then is not reachable at all
+        found = np.asarray(index.search(vecs, 1).keys).reshape(-1).tolist()
+        held = store._db.entities(found)
+        missed = [i for i, key in enumerate(found) if key not in held or held[key].id != ids[i]]
+        assert missed == [], f"{len(missed)} of {len(vecs)} memories are not found by their own vector"
+
+
 def test_failed_batch_leaves_neither_rows_nor_index_entries(tmp_path):
     with MemoryStore(tmp_path / "m") as store:
         store.add("a memory that was there before", tags=["old"])
