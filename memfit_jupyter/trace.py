@@ -76,15 +76,18 @@ def _family(run: RunView) -> dict[str, Any]:
 
 def fork_summary(run: RunView) -> list[dict[str, Any]]:
     """The forks of ``run`` made in this process, for the run view's tree: each one's run id, the
-    step it forked at, its changes, and how it ended (status, answer, cost, iterations)."""
+    step it forked at, its changes, and how it ended (status, answer, cost, iterations).
+
+    Redacted: the changes are what a person typed, kept as given in the child (its live action
+    runs with them), and the tree is synced to the page and saved with the notebook."""
     out = []
     for child in run.forks:
         record = child.parent or {}
         result = child.result
-        out.append({"run": child.id, "at": record.get("at"), "changes": record.get("changes", {}),
-                    "status": child.status, "answer": result.answer if result else None,
-                    "cost_usd": child.budget.spent.cost_usd, "iterations": child.iteration,
-                    "exact": (record.get("workspace") or {}).get("exact", True)})
+        out.append(redact_obj({"run": child.id, "at": record.get("at"), "changes": record.get("changes", {}),
+                               "status": child.status, "answer": result.answer if result else None,
+                               "cost_usd": child.budget.spent.cost_usd, "iterations": child.iteration,
+                               "exact": (record.get("workspace") or {}).get("exact", True)}))
     return out
 
 

@@ -131,3 +131,19 @@ def test_a_saved_notebook_and_every_file_a_run_wrote_keep_no_key(tmp_path):
     assert any(".memfit" in p.parts for p in written)
     in_files = {str(p.relative_to(tmp_path)): hits(p.read_bytes().decode("latin-1")) for p in written}
     assert in_outputs == 0 and sum(in_files.values()) == 0, in_files
+
+
+def test_a_fork_s_changes_keep_no_key_in_the_run_view_s_tree_or_its_saved_output(tmp_path):
+    from memfit_jupyter.jupyter.fork_view import ForkTree
+
+    (tmp_path / "p").mkdir()
+    parent = Agent(model="memfit/spin-demo", workdir=tmp_path / "p", memory=False).start("add up data.txt")
+    parent.run()
+    child = parent.fork(2, workdir=tmp_path / "c", guidance=f"log in with {SHORT_KEY} first",
+                        action={"tool": "shell", "params": {"command": f"echo {NAMED_LINE}"}})
+    child.run()
+    entries = ForkTree(parent).entries({}, traces=True)  # what the view syncs, and saves with the notebook
+    data, metadata = bundle(parent)
+    assert entries and entries[0]["changes"]["guidance"].startswith("log in with")
+    assert hits(json.dumps(entries)) == 0 and hits(json.dumps([data, metadata])) == 0
+    assert hits(json.dumps(parent.trace())) == 0 and hits(json.dumps(child.trace())) == 0
