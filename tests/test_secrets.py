@@ -147,3 +147,15 @@ def test_a_fork_s_changes_keep_no_key_in_the_run_view_s_tree_or_its_saved_output
     assert entries and entries[0]["changes"]["guidance"].startswith("log in with")
     assert hits(json.dumps(entries)) == 0 and hits(json.dumps([data, metadata])) == 0
     assert hits(json.dumps(parent.trace())) == 0 and hits(json.dumps(child.trace())) == 0
+
+
+def test_a_fork_form_s_error_line_keeps_no_key(tmp_path):
+    from memfit_jupyter.jupyter.widget import RunWidget
+
+    parent = Agent(model="memfit/demo", workdir=tmp_path, memory=False).start("add up data.txt")
+    parent.run()
+    widget = RunWidget(parent)
+    # a key pasted where the tool's name goes: the form's one line quotes it
+    assert widget.on_fork({"at": 2, "tool": SHORT_KEY, "params": "{}"}) is None
+    error = widget.model.controls["fork_error"]
+    assert error and "unknown tool" in error and hits(json.dumps(widget.model.controls)) == 0

@@ -15,6 +15,7 @@ import json
 from typing import Any
 
 from ..fork import ForkError, fork_summary
+from ..secrets import redact
 
 #: The form's text fields, passed on as they are (stripped; empty ones left out).
 TEXT_FIELDS = ("guidance", "observation", "model", "reflection")
@@ -85,9 +86,10 @@ def _action(tool: Any, params: Any) -> dict[str, Any] | None:
 
 
 def first_line(exc: BaseException) -> str:
-    """An exception as the one line the view shows."""
+    """An exception as the one line the view shows (redacted: it may quote what was typed, and the
+    view's controls are synced to the page and saved with the notebook)."""
     text = str(exc).strip()
-    return text.splitlines()[0] if text else type(exc).__name__
+    return redact(text.splitlines()[0]) if text else type(exc).__name__
 
 
 class ForkTree:
