@@ -25,6 +25,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import json
+import numbers
 import tempfile
 import time
 from collections.abc import Callable, Iterable
@@ -453,12 +454,14 @@ def last_step(trace: dict[str, Any]) -> int:
 
 
 def _check_step(at: Any, last: int) -> int:
-    if isinstance(at, bool) or not isinstance(at, int):
+    # Any integer: a step read from a DataFrame or an array is numpy's (a bool is not a step).
+    if isinstance(at, bool) or not isinstance(at, numbers.Integral):
         raise ForkError(f"at must be a step number (an int), got {type(at).__name__}")
-    if not 1 <= at <= last:
-        raise ForkError(f"step {at} is outside the run: it has steps 1..{last}" if last else
-                        f"step {at} is outside the run: it took no step")
-    return at
+    step = int(at)
+    if not 1 <= step <= last:
+        raise ForkError(f"step {step} is outside the run: it has steps 1..{last}" if last else
+                        f"step {step} is outside the run: it took no step")
+    return step
 
 
 def _known() -> str:

@@ -212,6 +212,8 @@ def test_settings_change_from_the_fork_step_on(tmp_path):
     ({"at": 0}, "step 0 is outside the run"),
     ({"at": 99}, "step 99 is outside the run: it has steps 1.."),
     ({"at": "2"}, "at must be a step number"),
+    ({"at": 2.0}, "at must be a step number (an int), got float"),
+    ({"at": True}, "at must be a step number (an int), got bool"),
     ({"at": 2, "guidence": "x"}, "unknown change(s) guidence; known: step changes: guidance, reflection"),
     ({"at": 2, "guidance": 3}, "guidance must be text, got int"),
     ({"at": 2, "action": {"tool": "nope"}}, "unknown tool 'nope'; the run's tools:"),
@@ -234,6 +236,18 @@ def test_bad_input_is_one_line_and_makes_nothing(changes, expected, tmp_path):
     assert not (tmp_path / "child").exists()
     assert json.dumps(parent.trace()) == before and parent.forks == []
     assert sorted(p.name for p in (tmp_path / "parent").iterdir()) == files_before
+
+
+def test_a_step_read_from_a_dataframe_or_an_array_is_a_step(tmp_path):
+    import numpy as np
+    import polars as pl
+
+    parent = _parent("demo", tmp_path / "parent")
+    steps = pl.DataFrame({"step": [2, 3]})
+    from_numpy = parent.fork(np.int64(2), workdir=tmp_path / "a")
+    from_polars = parent.fork(steps["step"].to_numpy()[1], workdir=tmp_path / "b")
+    assert type(from_numpy.parent["at"]) is int and from_numpy.parent["at"] == 2
+    assert from_polars.parent["at"] == 3 and json.loads(json.dumps(from_polars.parent))["at"] == 3
 
 
 def test_a_run_inside_its_step_cannot_be_forked(tmp_path):
