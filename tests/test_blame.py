@@ -83,6 +83,41 @@ def test_a_command_oracle_runs_in_each_forks_folder(tmp_path):
         blame(run, budget=0)
 
 
+def test_a_run_that_did_not_fail_has_nothing_to_blame_and_bad_budgets_are_one_line(tmp_path):
+    from memfit_jupyter import Agent
+
+    ok = Agent(model="memfit/demo", workdir=tmp_path / "ok", memory=False).start(
+        "What is the total of the numbers in data.txt?")
+    ok.run()
+    assert ok.status == "done"
+    with pytest.raises(ForkError, match="did not fail .*there is nothing to blame") as err:
+        blame(ok, workdir=tmp_path / "forks")
+    assert "\n" not in str(err.value) and ok.forks == [] and not (tmp_path / "forks").exists()
+    assert blame(ok, oracle=lambda child: False, steps=[2], workdir=tmp_path / "forks").step is None  # judged otherwise
+    m = catalogue.mode("premature-finish")
+    on = catalogue.start(m, "on", tmp_path / "on")  # the mechanism on: the mode's expected outcome
+    on.run()
+    with pytest.raises(ForkError, match="as its failure mode expects"):
+        blame(on)
+    for budget in ("1", True):
+        with pytest.raises(ForkError, match=f"budget must be a number of dollars, got {type(budget).__name__}"):
+            blame(ok, budget=budget)
+
+
+def test_blame_takes_a_saved_trace_file_and_finds_what_it_finds_on_the_run(tmp_path):
+    import json
+
+    m = catalogue.mode(FIXED[0])
+    run = catalogue.start(m, "off", tmp_path / "off")
+    run.run()
+    path = tmp_path / "failed.json"
+    path.write_text(json.dumps(run.trace()))
+    found = blame(str(path), workdir=tmp_path / "forks")
+    assert found.step == m.fix["at"] and run.forks == []  # the run in this process is not its parent here
+    with pytest.raises(ForkError, match="cannot read a trace from"):
+        blame(tmp_path / "missing.json")
+
+
 def test_candidates_are_the_flagged_steps_and_the_steps_before_them():
     trace = {"events": [
         {"type": "run_start", "iteration": 0}, {"type": "action", "iteration": 1, "tool": "shell"},

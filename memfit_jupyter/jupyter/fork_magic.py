@@ -153,9 +153,7 @@ def _blame(magics: Any, args: Namespace) -> Any:
     from ..study.intervention import blame
 
     _check_name(args.name)
-    target = _target(magics, args.run)
-    if isinstance(target, Path):
-        target = json.loads(target.read_text())
+    target = _target(magics, args.run)  # a saved trace's path: blame reads it (one line if it cannot)
     found = blame(target, oracle=_unquote(args.oracle) if args.oracle else None, budget=args.budget)
     if args.name:
         user_namespace(magics)[args.name] = found

@@ -20,6 +20,8 @@ scenario's expected answer (the failure mode's ``on`` side), else "the run ended
 
 from __future__ import annotations
 
+import json
+import numbers
 import subprocess
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -109,7 +111,32 @@ def _trace_of(run: Any) -> dict[str, Any]:
         return run.trace()
     if isinstance(run, dict):
         return run
-    raise ForkError(f"blame takes a Run or a trace dict, got {type(run).__name__}")
+    if isinstance(run, str | Path):
+        try:
+            loaded = json.loads(Path(run).read_text())
+        except (OSError, ValueError) as exc:
+            raise ForkError(f"cannot read a trace from {str(run)!r}: {exc}") from None
+        if not isinstance(loaded, dict):
+            raise ForkError(f"{str(run)!r} is not a memfit trace: a JSON object is expected")
+        return loaded
+    raise ForkError(f"blame takes a Run, a trace dict or a trace file, got {type(run).__name__}")
+
+
+def passed(run: Any, trace: dict[str, Any]) -> bool | None:
+    """Whether the run passes its own oracle, as far as its trace alone says: the failure mode's
+    expected status and answer, else "ended done"; None when only running something could say
+    (a diary's oracle command, a callable, a check of the files afterwards)."""
+    command = getattr(getattr(run, "agent", None), "oracle", None)
+    if command is not None or any(e.get("type") == "trial" for e in trace.get("events", ())):
+        return None  # an oracle to run (a replay's diary: RECORDED_ORACLE, with its trials)
+    mode = _mode_of(trace)
+    if mode is None:
+        return trace.get("status") == "done"
+    expect = {k: v for k, v in mode.on.expect.items() if k in ("status", "answer_contains", "answer_lacks")}
+    if "verify" in mode.on.expect:
+        return None
+    cat = _catalogue_module()
+    return not cat.check(expect, cat.outcome(mode, trace))
 
 
 def candidates(trace: dict[str, Any]) -> list[int]:
@@ -228,6 +255,10 @@ def blame(run: Any, oracle: Callable[[Run], bool] | str | None = None, budget: f
           workdir: str | Path | None = None, stop_at_first: bool = True) -> Blame:
     """Find the step that made ``run`` fail by forking there with a corrective change.
 
+    ``run``: a ``Run``, a trace dict or a trace file.  A run whose trace says it did not fail (by
+    its own oracle, when that needs nothing run: the failure mode's expected outcome, or ended
+    done) has nothing to blame: one line of ``ForkError``, and no fork is made.
+
     ``oracle``: a callable given each fork's ``Run`` (True: success), a shell command run in the
     fork's folder, or None for the run's own (see the module docstring).  ``budget``: dollars
     the forks may spend together (default: 3x the failed run's own cost; no limit when it cost
@@ -242,10 +273,18 @@ def blame(run: Any, oracle: Callable[[Run], bool] | str | None = None, budget: f
     import polars as pl
 
     trace = _trace_of(run)
+    if not isinstance(run, dict) and isinstance(run, str | Path):
+        run = trace  # read once: every fork starts from it
     judge = default_oracle(run, trace) if oracle is None else (
         _command_oracle(oracle) if isinstance(oracle, str) else oracle)
     if not callable(judge):
         raise ForkError(f"oracle must be a callable, a shell command or None, got {type(oracle).__name__}")
+    if budget is not None and (isinstance(budget, bool) or not isinstance(budget, numbers.Real)):
+        raise ForkError(f"budget must be a number of dollars, got {type(budget).__name__}")
+    if oracle is None and passed(run, trace):
+        raise ForkError(f"run {trace.get('run_id', '')} did not fail (it ended {trace.get('status')!r}"
+                        f"{', as its failure mode expects' if _mode_of(trace) is not None else ''}): "
+                        "there is nothing to blame; give oracle= to judge it otherwise")
     cost = float((trace.get("totals") or {}).get("cost_usd") or 0.0)
     limit = budget if budget is not None else (BUDGET_FACTOR * cost if cost > 0 else None)
     if limit is not None and limit <= 0:
