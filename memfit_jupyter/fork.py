@@ -432,9 +432,13 @@ def _recording_of(run: Run) -> dict[str, Any]:
     return {**redact_obj(header), "events": [e.to_dict() for e in run.events]}
 
 
-def _check_replayable(trace: dict[str, Any]) -> None:
-    if not isinstance(trace.get("events"), list) or "task" not in trace:
+def _check_replayable(trace: Any) -> None:
+    if not isinstance(trace, dict) or not isinstance(trace.get("events"), list) or "task" not in trace:
         raise ForkError("not a memfit trace: a dict with 'task' and 'events' is expected")
+    for n, e in enumerate(trace["events"]):  # what the rest reads of every event, checked once here
+        if not isinstance(e, dict) or not isinstance(e.get("type"), str) or not _is_step(e.get("iteration")):
+            raise ForkError(f"event {n} of the trace is not a memfit event (a dict with a type and an "
+                            f"iteration number): {str(e)[:80]}")
     source: dict[str, Any] = trace["source"] if isinstance(trace.get("source"), dict) else {}
     imported = source.get("format") or (trace.get("settings") or {}).get("imported")
     events = trace["events"]
@@ -446,6 +450,10 @@ def _check_replayable(trace: dict[str, Any]) -> None:
                         "analyze(trace, **settings) takes changed settings instead")
     if not any(e.get("type") == "run_start" for e in events):
         raise ForkError("this trace has no run_start event: it is not a memfit run's recording")
+
+
+def _is_step(value: Any) -> bool:
+    return value is None or (isinstance(value, numbers.Integral) and not isinstance(value, bool))
 
 
 def last_step(trace: dict[str, Any]) -> int:
@@ -683,7 +691,11 @@ def _make(trace: dict[str, Any], parent_run: Run | None, at: int, changes: dict[
         extensions.append(dataclasses.replace(config_of(parent_run.agent), store=None))  # the child's blobs are its own
         configs, given = _configs_of(parent_run.agent, settings)
         extensions += given
-    agent = agents({**settings, "workdir": folder, "memory": store, "extensions": extensions, "configs": configs})
+    try:
+        agent = agents({**settings, "workdir": folder, "memory": store, "extensions": extensions, "configs": configs})
+    except (TypeError, ValueError) as exc:  # a saved trace's settings, edited or from another version
+        line = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        raise ForkError(f"the run's recorded settings are not valid: {line}") from None
     models = {f"fork_{n}": str(v) for n, v in settings_of(changes).items() if n in TIERS and v}
     config = config_of(agent)
     parent_recorder = _recorder_of(parent_run) if parent_run is not None else None

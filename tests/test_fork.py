@@ -223,6 +223,8 @@ def test_settings_change_from_the_fork_step_on(tmp_path):
     ({"at": 2, "model": "not a model"}, "a setting of the fork is not valid"),
     ({"at": 2, "fallback_model": "nosuch/model"}, "unknown model 'nosuch/model': litellm knows no provider"),
     ({"at": 2, "memory": 42}, "memory must be one of overlay, write-through or a store"),
+    ({"at": 2, "strategy": "bogus"}, "unknown synthesis strategy 'bogus'; choose one of: weighted, consensus"),
+    ({"at": 2, "spin_threshold": "3"}, "spin_threshold must be an integer at least 2, got '3'"),
 ])
 def test_bad_input_is_one_line_and_makes_nothing(changes, expected, tmp_path):
     parent = _parent("demo", tmp_path / "parent")
@@ -236,6 +238,40 @@ def test_bad_input_is_one_line_and_makes_nothing(changes, expected, tmp_path):
     assert not (tmp_path / "child").exists()
     assert json.dumps(parent.trace()) == before and parent.forks == []
     assert sorted(p.name for p in (tmp_path / "parent").iterdir()) == files_before
+
+
+def _broken_events(trace):
+    trace["events"][2] = "not an event"
+
+
+def _step_as_text(trace):
+    trace["events"][1]["iteration"] = "1"
+
+
+def _bad_setting(trace):
+    trace["events"][0]["settings"]["max_iterations"] = "many"
+
+
+@pytest.mark.parametrize("damage, expected", [
+    (_broken_events, "event 2 of the trace is not a memfit event (a dict with a type and an iteration number)"),
+    (_step_as_text, "event 1 of the trace is not a memfit event"),
+    (_bad_setting, "the run's recorded settings are not valid: max_iterations must be at least 1, got 'many'"),
+    (lambda trace: trace.clear(), "not a memfit trace: a dict with 'task' and 'events' is expected"),
+])
+def test_a_damaged_saved_trace_is_one_line_and_makes_nothing(damage, expected, tmp_path):
+    parent = _parent("demo", tmp_path / "parent")
+    trace = json.loads(json.dumps(parent.trace()))
+    damage(trace)
+    path = tmp_path / "run.json"
+    path.write_text(json.dumps(trace))
+    for given in (trace, path):
+        with pytest.raises(ForkError) as err:
+            Agent.fork(given, 2, workdir=tmp_path / "child")
+        assert expected in str(err.value) and "\n" not in str(err.value)
+        assert not (tmp_path / "child").exists()
+    path.write_text(json.dumps([trace]))  # JSON, but not a trace
+    with pytest.raises(ForkError, match="not a memfit trace"):
+        Agent.fork(path, 2, workdir=tmp_path / "child")
 
 
 def test_a_step_read_from_a_dataframe_or_an_array_is_a_step(tmp_path):

@@ -6,6 +6,7 @@ import pytest
 
 from memfit_jupyter import Agent, ExecutionGuarantees
 from memfit_jupyter.context import ContextConfig
+from memfit_jupyter.reflection.config import ReflectionConfig
 from memfit_jupyter.reliability.config import ReliabilityConfig
 
 
@@ -33,6 +34,8 @@ def test_good_limits_are_kept_as_given():
     (ReliabilityConfig, "samples", 0), (ReliabilityConfig, "shell_timeout_s", -1.0),
     (ContextConfig, "keep_last", -1), (ContextConfig, "max_trials", 1.5),
     (ContextConfig, "summary_input_chars", "lots"),
+    (ReflectionConfig, "spin_threshold", "3"), (ReflectionConfig, "spin_threshold", 1),
+    (ReflectionConfig, "spin_threshold", 2.5),
 ])
 def test_other_settings_of_the_limits_refuse_the_wrong_kind(config, field, value):
     with pytest.raises(ValueError, match=f"^{field} must be .*got {value!r}$"):
@@ -63,3 +66,9 @@ def test_the_magic_turns_a_limit_of_the_wrong_kind_into_one_usage_line(tmp_path,
     assert isinstance(error, UsageError), error
     assert str(error).startswith(f"{field} must be a finite number") and "\n" not in str(error)
     assert "r" not in shell.user_ns  # no run was started
+
+
+def test_an_unknown_synthesis_strategy_is_refused_when_the_agent_is_made_not_when_samples_are_paid_for(tmp_path):
+    with pytest.raises(ValueError, match="^unknown synthesis strategy 'bogus'; choose one of: weighted, consensus, diverse$"):
+        Agent(model="memfit/demo", workdir=tmp_path, memory=False, strategy="bogus")
+    assert ReliabilityConfig(strategy="Consensus").strategy == "Consensus"  # read without case, as synthesis reads it

@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from ..records import ReflectionLevel
+from ..reliability.limits import check_number
 
 if TYPE_CHECKING:
     from ..protocols import AgentView
@@ -129,10 +130,9 @@ class ReflectionConfig:
     def __post_init__(self) -> None:
         if self.reflection != "auto":
             self.reflection = ReflectionLevel.parse(self.reflection)
-        if self.spin_threshold < 2:
-            raise ValueError("spin_threshold must be at least 2")
-        if self.max_consecutive_spin_warnings < 0:
-            raise ValueError("max_consecutive_spin_warnings must be 0 (never end the run) or more")
+        check_number("spin_threshold", self.spin_threshold, at_least=2, integer=True)
+        check_number("max_consecutive_spin_warnings (0: never end the run)", self.max_consecutive_spin_warnings,
+                     at_least=0, integer=True)
         if self.spin_warnings not in SPIN_WARNINGS:
             raise ValueError(f"spin_warnings must be one of {', '.join(SPIN_WARNINGS)}, got {self.spin_warnings!r}")
         if self.cache_kinds not in CACHE_KINDS:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ..records import SynthesisStrategy
 from .limits import check_number
 
 
@@ -31,4 +32,8 @@ class ReliabilityConfig:
         check_number("failure_threshold", self.failure_threshold, at_least=1, integer=True)
         check_number("recovery_timeout", self.recovery_timeout, above=0)
         check_number("samples", self.samples, at_least=1, integer=True)
+        # Checked here, not when the first synthesis runs: by then the samples are paid for.
+        names = [s.value for s in SynthesisStrategy]
+        if str(getattr(self.strategy, "value", self.strategy)).lower() not in names:
+            raise ValueError(f"unknown synthesis strategy {self.strategy!r}; choose one of: {', '.join(names)}")
         check_number("shell_timeout_s", self.shell_timeout_s, above=0)
