@@ -79,8 +79,10 @@ def test_a_command_oracle_runs_in_each_forks_folder(tmp_path):
     run.run()
     found = blame(run, oracle="test -f east.txt && grep -q 295 /dev/null || true", workdir=tmp_path / "forks")
     assert found.step == run.iteration  # the command passes everywhere: the latest step is named
-    with pytest.raises(ForkError, match="budget must be more than 0"):
-        blame(run, budget=0)
+    for budget in (0, -1.0, float("nan"), float("inf")):
+        with pytest.raises(ForkError, match="budget must be a finite number of dollars more than 0"):
+            blame(run, budget=budget)
+    assert run.forks == found.forks  # no fork was made by the refused calls
 
 
 def test_a_run_that_did_not_fail_has_nothing_to_blame_and_bad_budgets_are_one_line(tmp_path):

@@ -21,6 +21,7 @@ scenario's expected answer (the failure mode's ``on`` side), else "the run ended
 from __future__ import annotations
 
 import json
+import math
 import numbers
 import subprocess
 from collections.abc import Callable
@@ -284,11 +285,11 @@ def blame(run: Any, oracle: Callable[[Run], bool] | str | None = None, budget: f
     if oracle is None and passed(run, trace):
         raise ForkError(f"run {trace.get('run_id', '')} did not fail (it ended {trace.get('status')!r}"
                         f"{', as its failure mode expects' if _mode_of(trace) is not None else ''}): "
-                        "there is nothing to blame; give oracle= to judge it otherwise")
+                        "there is nothing to blame; give an oracle (oracle=, --oracle) to judge it otherwise")
     cost = float((trace.get("totals") or {}).get("cost_usd") or 0.0)
     limit = budget if budget is not None else (BUDGET_FACTOR * cost if cost > 0 else None)
-    if limit is not None and limit <= 0:
-        raise ForkError(f"budget must be more than 0, got {budget}")
+    if limit is not None and not 0 < limit < math.inf:  # NaN too
+        raise ForkError(f"budget must be a finite number of dollars more than 0, got {budget}")
     todo = sorted(steps, reverse=True) if steps is not None else candidates(trace)
     rows: list[dict[str, Any]] = []
     forks: list[Run] = []
