@@ -671,11 +671,14 @@ def _make(trace: dict[str, Any], parent_run: Run | None, at: int, changes: dict[
     from .llm.backend import LiteLLMBackend
     from .reliability.breakers import breakers_for
     from .run import Run
-    from .workspace import WorkspaceRecorder, config_of, manifest_of, records, restore
+    from .workspace import UnsafeRecord, WorkspaceRecorder, config_of, manifest_of, records, restore
 
     events = trace["events"]
     prefix = [e for e in events if int(e.get("iteration") or 0) < at]
-    restored = restore(events, at, folder, parent_workdir, checked=True)  # _folders checked it
+    try:
+        restored = restore(events, at, folder, parent_workdir, checked=True)  # _folders checked it
+    except UnsafeRecord as exc:  # nothing is written outside the child's folder, whatever a trace says
+        raise ForkError(f"this trace cannot be forked: {exc}") from None
     if exact and not restored.exact:
         raise ForkError(f"the fork at step {at} cannot be exact: {restored.problems[0]}")
     live_store, mode = _live_memory(parent_run, trace, at, had_memory, memory, root)

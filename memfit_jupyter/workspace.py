@@ -134,6 +134,41 @@ class TooManyFiles(Exception):
 #: How a file too large to keep is named instead of by its hash: its size and mtime (reading
 #: gigabytes of data files at every step would cost more than the step).
 STAT_PREFIX = "stat-"
+_HEX = frozenset("0123456789abcdef")
+
+
+class UnsafeRecord(ValueError):
+    """A trace's workspace record that a fork must not follow: a path outside the working
+    directory, or a blob name that is not a digest (a damaged or hand-made trace: a recording
+    never holds one)."""
+
+
+def safe_rel(rel: Any) -> bool:
+    """Whether ``rel`` is a path inside a folder, as ``scan`` records one (relative, no ``..``)."""
+    if not isinstance(rel, str) or not rel or "\x00" in rel:
+        return False
+    path = PurePosixPath(rel)
+    return not path.is_absolute() and ".." not in path.parts and rel == path.as_posix()
+
+
+def _digest(sha: Any) -> bool:
+    """Whether ``sha`` names a blob as the store names one (a SHA-256), or a file's stat."""
+    if not isinstance(sha, str):
+        return False
+    if sha.startswith(STAT_PREFIX):
+        return all(part.isdigit() for part in sha[len(STAT_PREFIX):].split("-", 1))
+    return len(sha) == 64 and _HEX.issuperset(sha)
+
+
+def _check_files(files: Any, where: str) -> dict[str, str]:
+    if not isinstance(files, dict):
+        raise UnsafeRecord(f"{where} lists its files as {type(files).__name__}, not as path -> digest")
+    for rel, sha in files.items():
+        if not safe_rel(rel):
+            raise UnsafeRecord(f"{where} names a file outside the working directory: {str(rel)[:80]!r}")
+        if not _digest(sha):
+            raise UnsafeRecord(f"{where} names the content of {rel} by {str(sha)[:80]!r}, which is not a digest")
+    return files
 
 
 def _stat_id(size: int, mtime_ns: int) -> str:
@@ -320,17 +355,23 @@ def state_at(events: list[dict[str, Any]], k: int) -> tuple[dict[str, str], list
                 stores.append(store)
         if "base" in rec and not base_seen:
             base_seen = True
+            if not _digest(rec["base"]):
+                raise UnsafeRecord(f"the workspace record of step {it} names its base by {str(rec['base'])[:80]!r}, "
+                                   "which is not a digest")
             try:
-                files = dict(json.loads(store.read(rec["base"])))
+                listing = json.loads(store.read(rec["base"]))
             except (OSError, ValueError):
                 problems.append(f"the base listing {rec['base'][:12]} is not in the blob store {store.root}")
+            else:
+                files = dict(_check_files(listing, f"the base listing {rec['base'][:12]}"))
         if it >= k:
             continue
         if rec.get("limit"):
             (problems if MANY_FILES in rec["limit"] else limits).append(f"step {it}: {rec['limit']}")
-        files.update(rec.get("changed") or {})
+        files.update(_check_files(rec.get("changed") or {}, f"the workspace record of step {it}"))
         for rel in rec.get("deleted") or ():
-            files.pop(rel, None)
+            if isinstance(rel, str):
+                files.pop(rel, None)
     if not base_seen:
         ran = {int(e.get("iteration") or 0) for e in events if e.get("type") == "observation" and _ran(e)}
         writers = [e for e in events if e.get("type") == "action" and int(e.get("iteration") or 0) < k

@@ -197,3 +197,37 @@ def test_a_run_whose_writes_were_refused_is_forked_exactly_from_the_files_it_fou
     child = Agent.fork(run, 2, workdir=tmp_path / "child")
     assert child.parent["workspace"]["exact"], child.parent["workspace"]["problems"]
     assert _files(tmp_path / "child") == _files(workdir)
+
+
+def _record_with(trace: dict, change, tmp_path: Path) -> dict:
+    """``trace`` with ``change`` made to its first workspace record that lists a changed file."""
+    trace = json.loads(json.dumps(trace))
+    for e in trace["events"]:
+        record = (e.get("data") or {}).get("workspace") if e["type"] == "observation" else None
+        if record and record.get("changed"):
+            change(record, tmp_path)
+            return trace
+    raise AssertionError("the run changed no file")
+
+
+def _sha(record: dict) -> str:
+    return next(iter(record["changed"].values()))
+
+
+@pytest.mark.parametrize("change, expected", [
+    (lambda r, _: r["changed"].update({"../escaped.txt": _sha(r)}),
+     "names a file outside the working directory: '../escaped.txt'"),
+    (lambda r, _: r["changed"].update({"notes/../../escaped.txt": _sha(r)}), "outside the working directory"),
+    (lambda r, tmp: r["changed"].update({str(tmp / "space" / "escaped.txt"): _sha(r)}), "outside the working directory"),
+    (lambda r, _: r["changed"].update({"fine.txt": "../../../../etc/hostname"}), "which is not a digest"),
+    (lambda r, _: r.update({"changed": ["a.txt"]}), "lists its files as list"),
+])
+def test_a_trace_whose_records_name_paths_outside_the_folder_is_refused_and_nothing_is_written(change, expected, tmp_path):
+    parent, _ = _parent(tmp_path / "parent")
+    damaged = _record_with(parent.trace(), change, tmp_path)
+    before = _files(tmp_path / "parent")
+    with pytest.raises(ForkError, match="this trace cannot be forked: the workspace record of step") as err:
+        Agent.fork(damaged, parent.iteration, workdir=tmp_path / "space" / "child")
+    assert expected in str(err.value) and "\n" not in str(err.value)
+    assert not (tmp_path / "space" / "child").exists() and not (tmp_path / "space" / "escaped.txt").exists()
+    assert _files(tmp_path / "parent") == before
