@@ -186,3 +186,22 @@ def test_the_blame_magic_returns_its_frame(nb):
 def test_bad_magic_input_is_one_line(nb, cell, expected):
     said = text_of(outputs(nb, cell)).strip()  # IPython prints a UsageError as one line on stderr
     assert said.startswith(expected) and "\n" not in said, said
+
+
+def test_the_person_stopping_the_search_keeps_what_it_found_so_far(tmp_path):
+    m = catalogue.mode("premature-finish")
+    run = catalogue.start(m, "off", tmp_path / "off")
+    run.run()
+    judged = []
+
+    def oracle(child):
+        judged.append(child.parent["at"])
+        if len(judged) == 2:
+            raise KeyboardInterrupt  # what Jupyter's stop button raises, here while the second fork is judged
+        return False
+
+    found = blame(run, oracle=oracle, workdir=tmp_path / "forks")
+    assert found.stopped == f"interrupted by the person in the fork at step {judged[1]}"
+    assert len(found.forks) == 2 and run.forks == found.forks and found.step is None
+    assert found.frame["status"].to_list()[-1] == "interrupted by the person while the oracle judged it"
+    assert found.frame.height == 2 and found.spent == sum(found.frame["cost"])

@@ -251,6 +251,42 @@ def _command_oracle(command: str) -> Callable[[Run], bool]:
     return judge
 
 
+#: A fork's status in the frame when the person stopped its oracle's call.
+INTERRUPTED_ORACLE = "interrupted by the person while the oracle judged it"
+
+
+def _trial(run: Any, step: int, change: dict[str, Any], capped: dict[str, Any], folder: Path | None,
+           judge: Callable[[Run], bool]) -> tuple[dict[str, Any], Run | None]:
+    """One fork at ``step`` with ``change`` (``capped``: with its cost limit), run to its end and
+    judged: its row of the frame, and the fork (None when it could not be made)."""
+    try:
+        child = Agent.fork(run, step, workdir=folder, **capped)
+    except ForkError as exc:
+        return {"step": step, "change": describe(change), "outcome": "error", "cost": 0.0,
+                "status": str(exc)[:120], "run": ""}, None
+    child.run()
+    try:
+        ok = bool(judge(child))
+    except Exception as exc:  # an oracle that breaks says nothing about the fork
+        ok, status = False, f"oracle failed: {type(exc).__name__}: {exc}"[:120]
+    except KeyboardInterrupt:
+        ok, status = False, INTERRUPTED_ORACLE
+    else:
+        status = child.status
+    return {"step": step, "change": describe(change), "outcome": "success" if ok else "failure",
+            "cost": fork_cost(child, step), "status": status, "run": child.id}, child
+
+
+def _stop_after(child: Run, status: str, step: int, limit: float | None) -> str:
+    """Why the search stops after this fork ("" to go on): the person interrupted it, or it ran
+    out of the budget."""
+    if child.status == "cancelled" or status == INTERRUPTED_ORACLE:  # the run caught it, or the oracle's call
+        return f"interrupted by the person in the fork at step {step}"
+    if limit is not None and ran_out(child, step):
+        return f"the budget (${limit:.4f}) ran out in the fork at step {step}"
+    return ""
+
+
 def blame(run: Any, oracle: Callable[[Run], bool] | str | None = None, budget: float | None = None, *,
           changes: list[dict[str, Any]] | None = None, steps: list[int] | None = None,
           workdir: str | Path | None = None, stop_at_first: bool = True) -> Blame:
@@ -297,43 +333,33 @@ def blame(run: Any, oracle: Callable[[Run], bool] | str | None = None, budget: f
     found: tuple[int, dict[str, Any]] | None = None
     stopped = ""
     root = Path(workdir) if workdir is not None else None
-    for step in todo:
-        for change in corrections(trace, step, changes):
-            if limit is not None and spent >= limit:
-                stopped = f"the budget (${limit:.4f}) was spent before step {step} was tried"
+    try:  # the person may stop the search (Jupyter's stop button): what it found so far is kept
+        for step in todo:
+            for change in corrections(trace, step, changes):
+                if limit is not None and spent >= limit:
+                    stopped = f"the budget (${limit:.4f}) was spent before step {step} was tried"
+                    break
+                folder = root / f"step{step}-{len(forks)}" if root is not None else None
+                capped = dict(change)
+                if limit is not None:
+                    capped["max_cost_usd"] = cost_limit(trace, step, limit - spent, change.get("max_cost_usd"))
+                row, child = _trial(run, step, change, capped, folder, judge)
+                rows.append(row)
+                if child is None:
+                    continue
+                spent += row["cost"]
+                forks.append(child)
+                stopped = _stop_after(child, row["status"], step, limit)
+                if row["outcome"] == "success":
+                    found = found or (step, change)
+                    break
+                if stopped:
+                    break
+            if stopped or (found is not None and stop_at_first):
                 break
-            folder = root / f"step{step}-{len(forks)}" if root is not None else None
-            capped = dict(change)
-            if limit is not None:
-                capped["max_cost_usd"] = cost_limit(trace, step, limit - spent, change.get("max_cost_usd"))
-            try:
-                child = Agent.fork(run, step, workdir=folder, **capped)
-            except ForkError as exc:
-                rows.append({"step": step, "change": describe(change), "outcome": "error", "cost": 0.0,
-                             "status": str(exc)[:120], "run": ""})
-                continue
-            child.run()
-            own = fork_cost(child, step)
-            spent += own
-            forks.append(child)
-            if limit is not None and ran_out(child, step):
-                stopped = f"the budget (${limit:.4f}) ran out in the fork at step {step}"
-            try:
-                ok = bool(judge(child))
-            except Exception as exc:  # an oracle that breaks says nothing about the fork
-                ok = False
-                child_status = f"oracle failed: {type(exc).__name__}: {exc}"[:120]
-            else:
-                child_status = child.status
-            rows.append({"step": step, "change": describe(change), "outcome": "success" if ok else "failure",
-                         "cost": own, "status": child_status, "run": child.id})
-            if ok:
-                found = found or (step, change)
-                break
-            if stopped:
-                break
-        if stopped or (found is not None and stop_at_first):
-            break
+    except KeyboardInterrupt:
+        last = forks[-1].parent if forks else None
+        stopped = "interrupted by the person" + (f" after the fork at step {last['at']}" if last else "")
     frame = pl.DataFrame(rows, schema={"step": pl.Int64, "change": pl.String, "outcome": pl.String,
                                        "cost": pl.Float64, "status": pl.String, "run": pl.String})
     return Blame(frame=frame, forks=forks, step=found[0] if found else None, change=found[1] if found else None,
