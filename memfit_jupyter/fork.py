@@ -456,6 +456,22 @@ def _is_step(value: Any) -> bool:
     return value is None or (isinstance(value, numbers.Integral) and not isinstance(value, bool))
 
 
+def _check_memory(memory: Any) -> Any:
+    """``memory`` as a fork takes it: a mode, a store, a PostgreSQL URL, or the folder of a store
+    that exists (a mode mistyped would otherwise open a new, empty store to overlay)."""
+    from .memory.postgres import is_url
+
+    if memory in MEMORY_MODES or is_url(memory) or callable(getattr(memory, "search", None)):
+        return memory
+    if isinstance(memory, str | Path):
+        folder = Path(memory).expanduser().resolve()
+        if folder.is_dir():
+            return folder
+        raise ForkError(f"memory must be one of {', '.join(MEMORY_MODES)}, a store or a store's folder; "
+                        f"{str(memory)!r} is no folder")
+    raise ForkError(f"memory must be one of {', '.join(MEMORY_MODES)} or a store, got {memory!r}")
+
+
 def last_step(trace: dict[str, Any]) -> int:
     """The last iteration the run began."""
     return max((int(e.get("iteration") or 0) for e in trace["events"]), default=0)
@@ -580,8 +596,7 @@ def fork(parent: Any, at: int, *, agents: MakeAgent, memory: Any = "overlay",
     at = _check_step(at, last_step(trace))
     first = next(e for e in trace["events"] if e.get("type") == "run_start")
     changes = _check_changes(changes, list(first.get("tools") or []))
-    if memory not in MEMORY_MODES and not isinstance(memory, str | Path) and not callable(getattr(memory, "search", None)):
-        raise ForkError(f"memory must be one of {', '.join(MEMORY_MODES)} or a store, got {memory!r}")
+    memory = _check_memory(memory)
     settings = json.loads(json.dumps(start_settings(trace)))  # the child's own: it may change them
     had_memory = bool(settings.pop("memory", False))
     if "memory_hits" in changes and not had_memory:

@@ -223,6 +223,8 @@ def test_settings_change_from_the_fork_step_on(tmp_path):
     ({"at": 2, "model": "not a model"}, "a setting of the fork is not valid"),
     ({"at": 2, "fallback_model": "nosuch/model"}, "unknown model 'nosuch/model': litellm knows no provider"),
     ({"at": 2, "memory": 42}, "memory must be one of overlay, write-through or a store"),
+    ({"at": 2, "memory": "overlya"}, "memory must be one of overlay, write-through, a store or a store's folder; "
+                                     "'overlya' is no folder"),
     ({"at": 2, "strategy": "bogus"}, "unknown synthesis strategy 'bogus'; choose one of: weighted, consensus"),
     ({"at": 2, "spin_threshold": "3"}, "spin_threshold must be an integer at least 2, got '3'"),
 ])
