@@ -456,6 +456,15 @@ def _is_step(value: Any) -> bool:
     return value is None or (isinstance(value, numbers.Integral) and not isinstance(value, bool))
 
 
+def _unredact(settings: dict[str, Any], agent: Any) -> None:
+    """The recorded settings are redacted (a password in ``api_base``'s URL): a parent in hand
+    still has the values, and its child calls the same server with them."""
+    for name in ("api_base",):
+        own = getattr(agent, name, None)
+        if own is not None and settings.get(name) != own and settings.get(name) == redact_obj(own):
+            settings[name] = own
+
+
 def _check_memory(memory: Any) -> Any:
     """``memory`` as a fork takes it: a mode, a store, a PostgreSQL URL, or the folder of a store
     that exists (a mode mistyped would otherwise open a new, empty store to overlay)."""
@@ -598,6 +607,8 @@ def fork(parent: Any, at: int, *, agents: MakeAgent, memory: Any = "overlay",
     changes = _check_changes(changes, list(first.get("tools") or []))
     memory = _check_memory(memory)
     settings = json.loads(json.dumps(start_settings(trace)))  # the child's own: it may change them
+    if parent_run is not None:
+        _unredact(settings, parent_run.agent)
     had_memory = bool(settings.pop("memory", False))
     if "memory_hits" in changes and not had_memory:
         raise ForkError("memory_hits= needs a run with memory; this one ran with memory off")

@@ -38,6 +38,8 @@ _KEYED_RE = re.compile(
     r"|(?-i:\b[A-Z][A-Z0-9_]*_KEY))[\"']?\s*[:=]\s*[\"']?)"
     r"([^\s\"',;]{4,})"
 )
+# A password in a URL (an api_base through a proxy, a database URL): "scheme://user:<value>@".
+_URL_PASSWORD_RE = re.compile(r"(\b[A-Za-z][A-Za-z0-9+.\-]*://[^\s/:@]*:)([^\s/@]+)@")
 _ENV_NAME = re.compile(r"(?i)(key|token|secret|password)")
 
 
@@ -90,6 +92,8 @@ def _redact(text: str) -> str:
         if value in text:
             text = text.replace(value, REDACTED)
     text = _SECRET_RE.sub(REDACTED, text)
+    if "://" in text:
+        text = _URL_PASSWORD_RE.sub(lambda m: m.group(1) + REDACTED + "@", text)
     return _KEYED_RE.sub(lambda m: m.group(1) + REDACTED, text)
 
 

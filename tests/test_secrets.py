@@ -47,8 +47,18 @@ def test_keys_are_redacted_by_their_shape_when_the_variable_is_not_set(text, kep
     assert out == kept + REDACTED + ("'" if text.endswith("'") else ""), out
 
 
+@pytest.mark.parametrize("url, shown", [
+    ("http://me:hunter2pw@127.0.0.1:8080/v1", "http://me:[REDACTED]@127.0.0.1:8080/v1"),
+    ("postgresql://bob:s3cret:pw@db:5432/memfit", "postgresql://bob:[REDACTED]@db:5432/memfit"),
+    ("redis://:onlyapassword@cache:6379 then https://a:b2@c", "redis://:[REDACTED]@cache:6379 then https://a:[REDACTED]@c"),
+])
+def test_a_password_in_a_url_is_redacted_and_the_rest_of_the_url_kept(url, shown):
+    assert redact(url) == shown
+
+
 @pytest.mark.parametrize("text", ["pip install scikit-learn", "max_tokens=1024", "the secret is out",
-                                  "sk-learn is a nickname"])
+                                  "sk-learn is a nickname", "http://127.0.0.1:8080/v1", "ssh://git@host/repo",
+                                  "see https://example.com/a:b@c", "mailto:bob@example.org"])
 def test_ordinary_text_is_left_alone(text):
     assert redact(text) == text
 
@@ -159,3 +169,17 @@ def test_a_fork_form_s_error_line_keeps_no_key(tmp_path):
     assert widget.on_fork({"at": 2, "tool": SHORT_KEY, "params": "{}"}) is None
     error = widget.model.controls["fork_error"]
     assert error and "unknown tool" in error and hits(json.dumps(widget.model.controls)) == 0
+
+
+def test_a_password_in_api_base_stays_out_of_the_trace_and_a_fork_in_hand_still_calls_with_it(tmp_path):
+    base = "http://me:hunter2pw@127.0.0.1:9/v1"
+    (tmp_path / "w").mkdir()
+    (tmp_path / "w" / "data.txt").write_text("3\n39\n")
+    parent = Agent(model="memfit/demo", workdir=tmp_path / "w", memory=False, api_base=base).start(
+        "What is the total of the numbers in data.txt?")
+    parent.run()
+    child = parent.fork(2, guidance="add them up", workdir=tmp_path / "child")
+    child.run()
+    for trace in (parent.trace(), child.trace()):
+        assert "hunter2pw" not in json.dumps(trace) and "me:[REDACTED]@127.0.0.1" in json.dumps(trace)
+    assert child.agent.api_base == base  # the server is called as the parent called it
