@@ -432,13 +432,17 @@ def _recording_of(run: Run) -> dict[str, Any]:
     return {**redact_obj(header), "events": [e.to_dict() for e in run.events]}
 
 
-def _check_replayable(trace: Any) -> None:
+def _check_replayable(trace: Any) -> int:
+    """Refuse a trace a fork cannot replay (one line of ``ForkError``); return its last step."""
     if not isinstance(trace, dict) or not isinstance(trace.get("events"), list) or "task" not in trace:
         raise ForkError("not a memfit trace: a dict with 'task' and 'events' is expected")
+    last = 0
     for n, e in enumerate(trace["events"]):  # what the rest reads of every event, checked once here
         if not isinstance(e, dict) or not isinstance(e.get("type"), str) or not _is_step(e.get("iteration")):
             raise ForkError(f"event {n} of the trace is not a memfit event (a dict with a type and an "
                             f"iteration number): {str(e)[:80]}")
+        if e["iteration"] and e["iteration"] > last:
+            last = int(e["iteration"])
     source: dict[str, Any] = trace["source"] if isinstance(trace.get("source"), dict) else {}
     imported = source.get("format") or (trace.get("settings") or {}).get("imported")
     events = trace["events"]
@@ -450,10 +454,12 @@ def _check_replayable(trace: Any) -> None:
                         "analyze(trace, **settings) takes changed settings instead")
     if not any(e.get("type") == "run_start" for e in events):
         raise ForkError("this trace has no run_start event: it is not a memfit run's recording")
+    return last
 
 
 def _is_step(value: Any) -> bool:
-    return value is None or (isinstance(value, numbers.Integral) and not isinstance(value, bool))
+    # int first: asked of every event, and an ABC's isinstance is slow
+    return type(value) is int or value is None or (isinstance(value, numbers.Integral) and not isinstance(value, bool))
 
 
 def _unredact(settings: dict[str, Any], agent: Any) -> None:
@@ -601,8 +607,7 @@ def fork(parent: Any, at: int, *, agents: MakeAgent, memory: Any = "overlay",
     from .workspace import remove
 
     parent_run, trace = _parent_of(parent)
-    _check_replayable(trace)
-    at = _check_step(at, last_step(trace))
+    at = _check_step(at, _check_replayable(trace))
     first = next(e for e in trace["events"] if e.get("type") == "run_start")
     changes = _check_changes(changes, list(first.get("tools") or []))
     memory = _check_memory(memory)
