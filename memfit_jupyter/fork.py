@@ -707,7 +707,8 @@ def _make(trace: dict[str, Any], parent_run: Run | None, at: int, changes: dict[
     events = trace["events"]
     prefix = [e for e in events if int(e.get("iteration") or 0) < at]
     try:
-        restored = restore(events, at, folder, parent_workdir, checked=True)  # _folders checked it
+        restored = restore(events, at, folder, parent_workdir, checked=True,  # _folders checked it
+                           config=config_of(parent_run.agent) if parent_run is not None else None)
     except UnsafeRecord as exc:  # nothing is written outside the child's folder, whatever a trace says
         raise ForkError(f"this trace cannot be forked: {exc}") from None
     if exact and not restored.exact:

@@ -7,9 +7,11 @@ included; a run that only reads is forked from them too), and after each call th
 What changed is kept content-addressed: each file's bytes once, as a blob named by its SHA-256, in a blob store (``default_store()``: the user's cache
 folder, shared by every run, unless ``WorkspaceConfig.store`` says otherwise).  It is kept out of
 the working folder so that a run leaves nothing there but what its tools wrote, and out of the
-memory store, which holds what the agent learnt, not copies of your files (keys in those files
-included: a snapshot is a copy of the file as it was).  The step's observation event names it in
-``data["workspace"]``::
+memory store, which holds what the agent learnt, not copies of your files.  Files that hold keys
+by their nature (``.env``, ``*.pem``, ``id_rsa``, ``.netrc``...: ``WorkspaceConfig.secret_files``)
+are never read nor copied: they are named by their size and mtime, as a file too large to keep
+is, and a fork takes them from the parent's folder while they are unchanged there.  The step's
+observation event names it in ``data["workspace"]``::
 
     {"store": "/abs/blobs", "base": "<sha of the base manifest>",   # the first step only
      "changed": {"path": "<sha>"}, "deleted": ["path"], "bytes": 123,
@@ -23,9 +25,12 @@ parent's folder no longer holds them), a trace with no records, effects outside 
 from __future__ import annotations
 
 import contextlib
+import fnmatch
+import functools
 import hashlib
 import json
 import os
+import re
 import shutil
 import stat
 from collections.abc import Iterable
@@ -44,6 +49,12 @@ UNBOUNDED_TOOLS = frozenset({"python", "shell"})
 TMP_MARK = ".memfit-tmp"
 #: Where the data of an observation keeps its workspace record.
 DATA_KEY = "workspace"
+#: File names (shell patterns, any case) whose bytes a snapshot never keeps: files that exist to
+#: hold keys.  A ``.env`` copied into the blob store would outlive the key's rotation there.
+SECRET_FILES = (".env", ".env.*", "*.env", ".envrc", "*.pem", "*.key", "*.p12", "*.pfx", "*.jks", "*.keystore",
+                "id_rsa*", "id_dsa*", "id_ecdsa*", "id_ed25519*", ".netrc", "_netrc", ".pgpass", ".git-credentials",
+                ".npmrc", ".pypirc", "credentials", "credentials.json", "client_secret*.json",
+                "service-account*.json", "*.tfvars", "secrets.yaml", "secrets.yml", "secrets.json", "secrets.toml")
 
 
 @dataclass(frozen=True)
@@ -63,6 +74,18 @@ class WorkspaceConfig:
     max_file_bytes: int = 16 * 2**20
     #: A folder with more files than this is not scanned (the trace says so).
     max_files: int = 5000
+    #: File names whose bytes are never kept (shell patterns matched against the name, any case).
+    secret_files: tuple[str, ...] = SECRET_FILES
+
+    def is_secret(self, rel: str) -> bool:
+        """Whether the file at ``rel`` is one whose bytes a snapshot never keeps."""
+        return secret_names(self.secret_files)(rel.rsplit("/", 1)[-1].lower()) is not None
+
+
+@functools.cache
+def secret_names(patterns: tuple[str, ...]) -> Any:
+    """One compiled pattern for all of ``patterns`` (its ``match``): asked of every file of every scan."""
+    return re.compile("|".join(fnmatch.translate(p.lower()) for p in patterns) or "(?!)").match
 
 
 def default_store() -> Path:
@@ -176,9 +199,11 @@ def _stat_id(size: int, mtime_ns: int) -> str:
 
 
 def scan(root: Path, previous: dict[str, FileState], max_files: int,
-         max_hash_bytes: int | None = None) -> dict[str, FileState]:
+         max_hash_bytes: int | None = None, secret: tuple[str, ...] = SECRET_FILES) -> dict[str, FileState]:
     """The regular files under ``root`` (relative POSIX paths), hashed where size or mtime moved;
-    a file over ``max_hash_bytes`` is named by its size and mtime instead."""
+    a file over ``max_hash_bytes``, or named as a ``secret`` file is, is named by its size and
+    mtime instead (never read)."""
+    is_secret = secret_names(tuple(secret))
     found: dict[str, FileState] = {}
     for folder, dirs, files in os.walk(root):
         dirs[:] = sorted(d for d in dirs if d not in EXCLUDED_DIRS)
@@ -194,7 +219,7 @@ def scan(root: Path, previous: dict[str, FileState], max_files: int,
                 old = previous.get(rel)
                 if old is not None and old.size == st.st_size and old.mtime_ns == st.st_mtime_ns:
                     found[rel] = old
-                elif max_hash_bytes is not None and st.st_size > max_hash_bytes:
+                elif (max_hash_bytes is not None and st.st_size > max_hash_bytes) or is_secret(name.lower()):
                     found[rel] = FileState(st.st_size, st.st_mtime_ns, _stat_id(st.st_size, st.st_mtime_ns))
                 else:
                     found[rel] = FileState(st.st_size, st.st_mtime_ns, _sha_of(full))
@@ -227,8 +252,9 @@ class WorkspaceRecorder:
         self.stopped = False  # too many files: nothing is scanned any more
 
     def _keep(self, rel: str, state: FileState) -> None:
-        """Keep a changed file's bytes, within the limits (past them, only its hash is recorded)."""
-        if self.blobs.has(state.sha):
+        """Keep a changed file's bytes, within the limits (past them, only its hash is recorded);
+        a secret file's never (``scan`` named it by its stat)."""
+        if self.config.is_secret(rel) or self.blobs.has(state.sha):
             return
         if state.size > self.config.max_file_bytes:
             self.limit = f"{rel} is {state.size} bytes, over max_file_bytes ({self.config.max_file_bytes})"
@@ -246,7 +272,8 @@ class WorkspaceRecorder:
         if self.stopped or not self.workdir.is_dir():
             return None
         try:
-            return scan(self.workdir, self.manifest or {}, self.config.max_files, self.config.max_file_bytes)
+            return scan(self.workdir, self.manifest or {}, self.config.max_files, self.config.max_file_bytes,
+                        self.config.secret_files)
         except TooManyFiles as exc:
             self.stopped = True
             self.limit = str(exc)
@@ -414,12 +441,14 @@ def _copy_from(folder: Path | None, rel: str, sha: str) -> bytes | None:
 
 
 def restore(events: list[dict[str, Any]], k: int, target: str | Path,
-            parent_workdir: str | Path | None = None, checked: bool = False) -> Restored:
+            parent_workdir: str | Path | None = None, checked: bool = False,
+            config: WorkspaceConfig | None = None) -> Restored:
     """Write the files of the start of step ``k`` into ``target`` (an empty folder, made here).
 
     Bytes come from the blob stores the records name; a file whose bytes were not kept (a limit)
     is taken from ``parent_workdir`` when it still holds the same content (read, never written).
     ``checked``: the caller has just found ``target`` empty or absent (``fork._folders``).
+    ``config``: the parent's (which files it named secret), when it is known.
     """
     folder = Path(target)
     if not checked and folder.exists() and any(folder.iterdir()):
@@ -431,7 +460,7 @@ def restore(events: list[dict[str, Any]], k: int, target: str | Path,
     parent = Path(parent_workdir) if parent_workdir else None
     # What a scan of the folder would find, known from the writes: a scan reads and hashes every
     # file again.  Left to the scan where the writes may not be all it would find.
-    cfg = WorkspaceConfig()
+    cfg = config or WorkspaceConfig()
     manifest: dict[str, FileState] | None = {} if len(files) <= cfg.max_files else None
     if not based and not problems:
         # A trace with no base and no writer before step k (recorded when the base was taken by
@@ -444,6 +473,10 @@ def restore(events: list[dict[str, Any]], k: int, target: str | Path,
         if data is None:
             data = _copy_from(parent, rel, sha)
         if data is None:
+            if sha.startswith(STAT_PREFIX) and cfg.is_secret(rel):
+                done.problems.append(f"{rel}: a file that holds keys is never kept in a snapshot, and the "
+                                     "parent's folder no longer has it as it was")
+                continue
             what = f"{sha.split('-')[1]} bytes" if sha.startswith(STAT_PREFIX) else sha[:12]
             done.problems.append(f"{rel}: its content ({what}) was not kept and the parent's folder no "
                                  "longer has it")
@@ -453,6 +486,10 @@ def restore(events: list[dict[str, Any]], k: int, target: str | Path,
             path.parent.mkdir(parents=True, exist_ok=True)
             made.add(path.parent)
         path.write_bytes(data)
+        if sha.startswith(STAT_PREFIX):  # named by its size and mtime: the copy keeps the mtime, so that
+            with contextlib.suppress(OSError, ValueError):  # a fork of this fork finds it the same
+                mtime_ns = int(sha.rsplit("-", 1)[1])
+                os.utime(path, ns=(mtime_ns, mtime_ns))
         done.files += 1
         done.bytes += len(data)
         if manifest is not None:
@@ -488,7 +525,8 @@ def _noted(manifest: dict[str, FileState], rel: str, path: Path, data: bytes,
         return None
     if not stat.S_ISREG(st.st_mode) or st.st_size != len(data):
         return None
-    sha = _stat_id(st.st_size, st.st_mtime_ns) if st.st_size > cfg.max_file_bytes else hashlib.sha256(data).hexdigest()
+    sha = _stat_id(st.st_size, st.st_mtime_ns) if st.st_size > cfg.max_file_bytes or cfg.is_secret(rel) \
+        else hashlib.sha256(data).hexdigest()
     manifest[rel] = FileState(st.st_size, st.st_mtime_ns, sha)
     return manifest
 
@@ -525,7 +563,7 @@ def manifest_of(folder: str | Path, config: WorkspaceConfig | None = None) -> di
     """The files of a restored folder, as a recorder's starting manifest."""
     cfg = config or WorkspaceConfig()
     try:
-        return scan(Path(folder).resolve(), {}, cfg.max_files, cfg.max_file_bytes)
+        return scan(Path(folder).resolve(), {}, cfg.max_files, cfg.max_file_bytes, cfg.secret_files)
     except TooManyFiles:
         return {}
 

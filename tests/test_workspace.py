@@ -231,3 +231,57 @@ def test_a_trace_whose_records_name_paths_outside_the_folder_is_refused_and_noth
     assert expected in str(err.value) and "\n" not in str(err.value)
     assert not (tmp_path / "space" / "child").exists() and not (tmp_path / "space" / "escaped.txt").exists()
     assert _files(tmp_path / "parent") == before
+
+
+KEY = b"OPENAI_API_KEY=sk-proj-ws7Hq2XbN4mLp9RvT3kZ8yJd1FcA6eGi\n"
+PRIVATE = b"-----BEGIN OPENSSH PRIVATE KEY-----\nb3BlbnNzaC1rZXktdjEAAAAABG5vbmUAAAAEbm9uZQ\n-----END OPENSSH PRIVATE KEY-----\n"
+
+
+def _blobs_holding(store: Path, secret: bytes) -> list[Path]:
+    return [p for p in store.rglob("*") if p.is_file() and secret.strip() in p.read_bytes()]
+
+
+def test_files_that_hold_keys_are_never_copied_into_the_blob_store_and_forks_take_them_from_the_parent(tmp_path):
+    """``.env``, private keys and the like are named by size and mtime, never read: a fork takes
+    them from the parent's folder while they are unchanged there (its own forks too), and says so
+    once the key was rotated; no blob holds them."""
+    store = tmp_path / "blobs"
+    work = tmp_path / "parent"
+    (work / "deploy").mkdir(parents=True)
+    (work / ".env").write_bytes(KEY)
+    (work / "deploy" / "id_ed25519").write_bytes(PRIVATE)
+    parent, at_step = _parent(work, extensions=[WorkspaceConfig(store=str(store))])
+    assert parent.result.status == "done" and at_step[3][".env"] == KEY
+    assert store.is_dir() and not _blobs_holding(store, KEY) and not _blobs_holding(store, PRIVATE)
+    (base,) = [e["data"]["workspace"]["base"] for e in parent.trace()["events"]
+               if e["type"] == "observation" and "base" in (e.get("data") or {}).get("workspace", {})]
+    listing = json.loads((store / base[:2] / base).read_bytes())
+    assert listing[".env"].startswith("stat-") and listing["deploy/id_ed25519"].startswith("stat-")
+    assert not listing["given.bin"].startswith("stat-")  # an ordinary file is kept by its hash
+
+    child = parent.fork(3, workdir=tmp_path / "child")
+    assert _files(tmp_path / "child") == at_step[3] and child.parent["workspace"]["exact"]
+    child.run()
+    grandchild = child.fork(2, workdir=tmp_path / "grandchild")  # in the parent's prefix: the child's copy
+    assert _files(tmp_path / "grandchild") == at_step[2] and grandchild.parent["workspace"]["exact"]
+
+    (work / ".env").write_bytes(b"OPENAI_API_KEY=sk-proj-rotated000000000000000000000\n")
+    rotated = parent.fork(3, workdir=tmp_path / "rotated")
+    assert not (tmp_path / "rotated" / ".env").exists()
+    assert (tmp_path / "rotated" / "deploy" / "id_ed25519").read_bytes() == PRIVATE
+    (problem,) = rotated.parent["workspace"]["problems"]
+    assert problem == (".env: a file that holds keys is never kept in a snapshot, and the parent's folder "
+                       "no longer has it as it was")
+    with pytest.raises(ForkError, match=r"cannot be exact: \.env: a file that holds keys"):
+        parent.fork(3, workdir=tmp_path / "strict", exact=True)
+    assert not _blobs_holding(store, KEY)
+
+
+@pytest.mark.parametrize("name, secret", [
+    (".env", True), ("app/.env.local", True), ("prod.env", True), ("certs/Server.PEM", True), ("id_rsa", True),
+    ("home/.ssh/id_ed25519.pub", True), (".netrc", True), ("client_secret_123.apps.json", True),
+    ("secrets.py", False), ("environment.yml", False), ("notes/.envelope.txt", False), ("keys.txt", False),
+])
+def test_which_file_names_hold_keys(name, secret):
+    assert WorkspaceConfig().is_secret(name) is secret
+    assert WorkspaceConfig(secret_files=()).is_secret(name) is False
