@@ -45,7 +45,7 @@ from .replay import (
     RecordedTools,
     _hit,
 )
-from .secrets import package_logger, redact_obj
+from .secrets import package_logger, redact, redact_obj
 from .trace import fork_summary as fork_summary  # importable from here too, its former home
 
 if TYPE_CHECKING:
@@ -70,7 +70,11 @@ MEMORY_MODES = ("overlay", "write-through")
 
 
 class ForkError(ValueError):
-    """A fork that cannot be made: one line that says why (nothing was made)."""
+    """A fork that cannot be made: one line that says why (nothing was made).  Redacted: it
+    quotes what was typed or read (a model name, a path, an event), which may hold a key."""
+
+    def __init__(self, message: str):
+        super().__init__(redact(message))
 
 
 # --- the parts that hand over at step k ------------------------------------------------------------

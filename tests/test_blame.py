@@ -106,6 +106,26 @@ def test_a_run_that_did_not_fail_has_nothing_to_blame_and_bad_budgets_are_one_li
             blame(ok, budget=budget)
 
 
+def test_a_key_in_a_change_or_in_what_the_oracle_says_stays_out_of_the_result(tmp_path, monkeypatch):
+    """The frame, the repr and the HTML are shown and saved with the notebook: a key typed into a
+    change, or quoted by an oracle that failed, is redacted there (before a cut that would hide it)."""
+    env_key, typed = "sk-proj-ENV4sQ9wL2xN7pR1tV6yZ3bC8d", "sk-proj-TYPED5Hj2Kl9Mn4Pq7Rs1Tu6Vw"
+    monkeypatch.setenv("OPENAI_API_KEY", env_key)
+    m = catalogue.mode("premature-finish")
+    run = catalogue.start(m, "off", tmp_path / "off")
+    run.run()
+
+    def oracle(child):
+        raise RuntimeError(f"401 for {'x' * 100} {env_key}")  # past the cut of the status column
+
+    found = blame(run, oracle=oracle, changes=[{"guidance": f"use {typed} and {env_key}"}], steps=[2],
+                  workdir=tmp_path / "forks")
+    shown = " ".join([str(found.frame.to_dicts()), repr(found), found._repr_html_()])
+    assert "[REDACTED]" in found.frame["change"][0] and "oracle failed: RuntimeError: 401" in found.frame["status"][0]
+    for secret in (env_key, typed, env_key[:14], typed[:14]):
+        assert secret not in shown
+
+
 def test_blame_takes_a_saved_trace_file_and_finds_what_it_finds_on_the_run(tmp_path):
     import json
 

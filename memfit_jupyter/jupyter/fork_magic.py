@@ -69,10 +69,10 @@ def memfit_fork_or_blame(magics: Any, line: str) -> Any:
         if sub == "fork":
             return _fork(magics, parse_argstring(fork_options, rest))
         return _blame(magics, parse_argstring(blame_options, rest))
-    except UsageError:
-        raise
-    except ValueError as exc:  # ForkError and bad values: the one line that says why
-        raise UsageError(str(exc).splitlines()[0] if str(exc) else type(exc).__name__) from None
+    except (UsageError, ValueError) as exc:  # ForkError, bad values: the one line that says why
+        from .fork_view import first_line
+
+        raise UsageError(first_line(exc)) from None  # redacted: it may quote what was typed
 
 
 def _target(magics: Any, name: str) -> Any:

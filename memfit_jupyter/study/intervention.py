@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..agent import Agent
 from ..fork import ForkError, last_step, start_settings
+from ..secrets import redact
 
 if TYPE_CHECKING:
     from ..run import Run
@@ -71,12 +72,13 @@ class Blame:
 
 
 def describe(change: dict[str, Any]) -> str:
-    """A change as one short line."""
+    """A change as one short line (redacted before it is cut short: a cut key no longer looks
+    like one; the frame and the result's repr are shown and saved with the notebook)."""
     if change.get("observation") == SKIPPED:
         return "skip the step"
     parts = []
     for key, value in change.items():
-        text = str(value) if isinstance(value, str) else repr(value)
+        text = redact(str(value) if isinstance(value, str) else repr(value))
         parts.append(f"{key}={text[:80]!r}" if isinstance(value, str) else f"{key}={text[:80]}")
     return ", ".join(parts)
 
@@ -263,12 +265,12 @@ def _trial(run: Any, step: int, change: dict[str, Any], capped: dict[str, Any], 
         child = Agent.fork(run, step, workdir=folder, **capped)
     except ForkError as exc:
         return {"step": step, "change": describe(change), "outcome": "error", "cost": 0.0,
-                "status": str(exc)[:120], "run": ""}, None
+                "status": redact(str(exc))[:120], "run": ""}, None
     child.run()
     try:
         ok = bool(judge(child))
     except Exception as exc:  # an oracle that breaks says nothing about the fork
-        ok, status = False, f"oracle failed: {type(exc).__name__}: {exc}"[:120]
+        ok, status = False, redact(f"oracle failed: {type(exc).__name__}: {exc}")[:120]
     except KeyboardInterrupt:
         ok, status = False, INTERRUPTED_ORACLE
     else:
