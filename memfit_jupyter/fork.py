@@ -639,9 +639,9 @@ def fork(parent: Any, at: int, *, agents: MakeAgent, memory: Any = "overlay",
     if backend is None:  # the world's models: one no provider serves is refused now, as %%memfit_task does
         _check_models([str(changes[name]) for name in TIERS if changes.get(name)])
 
-    parent_workdir = _parent_folder(parent_run) if parent_run is not None else (
-        Path(trace["workdir"]) if trace.get("workdir") else None)
-    root, folder = _folders(workdir, parent_workdir, str(trace.get("run_id", "run")))
+    parent_workdir = _parent_folder(parent_run, trace) if parent_run is not None else _trace_folder(trace)
+    root, folder = _folders(workdir, _ancestor_folders(parent_run, trace, parent_workdir),
+                            str(trace.get("run_id", "run")))
     try:
         child = _make(trace, parent_run, at, changes, settings, had_memory, memory, folder, root,
                       parent_workdir, agents, live_agent, backend, tools, exact)
@@ -674,28 +674,67 @@ def _recorder_of(run: Run) -> Any:
     return getattr(getattr(runner, "live", runner), "recorder", None)
 
 
-def _parent_folder(run: Run) -> Path:
+def _parent_folder(run: Run, trace: dict[str, Any]) -> Path:
     """The parent's working folder, resolved: as its workspace recorder resolved it (the folder its
-    tools ran in), or now when it has none."""
+    tools ran in), the recording's for a replay (whose tools ran nowhere: its agent's folder is
+    only where it was made), or its agent's when it has no recorder yet."""
     from .workspace import WorkspaceRecorder
 
     recorder = _recorder_of(run)
     if isinstance(recorder, WorkspaceRecorder) and Path(run.tool_context.workdir) == Path(run.agent.workdir):
         return recorder.workdir
+    if isinstance(run.tool_runner, RecordedTools):
+        return _trace_folder(trace) or Path(run.agent.workdir).resolve()
     return Path(run.agent.workdir).resolve()
 
 
-def _folders(workdir: str | Path | None, parent_workdir: Path | None, run_id: str) -> tuple[Path, Path]:
-    """The child's root (memory, blobs) and working folder, resolved; never inside the parent's folder."""
+def _trace_folder(trace: dict[str, Any]) -> Path | None:
+    """The folder a saved run's tools ran in: a fork's own (its trace's ``workdir`` is the one its
+    prompts name, its first ancestor's), else the trace's ``workdir``."""
+    own = ((trace.get("parent") or {}).get("workspace") or {}).get("folder") if isinstance(trace.get("parent"), dict) \
+        else None
+    where = own if isinstance(own, str) and own else trace.get("workdir")
+    return Path(where).expanduser().resolve() if isinstance(where, str) and where else None
+
+
+def _ancestor_folders(run: Run | None, trace: dict[str, Any], parent_workdir: Path | None) -> list[Path]:
+    """The folders a fork must not be made in: its parent's, and every ancestor's (in hand, or the
+    first one a saved trace names: a fork of a fork may not write into the run it came from)."""
+    found = [parent_workdir] if parent_workdir is not None else []
+    if isinstance(trace.get("workdir"), str) and trace["workdir"]:
+        found.append(Path(trace["workdir"]).expanduser().resolve())
+    seen = {id(run)}
+    ancestor = getattr(run, "parent_run", None)
+    while ancestor is not None and id(ancestor) not in seen:
+        seen.add(id(ancestor))
+        found.append(_parent_folder(ancestor, {}))
+        ancestor = getattr(ancestor, "parent_run", None)
+    return list(dict.fromkeys(found))
+
+
+def _folders(workdir: str | Path | None, forbidden: list[Path], run_id: str) -> tuple[Path, Path]:
+    """The child's root (memory, blobs) and working folder, resolved and made; never inside the
+    parent's folder or an ancestor's (``forbidden``)."""
     if workdir is None:
         root = Path(tempfile.mkdtemp(prefix=f"memfit-fork-{run_id}-")).resolve()
+        inside = next((f for f in forbidden if root.is_relative_to(f)), None)
+        if inside is not None:  # the temporary folder is in the run's own (a run in /tmp, or $TMPDIR set there)
+            root.rmdir()
+            raise ForkError(f"the temporary folder {root.parent} is inside the working directory {inside} of "
+                            "the run forked: give the fork a folder outside it (workdir=)")
         return root, root / "work"
     folder = Path(workdir).expanduser().resolve()
-    if parent_workdir is not None and (folder == parent_workdir or folder.is_relative_to(parent_workdir)):
-        raise ForkError(f"the fork's folder {folder} is inside the parent's working directory "
-                        f"{parent_workdir}: a fork never writes there")
+    inside = next((f for f in forbidden if folder.is_relative_to(f)), None)
+    if inside is not None:
+        whose = "parent's" if inside == forbidden[0] else "first run's"
+        raise ForkError(f"the fork's folder {folder} is inside the {whose} working directory "
+                        f"{inside}: a fork never writes there")
     if folder.exists() and (not folder.is_dir() or any(folder.iterdir())):
         raise ForkError(f"the fork's folder {folder} is not an empty directory")
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise ForkError(f"cannot make the fork's folder {folder}: {exc.strerror or exc}") from None
     return folder / ".memfit" / "fork", folder
 
 

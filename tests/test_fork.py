@@ -379,3 +379,49 @@ def test_a_fork_keeps_the_configs_its_parent_was_given_whole(tmp_path):
     before = [e.to_dict() for e in parent.events if (e.iteration or 0) < 6]
     assert _untimed([e.to_dict() for e in child.events][:len(before)]) == _untimed(before)
     assert child.status == "done"
+
+
+def _with_input(workdir: Path, **kw):
+    """A run that found ``input.txt`` and recorded no snapshot (a trace from before them, or with
+    them off): a fork at step 1 takes the files from the parent's folder."""
+    from memfit_jupyter.workspace import WorkspaceConfig
+
+    workdir.mkdir(parents=True)
+    (workdir / "input.txt").write_text("the parent's input\n")
+    return _parent("demo", workdir, extensions=[WorkspaceConfig(enabled=False)], **kw)
+
+
+def test_a_fork_of_a_replay_takes_the_files_of_the_recorded_folder_not_of_the_current_one(tmp_path, monkeypatch):
+    parent = _with_input(tmp_path / "parent")
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (elsewhere / "private.txt").write_text("not the run's\n")
+    monkeypatch.chdir(elsewhere)
+    replayed = Agent.replay(json.loads(json.dumps(parent.trace())))  # made here: its agent's folder is "."
+    replayed.run()
+    replayed.fork(1, workdir=tmp_path / "child")
+    assert sorted(p.name for p in (tmp_path / "child").iterdir() if p.name != ".memfit") == ["data.txt", "input.txt"]
+    with pytest.raises(ForkError, match="is inside the parent's working directory"):
+        replayed.fork(1, workdir=tmp_path / "parent" / "inner")
+
+
+def test_no_fork_writes_into_the_folder_of_any_run_it_comes_from(tmp_path, monkeypatch):
+    parent = _parent("demo", tmp_path / "first")
+    child = parent.fork(2, workdir=tmp_path / "child")
+    child.run()
+    saved = json.loads(json.dumps(child.trace()))
+    for source in (child, saved):
+        with pytest.raises(ForkError, match="is inside the first run's working directory") as err:
+            Agent.fork(source, 3, workdir=tmp_path / "first" / "grandchild")
+        assert "\n" not in str(err.value)
+        with pytest.raises(ForkError, match=r"is inside the parent's working directory .*child"):
+            Agent.fork(source, 3, workdir=tmp_path / "child" / "grandchild")  # a saved fork's own folder too
+    assert not (tmp_path / "first" / "grandchild").exists() and not (tmp_path / "child" / "grandchild").exists()
+    # the default folder is a temporary one: refused where that is inside the run's own
+    monkeypatch.setattr("tempfile.tempdir", str(tmp_path / "first"))
+    with pytest.raises(ForkError, match="the temporary folder .* is inside the working directory"):
+        parent.fork(2)
+    assert sorted(p.name for p in (tmp_path / "first").iterdir() if p.name.startswith("memfit-fork")) == []
+    (tmp_path / "a-file").write_text("x")
+    with pytest.raises(ForkError, match="cannot make the fork's folder .*a-file/child: Not a directory"):
+        parent.fork(2, workdir=tmp_path / "a-file" / "child")
