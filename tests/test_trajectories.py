@@ -287,3 +287,26 @@ def test_analysis_refuses_a_max_bad_replies_that_is_not_a_count():
     trace = {"version": 1, "task": "t", "events": [{"type": "run_start", "iteration": 0, "ts": 0.0, "task": "t"}]}
     with pytest.raises(ValueError, match="max_bad_replies must be 0"):
         analyze(trace, max_bad_replies=-1)
+
+
+def test_a_key_in_another_agents_run_stays_out_of_every_view_report_and_comparison(tmp_path, monkeypatch):
+    """An imported run keeps what its tools printed: it is redacted when loaded, and a report or a
+    comparison made from a trace dict that was not is redacted where it is written."""
+    from memfit_jupyter import compare
+    from memfit_jupyter.jupyter.report import write_report
+
+    env_key, literal = "sk-proj-ENV2wQ8eR4tY6uI0oP3aS5dF", "sk-proj-LIT7zX1cV9bN3mK5jH2gF4dS"
+    monkeypatch.setenv("OPENAI_API_KEY", env_key)
+    source = json.loads((SAMPLES / "mini_swe_v1.traj.json").read_text())
+    source["messages"][2]["content"] = (f"THOUGHT: call it.\n\n```bash\ncurl -H 'X-Api: {literal}' "
+                                        f"https://api.example.com && echo {env_key}\n```")
+    path = tmp_path / "teammate.traj.json"
+    path.write_text(json.dumps(source))
+    trace = load_trajectory(path)
+    assert "[REDACTED]" in json.dumps(trace)
+    raw = json.loads(json.dumps(trace).replace("[REDACTED]", literal))  # a dict that never was redacted
+    comparison = compare(raw, raw)
+    shown = [json.dumps(trace), repr(comparison), json.dumps(comparison._repr_mimebundle_()),
+             write_report(raw, tmp_path / "run.html").read_text(), comparison.to_html(tmp_path / "cmp.html").read_text()]
+    for text in shown:
+        assert literal not in text and env_key not in text

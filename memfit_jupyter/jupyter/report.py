@@ -21,6 +21,8 @@ from html import escape
 from pathlib import Path
 from typing import Any
 
+from ..secrets import redact_obj
+
 #: The bundled renderer the page inlines (built with the labextension: ``jlpm build``).
 SCRIPT = Path(__file__).resolve().parents[1] / "report_static" / "memfit-report.js"
 
@@ -52,7 +54,8 @@ def report_html(obj: Any) -> str:
     kind, data, title = _payload(obj)  # what it is asked to draw is checked first
     if not SCRIPT.is_file():
         raise FileNotFoundError(f"the report's renderer is not built ({SCRIPT}): run `jlpm build` in labextension/")
-    payload = json.dumps({"kind": kind, "data": data}, ensure_ascii=False, default=str)
+    # A trace given as a dict, or another agent's run, may not have been redacted as a run's events are.
+    payload = json.dumps({"kind": kind, "data": redact_obj(data)}, ensure_ascii=False, default=str)
     from ..version import __version__
 
     return (

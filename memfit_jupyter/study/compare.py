@@ -124,7 +124,7 @@ class Comparison:
         return dict(redact_obj(bundle))
 
     def __repr__(self) -> str:
-        return self._text()
+        return str(redact_obj(self._text()))  # printed and saved with the notebook, as the bundle is
 
 
 def compare(a: Any, b: Any, *, labels: tuple[str, str] = ("A", "B")) -> Comparison:

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from ..errors import json_error_text
+from ..secrets import redact_obj
 from ..trace import MAX_DEPTH, Trace, TraceError, is_trace, too_deep
 from . import mini_swe, openhands, otlp, swe_agent
 from .common import (
@@ -102,7 +103,7 @@ def load_trajectory(path_or_dict: str | Path | dict[str, Any] | list[Any], forma
         if not is_trace(data):
             raise format_error("not a memfit trace (no version and events)")
         try:
-            return Trace.load(data, unknown="warn").data
+            return Trace.load(data, unknown="warn").data  # a memfit run's events were redacted as emitted
         except TraceError as exc:
             raise TrajectoryFormatError(str(exc)) from None
     try:
@@ -111,4 +112,6 @@ def load_trajectory(path_or_dict: str | Path | dict[str, Any] | list[Any], forma
         raise
     except (KeyError, TypeError, ValueError, AttributeError, IndexError) as exc:
         raise format_error(f"malformed {FORMAT_NAMES[name]} input ({type(exc).__name__}: {exc})") from None
-    return trace
+    # Another agent's run keeps what its tools printed, keys too: redacted once here, so that every
+    # view, report, comparison and export made from it is.
+    return dict(redact_obj(trace))
