@@ -765,12 +765,17 @@ def _make(trace: dict[str, Any], parent_run: Run | None, at: int, changes: dict[
                       changes.get("memory_hits")) if had_memory else False
     extensions: list[Any] = [ForkChanges(record)]
     configs: list[Any] = []
+    people: dict[str, Any] = {}
     if parent_run is not None:
         extensions.append(dataclasses.replace(config_of(parent_run.agent), store=None))  # the child's blobs are its own
         configs, given = _configs_of(parent_run.agent, settings)
         extensions += given
+        # Who decides the live tool calls and answers the agent's questions: the parent's (without
+        # them a call its policy asks about is refused, and ask_user gets no answer).
+        people = {"approve": parent_run.agent.approve, "ask_user": parent_run.agent.ask_user}
     try:
-        agent = agents({**settings, "workdir": folder, "memory": store, "extensions": extensions, "configs": configs})
+        agent = agents({**settings, **people, "workdir": folder, "memory": store, "extensions": extensions,
+                        "configs": configs})
     except (TypeError, ValueError) as exc:  # a saved trace's settings, edited or from another version
         line = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         raise ForkError(f"the run's recorded settings are not valid: {line}") from None

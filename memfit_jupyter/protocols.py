@@ -152,6 +152,8 @@ class RunAgent(AgentView, Protocol):
     structured: str
     namespace: dict[str, Any]
     ask_user: Callable[[str], str] | None
+    #: Who decides a tool call the policy asks about (``steering.Approvals``), or None.
+    approve: Callable[[dict[str, Any]], Any] | None
     extra_tools: list[Any]
     tool_names: Any
     otel: Any

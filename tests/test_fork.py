@@ -425,3 +425,36 @@ def test_no_fork_writes_into_the_folder_of_any_run_it_comes_from(tmp_path, monke
     (tmp_path / "a-file").write_text("x")
     with pytest.raises(ForkError, match="cannot make the fork's folder .*a-file/child: Not a directory"):
         parent.fork(2, workdir=tmp_path / "a-file" / "child")
+
+
+def test_a_fork_asks_the_parents_approver_and_its_view_syncs_no_key(tmp_path):
+    """The person who decides the parent's tool calls decides the child's live ones (without them a
+    call the policy asks about was refused); the call waiting in the view is redacted, as the
+    controls are synced to the page and saved with the notebook."""
+    from memfit_jupyter.jupyter.widget import RunWidget
+
+    key = "sk-proj-TYPED5Hj2Kl9Mn4Pq7Rs1Tu6Vw"
+    asked: list[dict] = []
+    parent = _parent("demo", tmp_path / "parent", approve=lambda call: asked.append(call) or True)
+    assert parent.status == "done" and asked
+    child = parent.fork(2, workdir=tmp_path / "child")
+    before = len(asked)
+    child.run()
+    assert child.status == "done" and [c["iteration"] for c in asked[before:]] == [2, 3][:len(asked) - before]
+    assert not any("was not run" in str(e.get("error")) for e in child.trace()["events"] if e["type"] == "observation")
+
+    # the first call approved, the next held for the person: the parent waits at step 2, and so does its fork
+    waiting = _parent("demo", tmp_path / "waits", approve=lambda call: True if call["iteration"] == 1 else None)
+    assert waiting.waiting_for_approval is not None
+    child = waiting.fork(2, workdir=tmp_path / "child2",
+                         action={"tool": "write_file", "params": {"path": "cfg.py", "content": f"api_key={key}"}})
+    view = RunWidget(child, step=True)
+    child.run()  # the recorded step 1, then step 2's call waits
+    view.refresh_controls()
+    approval = view.model.controls["approval"]
+    assert child.waiting_for_approval is not None and approval["tool"] == "write_file"
+    assert approval["params"]["content"] == "api_key=[REDACTED]" and key not in json.dumps(view.model.get_state())
+    prompt_run = Agent(model="memfit/demo", workdir=tmp_path / "prompt", memory=False).start(f"sum data.txt; key {key}")
+    stepped = RunWidget(prompt_run, step=True)
+    stepped.refresh_controls()  # step mode shows the next prompt, the task in it
+    assert "key [REDACTED]" in json.dumps(stepped.model.controls["prompt"]) and key not in json.dumps(stepped.model.get_state())

@@ -36,6 +36,7 @@ from typing import Any
 import ipywidgets as W
 from traitlets import Dict, Unicode
 
+from ..secrets import redact, redact_obj
 from ..version import __version__
 from .capture import MAX_LIVE_CARDS, THROTTLE_MS, captured_logs
 
@@ -227,7 +228,8 @@ class RunWidget:
             messages = self.run.next_prompt()
         except Exception as exc:  # a broken extension hook must not break the view
             messages = [{"role": "error", "content": f"{type(exc).__name__}: {exc}"}]
-        return [{"role": str(m["role"]), "content": str(m["content"])} for m in messages]
+        # Redacted as the events are: the controls are synced to the page and saved with the notebook.
+        return [{"role": str(m["role"]), "content": redact(str(m["content"]))} for m in messages]
 
     def _estimate_stale(self) -> bool:
         return self._estimated_at != (len(getattr(self.run, "records", ())), bool(self.run.done))
@@ -244,7 +246,7 @@ class RunWidget:
         try:
             e = self.run.estimate()
         except Exception as exc:  # an estimate must never break the view: say why it is missing
-            self._estimate = {"error": f"{type(exc).__name__}: {exc}"[:300]}
+            self._estimate = {"error": redact(f"{type(exc).__name__}: {exc}")[:300]}
             return self._estimate
         self._estimate = {key: e.get(key) for key in (
             "model", "priced", "iteration_cost_usd", "iteration_worst_case_usd", "calls_per_iteration",
@@ -255,8 +257,8 @@ class RunWidget:
         waiting = self.run.waiting_for_approval
         approval = None
         if waiting is not None:
-            approval = {"tool": waiting["tool"], "params": _jsonable(waiting["params"]),
-                        "thought": str(waiting.get("thought") or "")}
+            approval = redact_obj({"tool": waiting["tool"], "params": _jsonable(waiting["params"]),
+                                   "thought": str(waiting.get("thought") or "")})
         limits = self.run.budget.guarantees if hasattr(self.run, "budget") else None
         controls = {
             "status": self.status_label(), "busy": self._busy, "buttons": self.buttons(),
