@@ -237,11 +237,11 @@ SETTINGS = ("model", "fast_model", "fallback_model", "max_iterations", "max_cost
             "max_recursive_calls", "reflection", "spin_threshold", "max_consecutive_spin_warnings", "detectors",
             "strategy", "samples", "tools", "max_trials", "context_window", "failure_threshold",
             "recovery_timeout", "memory", "api_base", "structured", "max_bad_replies", "memory_triage",
-            "memory_recall", "spin_warnings")
+            "memory_recall", "spin_warnings", "approve_tools", "sandbox")
 #: Settings that traces recorded before the setting existed, with the value their runs had: a
 #: replay or a fork of such a trace runs as its run did (``Agent.from_settings``).
 RECORDED_BEFORE: dict[str, Any] = {"max_bad_replies": 3, "memory_triage": "events", "memory_recall": 0,
-                                   "spin_warnings": "prompt"}
+                                   "spin_warnings": "prompt", "approve_tools": "auto", "sandbox": "none"}
 
 
 #: The defaults memfit first came with, where today's differ (each changed from a measurement:

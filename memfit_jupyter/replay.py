@@ -132,6 +132,9 @@ class RecordedClock:
 class RecordedTools(LiveTools):
     """The recorded observations; internal tools run again (their events are the recording's)."""
 
+    #: No shell or python runs: a replay needs no sandbox, and may be made where there is none.
+    runs_tools = False
+
     def __init__(self, events: list[dict[str, Any]]):
         self.observations: dict[int, deque[dict[str, Any]]] = {}
         for e in events:

@@ -106,10 +106,12 @@ class Run:
 
         self.llm = LLMClient(agent.tiers, backend, self.emit, run_key=self.id, budget=self.budget,
                              structured=agent.structured)
-        # A replay's tools are its recording: it needs no sandbox, and may be made where there is none.
+        # A replay's tools are its recording (``runs_tools`` False): it needs no sandbox, and may be
+        # made where there is none.  A fork's run live from its step: in the parent's sandbox.
         self.tool_context = ToolContext(workdir=agent.workdir, namespace=agent.namespace,
                                         ask_user=agent.ask_user, run=self,
-                                        sandbox=sandbox_of(agent) if tools is None else None)
+                                        sandbox=sandbox_of(agent) if getattr(self.tool_runner, "runs_tools", True)
+                                        else None)
         #: The fork this run is (``{run, at, changes, workspace, memory}``, ``fork.py``), or None.
         self.parent: dict[str, Any] | None = None
         #: The forks of this run made in this process, oldest first (``Run.fork``).

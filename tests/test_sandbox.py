@@ -147,3 +147,22 @@ def test_asking_for_a_sandbox_where_there_is_none_is_one_line(tmp_path, monkeypa
         assert Agent(model="memfit/demo", workdir=tmp_path, memory=False, sandbox="auto").start("x").tool_context.sandbox is None
     finally:
         bwrap_problem.cache_clear()
+
+
+def test_a_fork_of_a_sandboxed_run_runs_its_live_tools_in_the_sandbox(sandbox, planted, tmp_path):
+    """From a run in hand and from its saved trace: the fork's live shell cannot read what the
+    parent's could not (its tools ran unconfined, and a saved trace did not say it was sandboxed)."""
+    import json
+
+    work, beside, _ = planted
+    parent = Agent(model="memfit/demo", workdir=work, memory=False, sandbox="bwrap").start(
+        "What is the total of the numbers in data.txt?")
+    parent.run()
+    assert parent.status == "done" and parent.trace()["settings"]["sandbox"] == "bwrap"
+    peek = {"tool": "shell", "params": {"command": "cat ../planted_secret.txt; echo read-it"}}
+    for name, source in (("in-hand", parent), ("saved", json.loads(json.dumps(parent.trace())))):
+        child = Agent.fork(source, 1, workdir=beside.parent / name, action=peek, max_iterations=1)
+        assert child.tool_context.sandbox is not None, name
+        child.run()
+        (seen,) = [e for e in child.events if e.TYPE == "observation" and e.iteration == 1]
+        assert "read-it" in (seen.output or "") and "BESIDE-SECRET" not in (seen.output or ""), name
