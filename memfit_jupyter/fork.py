@@ -650,6 +650,10 @@ def fork(parent: Any, at: int, *, agents: MakeAgent, memory: Any = "overlay",
         raise
     if parent_run is not None:
         parent_run.forks.append(child)
+    if child.agent.otel:
+        from .otel.live import attach
+
+        attach(child, child.agent.otel)
     restored = child.parent["workspace"] if child.parent else {}
     if not restored.get("exact", True):
         log.warning("fork of %s at step %d is not exact: %s", trace.get("run_id"), at,
@@ -771,8 +775,10 @@ def _make(trace: dict[str, Any], parent_run: Run | None, at: int, changes: dict[
         configs, given = _configs_of(parent_run.agent, settings)
         extensions += given
         # Who decides the live tool calls and answers the agent's questions: the parent's (without
-        # them a call its policy asks about is refused, and ask_user gets no answer).
-        people = {"approve": parent_run.agent.approve, "ask_user": parent_run.agent.ask_user}
+        # them a call its policy asks about is refused, and ask_user gets no answer); and where
+        # its runs are exported live.
+        people = {"approve": parent_run.agent.approve, "ask_user": parent_run.agent.ask_user,
+                  "otel": parent_run.agent.otel}  # exported live where the parent is
     try:
         agent = agents({**settings, **people, "workdir": folder, "memory": store, "extensions": extensions,
                         "configs": configs})

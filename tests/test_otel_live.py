@@ -133,6 +133,22 @@ def test_a_working_collector_gets_every_span(tmp_path):
     assert not otel_notes(run)
 
 
+def test_a_fork_is_exported_live_where_its_parent_is(tmp_path):
+    parent = Agent(model="memfit/demo", workdir=tmp_path / "parent", memory=False,
+                   otel={"path": str(tmp_path / "spans.json"), "schedule_delay": 0.02}).start(
+        "What is the total of the numbers in data.txt?")
+    (tmp_path / "parent").mkdir()
+    parent.run()
+    otel.live_export_of(parent).wait(30)
+    child = parent.fork(2, workdir=tmp_path / "child", guidance="check the sum twice")
+    child.run()
+    stats = otel.live_export_of(child).wait(30)
+    assert stats.dropped == 0 and stats.exported == stats.spans > 0
+    runs = {a.get("memfit.run_id") for a in (attributes(s.get("attributes", [])) for s in
+                                             otel.read_otlp_json(tmp_path / "spans.json"))}
+    assert {parent.id, child.id} <= runs
+
+
 def _saved(run, tmp_path):
     path = tmp_path / "saved.otlp.json"
     otel.export(run.trace(), path=path)
