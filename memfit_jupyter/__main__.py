@@ -90,7 +90,10 @@ class _Parser(argparse.ArgumentParser):
     """Bad arguments are one line on stderr and exit code 2, as every other bad input."""
 
     def error(self, message: str) -> NoReturn:
-        self.exit(2, f"error: {message} (see {self.prog} --help)\n")
+        from .secrets import redact, refresh_env_secrets
+
+        refresh_env_secrets()  # the line quotes the value given, which may be a key pasted in the wrong place
+        self.exit(2, f"error: {redact(message)} (see {self.prog} --help)\n")
 
 
 def _replay_code(recorded: list[dict[str, Any]], replayed: list[dict[str, Any]]) -> int:

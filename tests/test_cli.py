@@ -75,3 +75,13 @@ def test_text_that_is_not_json_says_where_in_one_phrase(tmp_path, monkeypatch, c
     assert main(["replay", "bad.json"]) == 2
     err = capsys.readouterr().err
     assert expected in err and " at at " not in err
+
+
+def test_a_key_pasted_into_an_option_is_not_echoed(tmp_path, monkeypatch, capsys):
+    key = "sk-proj-ENV4sQ9wL2xN7pR1tV6yZ3bC8d"
+    monkeypatch.setenv("OPENAI_API_KEY", key)
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(SystemExit) as end:
+        main(["run", "add up data.txt", "--max-cost", key])
+    err = capsys.readouterr().err
+    assert end.value.code == 2 and "invalid float value: '[REDACTED]'" in err and key not in err
