@@ -3,13 +3,16 @@ a worker that dies, the sweep-wide budget, bad input, and ``%%memfit_sweep`` in 
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import signal
 import subprocess
 import sys
 import textwrap
+import threading
 import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import nbformat
@@ -19,7 +22,8 @@ from nbclient import NotebookClient
 
 from memfit_jupyter import Agent
 from memfit_jupyter.errors import UnknownModelError
-from memfit_jupyter.sweep import sweep
+from memfit_jupyter.secrets import REDACTED
+from memfit_jupyter.sweep import resume, sweep
 from memfit_jupyter.sweep.spec import expand
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -229,6 +233,142 @@ def test_bad_input_is_one_clear_error_before_anything_runs(tmp_path):
     assert not (tmp_path / "x" / "runs").exists()
 
 
+#: A key shaped like OpenAI's (redacted by its look) and a proxy's password (only its place in
+#: a URL says it is one).
+KEY = "sk-proj-LITERAL9876543210zyxwvutQQQ"
+PASSWORD = "hunter2-proxy-7f3a9c"
+#: What a leak is found by: part of the key finds it cut short too (a name shortened for display).
+SECRETS = (KEY[8:19], PASSWORD)
+
+
+def _files_holding(out: Path) -> list[str]:
+    """Every file under ``out`` whose bytes hold a secret."""
+    return [f"{p}: {s}" for p in out.rglob("*") if p.is_file() for s in SECRETS if s.encode() in p.read_bytes()]
+
+
+def _shows(df: pl.DataFrame) -> list[str]:
+    return [s for s in SECRETS if s in df.write_json()]
+
+
+def _one_line_refusal(out: Path, **options) -> str:
+    with pytest.raises(ValueError) as refused:
+        resume(out, progress=False, **options)
+    message = str(refused.value)
+    assert len(message.splitlines()) == 1, message
+    return message
+
+
+def test_sweep_json_and_the_frame_keep_secrets_redacted_without_running(tmp_path):
+    # A budget below every run's worst case skips them all: sweep.json, the frame and resume's
+    # checks, with no worker process started.
+    base = f"https://proxy:{PASSWORD}@llm.example/v1"
+    settings = {"model": "memfit/demo", "memory": False, "api_base": base, "max_cost_usd": 0.01}
+    plain = "What is the total of the numbers in data.txt?"
+    df = sweep([f"Sum data.txt, token {KEY}", plain], None, settings=settings, out=tmp_path / "both",
+               max_cost_usd=0.001, progress=False)
+    assert df["status"].to_list() == ["skipped", "skipped"]
+    assert _shows(df) == [] and df["task"][0] == f"Sum data.txt, token {REDACTED}"
+    assert _files_holding(tmp_path / "both") == []
+    # The task that held a key decides, whatever else is given: no setting can make up for it.
+    assert "call sweep() again" in _one_line_refusal(tmp_path / "both", api_base=base, max_cost_usd=0.001)
+
+    df = sweep([plain], None, settings=settings, out=tmp_path / "plain", max_cost_usd=0.001, progress=False)
+    assert _shows(df) == [] and _files_holding(tmp_path / "plain") == []
+    assert "give it again" in _one_line_refusal(tmp_path / "plain", max_cost_usd=0.001)
+    again = resume(tmp_path / "plain", api_base=base, max_cost_usd=0.001, progress=False)
+    assert again.equals(df)
+
+
+@pytest.mark.slow  # worker processes
+def test_secrets_stay_out_of_the_sweep_folder_and_frame_and_resume_takes_them_again(tmp_path):
+    out = tmp_path / "sw"
+    base = f"https://proxy:{PASSWORD}@llm.example/v1"
+    shown = f"https://proxy:{REDACTED}@llm.example/v1"
+    tasks = {"keyed": f"What is the total of the numbers in data.txt? (service token: {KEY})",
+             "plain": "What is the total of the numbers in data.txt?"}
+    settings = {"model": "memfit/demo", "memory": False, "api_base": base}  # scripted: no server
+    df = sweep(tasks, {"max_iterations": [6]}, settings=settings, out=out, max_parallel=2, progress=False)
+    assert df["status"].to_list() == ["done", "done"]
+    assert df["api_base"].to_list() == [shown, shown]
+    assert _shows(df) == [] and _files_holding(out) == []
+    manifest = json.loads((out / "sweep.json").read_text())["runs"]
+    assert [r.get("redacted") for r in manifest] == [["task", "settings.api_base"], ["settings.api_base"]]
+    keyed, plain = (out / "runs" / k / "trace.json" for k in df["run"])
+    kept = keyed.stat().st_mtime_ns
+
+    # A run that did not finish needs the password: without it, or with another, nothing runs.
+    plain.unlink()
+    message = _one_line_refusal(out)
+    assert f'api_base="{shown}"' in message and "give it again" in message and PASSWORD not in message
+    assert "is another one" in _one_line_refusal(out, api_base="https://proxy:other@elsewhere.example/v1")
+    assert "kept in full" in _one_line_refusal(out, api_base=base, model="memfit/demo")
+    assert not plain.exists()
+    assert json.loads((plain.parent / "attempts.json").read_text())["attempts"] == 1
+
+    # Given again, it is put back: the run is done again, the finished one read back.
+    again = resume(out, api_base=base, progress=False)
+    assert again["status"].to_list() == ["done", "done"] and again["attempts"].to_list() == [1, 2]
+    assert again["api_base"].to_list() == [shown, shown] and _shows(again) == []
+    assert plain.exists() and keyed.stat().st_mtime_ns == kept
+    assert _files_holding(out) == []
+
+    # A task that held a key is kept redacted: only the sweep's own call can go on with it.
+    keyed.unlink()
+    message = _one_line_refusal(out, api_base=base)
+    assert "task of run" in message and "call sweep() again" in message and KEY not in message
+    assert not keyed.exists()
+    last = sweep(tasks, {"max_iterations": [6]}, settings=settings, out=out, max_parallel=2, progress=False)
+    assert last["status"].to_list() == ["done", "done"] and last["attempts"].to_list() == [2, 2]
+    assert _shows(last) == [] and _files_holding(out) == []
+
+
+class _Proxy(BaseHTTPRequestHandler):
+    """An OpenAI-compatible server that notes the Authorization header of every request: what a
+    run sends is what it was given (a URL's user and password become a Basic header)."""
+
+    seen: list[str] = []
+
+    def log_message(self, *args):  # quiet
+        pass
+
+    def do_POST(self):
+        self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        type(self).seen.append(self.headers.get("Authorization") or "")
+        reply = {"answer": "ok", "confidence": 0.9, "reasoning": ["scripted"]}
+        raw = json.dumps({"id": "c", "object": "chat.completion", "created": int(time.time()), "model": "m",
+                          "choices": [{"index": 0, "finish_reason": "stop",
+                                       "message": {"role": "assistant", "content": json.dumps(reply)}}],
+                          "usage": {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15}}).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(raw)))
+        self.end_headers()
+        self.wfile.write(raw)
+
+
+@pytest.mark.slow  # worker processes
+def test_runs_get_the_real_password_that_sweep_json_keeps_redacted(tmp_path):
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _Proxy)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        out = tmp_path / "sw"
+        base = f"http://proxy:{PASSWORD}@127.0.0.1:{server.server_address[1]}/v1"
+        real = "Basic " + base64.b64encode(f"proxy:{PASSWORD}".encode()).decode()
+        settings = {"model": "openai/proxied", "api_base": base, "memory": False, "max_iterations": 1,
+                    "context_window": 32_000}
+        _Proxy.seen = []
+        df = sweep(["Say ok."], None, settings=settings, out=out, max_parallel=1, progress=False)
+        assert _Proxy.seen and set(_Proxy.seen) == {real}
+        (out / "runs" / df["run"][0] / "trace.json").unlink()
+        _Proxy.seen = []
+        resume(out, api_base=base, progress=False)  # the worker gets the value given again, not sweep.json's
+        assert _Proxy.seen and set(_Proxy.seen) == {real}
+        assert _files_holding(out) == []
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
 def test_package_name_stays_callable_and_import_is_light():
     import memfit_jupyter.sweep.spec  # noqa: F401  (binds the package on memfit_jupyter)
 
@@ -254,6 +394,7 @@ def test_sweep_magic_in_a_real_kernel(tmp_path):
         "%memfit_sweep --resume sw --grid model=memfit/demo",
         "%memfit_sweep --task hi --resources num_cpus=2",
         "%memfit_sweep --task hi --engine ray --resources num_cpus",
+        "%memfit_sweep --resume sw --set api_base=http://127.0.0.1:9/v1",
     ]
     nb = nbformat.v4.new_notebook()
     nb.cells = [nbformat.v4.new_code_cell(c) for c in cells]
@@ -265,12 +406,13 @@ def test_sweep_magic_in_a_real_kernel(tmp_path):
     values = [m["state"].get("value", "") for m in state.values() if m["model_name"] == "HTMLModel"]
     assert any("2/2 done" in v and "finished" in v for v in values)
     assert nb.cells[2].outputs[0].text.strip() == "DataFrame 2 ['done', 'done']"
-    errors = ["".join(o.get("text", "") + o.get("evalue", "") for o in nb.cells[i].outputs) for i in (3, 4, 6, 7, 8, 9)]
+    errors = ["".join(o.get("text", "") + o.get("evalue", "") for o in nb.cells[i].outputs) for i in (3, 4, 6, 7, 8, 9, 10)]
     for err in errors:  # IPython shows a UsageError as one line, no traceback
         assert "Traceback" not in err and len(err.strip().splitlines()) == 1, err
     assert "unknown scenario 'nope'" in errors[0] and "no tasks" in errors[1]
     assert "no sweep to resume" in errors[2] and "give no tasks" in errors[3]
     assert "--resources is for --engine ray" in errors[4] and "KEY=V" in errors[5]
+    assert "api_base is kept in full" in errors[6]  # --set with --resume: only settings kept redacted
     # --resume read the finished runs back: the same rows, nothing run again
     assert nb.cells[5].outputs[-1].text.strip() == "True", nb.cells[5].outputs
     assert {json.loads(p.read_text())["attempts"] for p in (tmp_path / "sw").glob("runs/*/attempts.json")} == {1}

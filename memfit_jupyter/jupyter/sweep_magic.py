@@ -12,7 +12,9 @@ line form.  ``--grid KEY=V1,V2`` is repeatable; values are JSON where they parse
 DataFrame (``df = %memfit_sweep ...``) and binds it to ``--name``.
 
 ``%memfit_sweep --resume DIR`` goes on with the sweep kept in ``DIR`` (its runs are listed
-there; finished ones are read back), e.g. after the kernel died; ``--resources
+there; finished ones are read back), e.g. after the kernel died; ``--set KEY=V`` with it gives
+again a setting that held a secret, which ``DIR`` keeps redacted (``--set api_base=$base``:
+IPython puts the variable's value in the line, so the password is in no cell); ``--resources
 num_cpus=2,memory=4e9`` is what each run asks of Ray.
 """
 
@@ -88,7 +90,8 @@ class SweepMagics(Magics):
     @argument("--address", metavar="ADDR", help="an existing Ray cluster (engine ray), e.g. ray://host:10001")
     @argument("--resources", action="append", default=[], metavar="KEY=V",
               help="what each run asks of Ray (engine ray; repeatable or comma-separated), e.g. num_cpus=2")
-    @argument("--resume", metavar="DIR", help="go on with the sweep kept in DIR (no tasks or grid then)")
+    @argument("--resume", metavar="DIR",
+              help="go on with the sweep kept in DIR (no tasks or grid then; --set only for settings it keeps redacted)")
     @argument("--name", metavar="VAR", help="bind the DataFrame to VAR")
     @argument("--quiet", action="store_true", help="no progress widget")
     @line_cell_magic
@@ -105,14 +108,14 @@ class SweepMagics(Magics):
                    "progress": not args.quiet}
         from ..sweep import resume, sweep
 
+        shared: dict[str, Any] = {k: v[0] if len(v) == 1 else v for k, v in parse_grid(args.set).items()}
         if args.resume:
-            if args.task or args.grid or args.set or args.out or (cell or "").strip():
-                raise UsageError("--resume DIR takes the runs kept in DIR: give no tasks, --grid, --set or --out")
-            run: Callable[[], Any] = lambda: resume(args.resume, **options)  # noqa: E731
+            if args.task or args.grid or args.out or (cell or "").strip():
+                raise UsageError("--resume DIR takes the runs kept in DIR: give no tasks, --grid or --out")
+            run: Callable[[], Any] = lambda: resume(args.resume, **options, **shared)  # noqa: E731
         else:
             tasks = parse_tasks(cell, args.task)
             grid = parse_grid(args.grid)
-            shared = {k: v[0] if len(v) == 1 else v for k, v in parse_grid(args.set).items()}
             run = lambda: sweep(tasks, grid, out=args.out, settings=shared, **options)  # noqa: E731
         try:
             df = run()

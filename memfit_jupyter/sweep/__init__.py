@@ -11,6 +11,10 @@ traces exist are read back, not redone.  Modules: ``spec`` (combinations, keys, 
 ``runner`` (one run, in a worker), ``engines`` (local processes; ``ray_engine``: Ray),
 ``core`` (the scheduler and the sweep-wide budget).  Ray is imported only for
 ``engine="ray"``; IPython only to show the progress widget inside a kernel.
+
+Secrets (a key in a task, a password in an ``api_base``) reach the runs, which need them,
+and nothing else: ``sweep.json`` keeps them redacted and the DataFrame shows them redacted,
+so ``resume`` takes such settings again (``resume(out, api_base=...)``).
 """
 
 from __future__ import annotations
@@ -58,15 +62,20 @@ def sweep(tasks: Iterable[str] | Mapping[str, str] | str, grid: Mapping[str, Ite
     - ``progress``: ``"auto"`` shows the live widget inside a kernel; a callable gets every
       ``SweepProgress``; ``False`` shows nothing.
 
+    Secrets in tasks and settings are redacted wherever they would be written or shown
+    (``out/sweep.json``, the DataFrame); the runs get the real values.
+
     Columns: ``run`` (the key), ``task``, one per setting, ``status`` (a run's status, or
     ``error`` / ``skipped`` / ``cancelled`` for runs without a trace), ``iterations``,
     ``cost_usd``, ``prompt_tokens``, ``completion_tokens``, ``tokens``, ``duration_s``,
     ``mechanisms`` (what fired: reflection, spin, breaker...), ``answer``, ``trace`` (its
     path), ``attempts``, ``error``.
     """
+    from ..secrets import refresh_env_secrets
     from .spec import expand, validate
 
     _check_options(engine, max_parallel, max_cost_usd, retries)
+    refresh_env_secrets()  # a key set since the last run is a secret to redact in names and sweep.json
     specs = expand(tasks, grid, settings)
     validate(specs)
     if out is None:
@@ -84,24 +93,87 @@ def sweep(tasks: Iterable[str] | Mapping[str, str] | str, grid: Mapping[str, Ite
 def resume(out: str | os.PathLike[str], *, engine: str = "local", max_parallel: int | None = None,
            max_cost_usd: float | None = None, retries: int = 1, address: str | None = None,
            resources: Mapping[str, Any] | None = None, ray_init: Mapping[str, Any] | None = None,
-           progress: bool | str | Callable[[Any], None] = "auto") -> Any:
+           progress: bool | str | Callable[[Any], None] = "auto", **settings: Any) -> Any:
     """Go on with the sweep kept in ``out`` (after a crash, a kill, an interrupt, in a new kernel):
     the runs its last ``sweep`` call listed, finished ones read back, the others run now.  The
-    engine and the limits are this call's (a sweep begun locally can end on Ray)."""
+    engine and the limits are this call's (a sweep begun locally can end on Ray).
+
+    ``settings``: the settings that held a secret, given again (``api_base="https://user:pw@..."``):
+    ``sweep.json`` keeps them redacted.  A value given again replaces the runs' redacted one
+    that it redacts to.  When a run that has not finished needs a redacted value that is not
+    given (or a task that held a secret: call ``sweep`` again with its tasks and ``out``),
+    nothing runs: a ``ValueError`` says what to give."""
+    from ..secrets import refresh_env_secrets
     from .spec import RunSpec, validate
 
     _check_options(engine, max_parallel, max_cost_usd, retries)
     path = Path(out).expanduser().resolve()
     try:
         data = json.loads((path / MANIFEST).read_text())
-        specs = [RunSpec.from_json(r) for r in data["runs"]]
+        entries = list(data["runs"])
+        specs = [RunSpec.from_json(r) for r in entries]
+        lost = [list(r.get("redacted") or ()) for r in entries]
     except FileNotFoundError:
         raise FileNotFoundError(f"no sweep to resume in {path}: it has no {MANIFEST}") from None
     except (OSError, ValueError, KeyError, TypeError) as exc:
         raise ValueError(f"cannot resume the sweep in {path}: {MANIFEST} is unreadable ({exc})") from None
-    validate(specs)
+    refresh_env_secrets()  # the values given are matched by their redacted form
+    specs, lacking = _restore(specs, lost, settings, path)
+    validate([s for s, missing in zip(specs, lacking, strict=True) if not missing])
     return _run(specs, path, engine=engine, max_parallel=max_parallel, max_cost_usd=max_cost_usd,
                 retries=retries, address=address, resources=resources, ray_init=ray_init, progress=progress)
+
+
+def _restore(specs: list[Any], lost: list[list[str]], given: Mapping[str, Any],
+             path: Path) -> tuple[list[Any], list[list[str]]]:
+    """The specs with the values ``given`` again put back where ``sweep.json`` redacted them, and
+    what each still lacks.  A run that lacks something must have finished (its trace is read
+    back, its values are not needed); otherwise this refuses, in one line, before anything runs."""
+    from dataclasses import replace
+
+    from ..secrets import redact_obj
+    from .runner import read_finished
+    from .spec import check_setting
+
+    redacted = {name.removeprefix("settings.") for names in lost for name in names if name.startswith("settings.")}
+    for name in given:
+        check_setting(name)
+        if name not in redacted:
+            held = f"the settings it keeps redacted are: {', '.join(sorted(redacted))}" if redacted else \
+                "it keeps none redacted"
+            raise ValueError(f"resume takes again only settings that {MANIFEST} in {path} keeps redacted, and "
+                             f"{name} is kept in full ({held})")
+    shown = {name: json.dumps(redact_obj(value), sort_keys=True) for name, value in given.items()}
+    restored, lacking = [], []
+    for spec, names in zip(specs, lost, strict=True):
+        settings, missing = dict(spec.settings), []
+        for name in names:
+            setting = name.removeprefix("settings.")
+            if name != setting and setting in given and shown[setting] == json.dumps(settings[setting], sort_keys=True):
+                settings[setting] = given[setting]
+            else:
+                missing.append(name)
+        restored.append(replace(spec, settings=settings) if settings != spec.settings else spec)
+        lacking.append(missing)
+    needed = [(spec, name) for spec, missing in zip(specs, lacking, strict=True)
+              if missing and read_finished(spec, path) is None for name in missing]
+    if needed:
+        # a task first: no setting given again could make up for it
+        spec, name = min(needed, key=lambda need: need[1].startswith("settings."))
+        raise ValueError(_needs(spec, name, given, path))
+    return restored, lacking
+
+
+def _needs(spec: Any, name: str, given: Mapping[str, Any], path: Path) -> str:
+    """Why a run that has not finished cannot go on: the redacted value it needs, and how to give it."""
+    setting = name.removeprefix("settings.")
+    if name == setting:  # its task or files held a secret: only the sweep's own call has them
+        return (f"cannot resume the sweep in {path}: the {name} of run {spec.key} ({spec.name}) held a secret, "
+                f"which {MANIFEST} keeps redacted; call sweep() again with its tasks and out= to go on")
+    kept = json.dumps(spec.settings[setting])
+    why = f"the {setting} given is another one" if setting in given else "give it again"
+    return (f"cannot resume the sweep in {path}: run {spec.key} needs {setting}={kept}, which {MANIFEST} keeps "
+            f"redacted (it held a secret); {why}: resume(out, {setting}=...), or --set {setting}=... in a cell")
 
 
 #: ``memfit_jupyter.sweep`` is this function once imported from the package: ``.resume`` on it too.
@@ -120,8 +192,12 @@ def _check_options(engine: str, max_parallel: int | None, max_cost_usd: float | 
 
 
 def _write_manifest(out: Path, specs: list[Any]) -> None:
+    """List the runs in ``out/sweep.json``, their secrets redacted (``RunSpec.kept``)."""
+    from ..secrets import refresh_env_secrets
+
+    refresh_env_secrets()
     tmp = out / f".{MANIFEST}.{os.getpid()}.tmp"
-    tmp.write_text(json.dumps({"runs": [s.to_json() for s in specs]}, indent=1))
+    tmp.write_text(json.dumps({"runs": [s.kept() for s in specs]}, indent=1))
     os.replace(tmp, out / MANIFEST)
 
 

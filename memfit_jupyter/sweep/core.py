@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypedDict
 
+from ..secrets import redact
 from .runner import read_finished, run_dir
 from .spec import RunSpec, row_without_trace
 
@@ -139,7 +140,7 @@ def run_specs(specs: list[RunSpec], out: Path, engine: Engine, *, max_parallel: 
 
     def end(spec: RunSpec, row: dict[str, Any]) -> None:
         rows[spec.key] = row
-        progress.recent = [*progress.recent[-9:], (spec.name, row["status"], row["cost_usd"] or 0.0)]
+        progress.recent = [*progress.recent[-9:], (row["task"], row["status"], row["cost_usd"] or 0.0)]
 
     report()
     try:
@@ -174,7 +175,8 @@ def run_specs(specs: list[RunSpec], out: Path, engine: Engine, *, max_parallel: 
                     progress.cost_usd += row["cost_usd"] or 0.0
                     end(spec, row)
                     continue
-                message = f"{type(exc).__name__}: {exc}".splitlines()[0][:500]
+                # redacted before it is cut short: a cut could leave a key that no longer looks like one
+                message = redact(f"{type(exc).__name__}: {exc}").splitlines()[0][:500]
                 _record_attempt(spec, out, error=message)
                 progress.lost_usd += worst  # unknown spend: charge the worst case (module docstring)
                 if tries[spec.key] <= retries:

@@ -6,6 +6,10 @@ combination lands in the same place in every sweep over ``out``, which is what m
 sweep resumable.  The row a finished run contributes to the sweep's DataFrame is made
 from its serialised trace alone (``row_from_trace``), so a resumed sweep reads the rows
 of finished runs back from disk exactly as they were.
+
+Specs hold the real task and settings, in this process and in the workers they are handed
+to; what is written to disk or shown is redacted (``secrets.redact``): ``RunSpec.kept`` is
+a spec as ``sweep.json`` keeps it, and rows show settings and names redacted.
 """
 
 from __future__ import annotations
@@ -17,6 +21,8 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from ..secrets import redact, redact_obj
 
 #: Grid keys that are limits of ``ExecutionGuarantees`` rather than ``Agent`` arguments.
 GUARANTEE_KEYS = ("max_cost_usd", "max_duration_seconds", "max_recursive_calls")
@@ -63,6 +69,24 @@ class RunSpec:
             data["place"] = self.place
         return data
 
+    def kept(self) -> dict[str, Any]:
+        """``to_json`` as ``sweep.json`` keeps it on disk: every secret redacted, and under
+        ``"redacted"`` what lost one (``"task"``, ``"files"``, ``"settings.<name>"``): the values
+        a run that has not finished needs given again (``resume``).  The key stays the real
+        values' hash, so a run keeps its directory."""
+        data = self.to_json()
+        settings = {k: redact_obj(v) for k, v in self.settings.items()}
+        kept: dict[str, Any] = {**data, "task": redact(self.task), "settings": settings, "name": redact(self.name)}
+        lost = ["task"] if kept["task"] != self.task else []
+        if self.files:
+            kept["files"] = redact_obj(self.files)
+            if _differs(kept["files"], self.files):
+                lost.append("files")
+        lost += [f"settings.{k}" for k, v in self.settings.items() if _differs(settings[k], v)]
+        if lost:
+            kept["redacted"] = lost
+        return kept
+
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> RunSpec:
         return cls(data["task"], dict(data["settings"]), data["key"], data["name"], dict(data.get("files") or {}),
@@ -89,7 +113,10 @@ def expand(tasks: Iterable[str] | Mapping[str, str] | str, grid: Mapping[str, It
     """
     if isinstance(tasks, str):
         tasks = [tasks]
-    named = list(tasks.items()) if isinstance(tasks, Mapping) else [(_short(t), t) for t in tasks]
+    # A name is only shown (the task column, the progress display, sweep.json): redacted here,
+    # before shortening could cut a key to something that no longer looks like one.
+    named = ([(redact(n) if isinstance(n, str) else n, t) for n, t in tasks.items()] if isinstance(tasks, Mapping)
+             else [(_short(redact(str(t))), t) for t in tasks])
     if not named:
         raise ValueError("no tasks: give at least one task")
     for name, task in named:
@@ -152,6 +179,11 @@ def _check_json(settings: Mapping[str, Any]) -> None:
         raise ValueError(f"sweep settings must be JSON values (strings, numbers, lists...): {exc}") from None
 
 
+def _differs(a: Any, b: Any) -> bool:
+    """Whether two JSON values differ as JSON (a tuple and the list redaction made of it do not)."""
+    return json.dumps(a, sort_keys=True) != json.dumps(b, sort_keys=True)
+
+
 def _short(task: str) -> str:
     line = " ".join(str(task).split())
     return line if len(line) <= 40 else line[:39] + "…"
@@ -174,12 +206,18 @@ def mechanisms(events: Iterable[Mapping[str, Any]]) -> list[str]:
     return sorted(t for t in fired if t)
 
 
+def _shown(spec: RunSpec) -> dict[str, Any]:
+    """The columns a row takes from its spec, redacted: a row is shown (the DataFrame, the
+    progress display), and an ``api_base`` may carry a password."""
+    return {"run": spec.key, "task": redact(spec.name), **{k: redact_obj(v) for k, v in spec.settings.items()}}
+
+
 def row_from_trace(spec: RunSpec, trace: Mapping[str, Any], trace_path: Path, attempts: int) -> dict[str, Any]:
     """The DataFrame row of a finished run, read from its trace."""
     totals = trace.get("totals") or {}
     tokens = totals.get("tokens") or {}
     return {
-        "run": spec.key, "task": spec.name, **spec.settings,
+        **_shown(spec),
         "status": trace.get("status"), "iterations": totals.get("iterations"),
         "cost_usd": totals.get("cost_usd"), "prompt_tokens": tokens.get("prompt"),
         "completion_tokens": tokens.get("completion"), "tokens": tokens.get("total"),
@@ -191,8 +229,8 @@ def row_from_trace(spec: RunSpec, trace: Mapping[str, Any], trace_path: Path, at
 def row_without_trace(spec: RunSpec, status: str, error: str, attempts: int) -> dict[str, Any]:
     """The row of a run that has no trace: it failed to run, or the sweep did not start it."""
     return {
-        "run": spec.key, "task": spec.name, **spec.settings,
+        **_shown(spec),
         "status": status, "iterations": None, "cost_usd": 0.0, "prompt_tokens": None,
         "completion_tokens": None, "tokens": None, "duration_s": None, "mechanisms": [],
-        "answer": None, "trace": None, "attempts": attempts, "error": error,
+        "answer": None, "trace": None, "attempts": attempts, "error": redact(error),
     }
