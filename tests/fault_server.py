@@ -40,6 +40,8 @@ class FaultServer:
         self.stream_delay_s = stream_delay_s
         #: The window ``GET /v1/models`` reports for every model.
         self.context_window = context_window
+        #: The ``Authorization`` header of each GET (a proxy's login arrives there).
+        self.get_auth: list[str | None] = []
         self._scripts: dict[str, list[str]] = {}
         self.requests: dict[str, int] = defaultdict(int)
         self.bodies: dict[str, list[dict]] = defaultdict(list)
@@ -56,6 +58,7 @@ class FaultServer:
                 pass
 
             def do_GET(self):  # the model listing, with a window, as vLLM's says it
+                owner.get_auth.append(self.headers.get("Authorization"))
                 if self.path.rstrip("/").endswith("/models"):
                     owner._send(self, 200, {"object": "list", "data": [
                         {"id": "scripted", "object": "model", "max_model_len": owner.context_window}]})

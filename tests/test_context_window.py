@@ -34,6 +34,14 @@ def test_the_window_is_asked_of_the_server(server):
     assert served_window(closed_port_base(), "openai/anything") is None
 
 
+def test_a_server_behind_a_login_in_its_url_is_asked_with_that_login(server):
+    import base64
+
+    with_login = server.api_base.replace("http://", "http://me:p%40ss@")
+    assert served_window(with_login, "openai/anything") == 6000
+    assert server.get_auth[-1] == "Basic " + base64.b64encode(b"me:p@ss").decode()
+
+
 def test_a_live_run_takes_the_servers_window_and_its_replay_measures_against_the_same(server, tmp_path):
     server.script("local", [f"ok:{FINISH}"])
     agent = Agent(model="openai/local", api_base=server.api_base, structured="text", tools=["finish"],

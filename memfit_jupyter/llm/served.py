@@ -17,7 +17,9 @@ the caller gets None.
 
 from __future__ import annotations
 
+import base64
 import json
+import urllib.parse
 import urllib.request
 from collections.abc import Callable
 from typing import Any
@@ -36,6 +38,13 @@ def server_root(api_base: str) -> str:
 
 def _request(url: str, api_key: str | None, body: dict[str, Any] | None = None) -> Any:
     headers = {"Content-Type": "application/json"}
+    parts = urllib.parse.urlsplit(url)
+    if parts.username is not None:  # a proxy's user:password@ (urllib takes it for part of the port)
+        host = parts.hostname or ""
+        netloc = (f"[{host}]" if ":" in host else host) + (f":{parts.port}" if parts.port else "")
+        url = urllib.parse.urlunsplit(parts._replace(netloc=netloc))
+        login = f"{urllib.parse.unquote(parts.username)}:{urllib.parse.unquote(parts.password or '')}"
+        headers["Authorization"] = "Basic " + base64.b64encode(login.encode()).decode()
     if api_key:
         headers["Authorization"] = f"Bearer {api_key}"
     data = json.dumps(body).encode() if body is not None else None
