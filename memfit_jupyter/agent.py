@@ -236,7 +236,12 @@ class Agent:
         a run in hand.  Not started: call ``run()`` or ``step()``."""
         from .fork import fork
 
-        return fork(parent, at, agents=cls.from_settings, **changes)
+        child = fork(parent, at, agents=cls.from_settings, **changes)
+        if child.agent.otel:  # a run in hand's fork is exported where the parent is, as start() does
+            from .otel.live import attach
+
+            attach(child, child.agent.otel)
+        return child
 
     @classmethod
     def replay(cls, trace: Any, **overrides: Any) -> Run:

@@ -650,10 +650,6 @@ def fork(parent: Any, at: int, *, agents: MakeAgent, memory: Any = "overlay",
         raise
     if parent_run is not None:
         parent_run.forks.append(child)
-    if child.agent.otel:
-        from .otel.live import attach
-
-        attach(child, child.agent.otel)
     restored = child.parent["workspace"] if child.parent else {}
     if not restored.get("exact", True):
         log.warning("fork of %s at step %d is not exact: %s", trace.get("run_id"), at,
