@@ -1,10 +1,12 @@
 """Redaction: strings that look like API keys or tokens never reach memory, traces, outputs or logs.
 
 ``redact(text)`` is the one function; ``redact_obj`` applies it to every string of a
-JSON-like value.  Everything that leaves a run goes through it: each event when it is
-emitted, the trace's other fields (``trace.trace_of``), every output bundle of a cell
+JSON-like value, ``redact_ends`` to a text about to be cut short (a tool's long output) and
+``StreamRedactor`` to a text that arrives in pieces (a streamed reply): a key split by a cut or
+between two pieces is redacted whole.  Everything that leaves a run goes through it: each event
+when it is emitted, the trace's other fields (``trace.trace_of``), every output bundle of a cell
 (``jupyter/display.py``), exported spans (``otel/conventions.py``), memory items
-(``memory/items.py``) and the package's log records (``RedactingFilter``).
+(``memory/items.py``) and the package's log records (``RedactingFilter``, tracebacks included).
 """
 
 from __future__ import annotations
@@ -33,11 +35,11 @@ _SECRET_RE = re.compile("|".join(f"(?:{p})" for p in _PATTERNS))
 # "Bearer <token>", "api_key = <value>", "password: <value>", "export GROQ_API_KEY=<value>": keep
 # the name, hide the value.  The name may end a longer one (no word boundary before it: "_" is a
 # word character, so GROQ_API_KEY has none before API).
-_KEYED_RE = re.compile(
+_KEYED_NAME = (
     r"(?i)(\bbearer\s+|(?:api[_-]?key|access[_-]?token|auth[_-]?token|token|secret|password|passwd"
     r"|(?-i:\b[A-Z][A-Z0-9_]*_KEY))[\"']?\s*[:=]\s*[\"']?)"
-    r"([^\s\"',;]{4,})"
 )
+_KEYED_RE = re.compile(_KEYED_NAME + r"([^\s\"',;]{4,})")
 # A password in a URL (an api_base through a proxy, a database URL): "scheme://user:<value>@".
 _URL_PASSWORD_RE = re.compile(r"(\b[A-Za-z][A-Za-z0-9+.\-]*://[^\s/:@]*:)([^\s/@]+)@")
 _ENV_NAME = re.compile(r"(?i)(key|token|secret|password)")
@@ -100,6 +102,100 @@ def _redact(text: str) -> str:
 _redact_short = functools.lru_cache(maxsize=8192)(_redact)
 
 
+#: Longer than any piece of a key a cut leaves unrecognized, a JWT's included (``redact_ends``).
+_CUT_KEY_CHARS = 2048
+
+
+def _longest_env_secret() -> int:
+    env = _env_secrets()
+    return len(env[0]) if env else 0  # sorted longest first
+
+
+def redact_ends(text: str, keep: int) -> tuple[str, str]:
+    """The first and the last ``keep`` characters of ``redact(text)``, for a text cut short in
+    the middle; ``(redact(text), "")`` when that is no longer than ``2 * keep``.
+
+    Cutting first would leave the two halves of a key across a cut, which no pattern knows.
+    A long text is not scanned whole: each end is redacted with a margin past it, wide enough
+    that a key the margin's edge cuts stays in the margin."""
+    margin = 2 * max(_CUT_KEY_CHARS, _longest_env_secret())
+    if len(text) > 2 * (keep + margin):
+        head, tail = redact(text[: keep + margin]), redact(text[-(keep + margin):])
+        # Keys replaced in a margin shorten it: the piece cut at its edge must still be past `keep`.
+        if min(len(head), len(tail)) >= keep + margin // 2:
+            return head[:keep], tail[-keep:]
+    whole = redact(text)
+    if len(whole) <= 2 * keep:
+        return whole, ""
+    return whole[:keep], whole[-keep:]
+
+
+#: The characters of the keys ``_PATTERNS`` knows (and of the names before a keyed value).
+_KEY_CHAR = re.compile(r"[A-Za-z0-9_.\-]")
+#: A keyed value too short to be one yet, at the end of a text: from its first character.
+_KEYED_OPEN = re.compile(_KEYED_NAME + r"[^\s\"',;]{0,3}\Z")
+#: A URL's credentials not ended by "@" yet, at the end of a text.
+_URL_OPEN = re.compile(r"://[^\s/:@]*:[^\s/@]*\Z")
+#: How far back from its end a text's keyed value or URL may begin (a name, a separator, a user).
+_OPEN_CHARS = 256
+
+
+def _env_prefix_at_end(text: str) -> int:
+    """The length of the longest end of ``text`` that begins an environment secret's value (a
+    value is only found whole)."""
+    for value in _env_secrets():
+        i = text.find(value[0], max(0, len(text) - len(value) + 1))
+        while i != -1:
+            if value.startswith(text[i:]):  # the first place found is the longest end
+                return len(text) - i
+            i = text.find(value[0], i + 1)
+    return 0
+
+
+class StreamRedactor:
+    """Redacts a text that arrives in pieces (a streamed reply) as it grows: the parts ``advance``
+    returns, joined, are ``redact`` of the whole text, and no part holds a piece of a key.
+
+    Each piece redacted alone would miss a key split between two of them.  The whole text so far
+    is redacted again each time, and its end is held back for as long as more text could make
+    it a key: the word it ends in (a key is a word: "sk-proj-ab" is one once a digit comes), a
+    keyed value of under four characters, a URL's credentials before their "@", and the start of
+    an environment secret's value.  A pattern added to ``_PATTERNS`` keeps to ``_KEY_CHAR``."""
+
+    def __init__(self) -> None:
+        #: What was given out so far: the start of the redacted text.
+        self.shown = ""
+
+    def advance(self, text: str, final: bool = False) -> str:
+        """What more of the redacted ``text`` (all of it so far) can be given out; all of the
+        rest when ``final`` (the text is complete)."""
+        whole = redact(text)
+        start = len(self.shown)
+        if not whole.startswith(self.shown):
+            # A key recognized only now began in what was given out, which cannot be taken back:
+            # nothing given out after it could join up with the redacted text.
+            return ""
+        end = len(whole)
+        if not final:
+            end -= _env_prefix_at_end(whole)
+            near = max(0, len(whole) - _OPEN_CHARS)
+            keyed = _KEYED_OPEN.search(whole, near)
+            if keyed:
+                end = min(end, keyed.end(1))
+            url = _URL_OPEN.search(whole, near)
+            if url:
+                end = min(end, url.start())
+            # Never inside a word, nor at the end of the last (it may go on): a piece given out
+            # alone is redacted again when it is emitted, and must be redacted as in the whole.
+            while end > start and _KEY_CHAR.match(whole, end - 1) and (
+                    end == len(whole) or _KEY_CHAR.match(whole, end)):
+                end -= 1
+        if end <= start:
+            return ""
+        self.shown = whole[:end]
+        return whole[start:end]
+
+
 _SEQUENCES = (list, tuple)  # a tuple: faster than the union in isinstance
 
 
@@ -121,7 +217,20 @@ class RedactingFilter(logging.Filter):
     def filter(self, record: logging.LogRecord) -> bool:
         record.msg = redact(record.getMessage())
         record.args = None
+        if record.exc_info:
+            # A traceback quotes the exception's message.  Formatters print ``exc_text`` when it is
+            # set, and only format ``exc_info`` when it is not: the exception itself is dropped so
+            # that no handler writes it out again unredacted.
+            record.exc_text = redact(_TRACEBACKS.formatException(record.exc_info))
+            record.exc_info = None
+        elif record.exc_text:
+            record.exc_text = redact(record.exc_text)
+        if record.stack_info:
+            record.stack_info = redact(record.stack_info)  # its source lines may hold a key
         return True
+
+
+_TRACEBACKS = logging.Formatter()
 
 
 def package_logger() -> logging.Logger:

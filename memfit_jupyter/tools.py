@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 from .errors import PathOutsideWorkdirError, UnknownToolError
 from .records import ReflectionLevel, ToolResult
+from .secrets import redact_ends
 
 if TYPE_CHECKING:
     from .protocols import RunView
@@ -126,8 +127,12 @@ class Tool:
 
 def _clip(text: str, limit: int = MAX_OUTPUT) -> str:
     if len(text) <= limit:
-        return text
-    return text[: limit // 2] + f"\n... [{len(text) - limit} characters cut] ...\n" + text[-limit // 2 :]
+        return text  # redacted whole when its event is emitted
+    # Redacted before it is cut: a key across a cut would leave two pieces no pattern recognizes.
+    head, tail = redact_ends(text, limit // 2)
+    if not tail:  # the keys replaced, it fits
+        return head
+    return head + f"\n... [{len(text) - limit} characters cut] ...\n" + tail
 
 
 # --- the built-in tools ---------------------------------------------------------------

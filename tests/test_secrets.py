@@ -183,3 +183,122 @@ def test_a_password_in_api_base_stays_out_of_the_trace_and_a_fork_in_hand_still_
     for trace in (parent.trace(), child.trace()):
         assert "hunter2pw" not in json.dumps(trace) and "me:[REDACTED]@127.0.0.1" in json.dumps(trace)
     assert child.agent.api_base == base  # the server is called as the parent called it
+
+
+@pytest.fixture
+def log_text():
+    """What a real handler on the root logger writes, formatted as an application would."""
+    import io
+
+    out = io.StringIO()
+    handler = logging.StreamHandler(out)
+    handler.setFormatter(logging.Formatter("%(name)s %(levelname)s %(message)s"))
+    logging.getLogger().addHandler(handler)
+    yield out.getvalue
+    logging.getLogger().removeHandler(handler)
+
+
+def test_a_logged_traceback_keeps_no_key_and_is_still_printed(tmp_path, log_text):
+    from memfit_jupyter.events import Observation
+
+    run = Agent(model="memfit/demo", workdir=tmp_path, memory=False).start("add up data.txt")
+
+    def notify(event):  # a subscriber whose webhook quotes the key it was refused with
+        raise ConnectionError(f"POST https://hooks.example/notify refused {SHORT_KEY} ({GROQ_LINE})")
+
+    run.subscribe(notify, Observation)
+    run.run()
+    text = log_text()
+    assert "event subscriber failed" in text  # the run logged it with log.exception
+    assert "Traceback (most recent call last)" in text and "ConnectionError: POST https://hooks" in text
+    assert REDACTED in text and hits(text) == 0, text[-400:]
+
+
+def test_a_logged_stack_keeps_no_key(log_text):
+    from memfit_jupyter.secrets import package_logger
+
+    log = package_logger().getChild("memory")
+    package_logger()  # the child made just now is given the filter too
+    log.warning("logging in with sk-test-PLANTED123", stack_info=True)  # the stack shows this line
+    text = log_text()
+    assert "Stack (most recent call last)" in text and "log.warning(" in text
+    assert hits(text) == 0, text[-400:]
+
+
+#: An environment secret no pattern knows: only its whole value is found.
+DB_PASSWORD = "Tq8ZrLmTvXwNpKsBdFgH"
+GROQ_KEY = "gsk_PLANTEDgroq0123456789abcdef"
+
+
+def test_a_long_tool_output_is_redacted_before_it_is_cut(tmp_path, monkeypatch):
+    from memfit_jupyter.tools import MAX_OUTPUT
+
+    monkeypatch.setenv("BILLING_DB_PASSWORD", DB_PASSWORD)
+    half = MAX_OUTPUT // 2
+    # a key across the cut after the first half, the password across the one before the last
+    text = "x" * (half - 9) + f" {SHORT_KEY} " + "y" * 9000 + f" {DB_PASSWORD} " + "z" * (half - 9)
+    assert text.index(SHORT_KEY) < half < text.index(SHORT_KEY) + len(SHORT_KEY)
+    (tmp_path / "data.txt").write_text(text)
+    run = Agent(model="memfit/demo", workdir=tmp_path, memory=False).start("add up data.txt")
+    run.run()
+    trace = run.trace()
+    output = next(e["output"] for e in trace["events"] if e["type"] == "observation")
+    assert "characters cut" in output and output.startswith("xxx") and output.endswith("zzz")
+    dumped = json.dumps(trace)
+    # no piece of either (the half of a key a cut leaves is no longer a key), only the marker's
+    pieces = ["sk-test", *(DB_PASSWORD[i:i + 6] for i in range(len(DB_PASSWORD) - 5))]
+    assert not [p for p in pieces if p in dumped], output[half - 40:-half + 40]
+
+
+@pytest.fixture(scope="module")
+def slow_model():
+    from fault_server import FaultServer
+
+    # 8 characters every 0.15 s, drained every 0.25 s: a key of 18 or 31 characters spans two drains
+    server = FaultServer(stream_delay_s=0.15).start()
+    yield server
+    server.stop()
+
+
+def test_a_streamed_reply_is_redacted_whole_not_piece_by_piece(tmp_path, slow_model, monkeypatch):
+    from memfit_jupyter.events import ModelDelta
+
+    monkeypatch.setenv("OPENAI_API_KEY", "not-a-real-key")
+    reply = json.dumps({"thought": f"I log in with {SHORT_KEY}, then {GROQ_KEY}.", "action_type": "answer",
+                        "tool": "finish", "params": {"answer": "hello"}})
+    slow_model.script("streamer", [f"ok:{reply}"])
+    agent = Agent(model="openai/streamer", api_base=slow_model.api_base, structured="schema", tools=["finish"],
+                  reflection="none", memory=False, max_iterations=1, workdir=tmp_path)
+    run = agent.start("Say hello, then finish.")
+    pieces = []
+    run.subscribe(pieces.append, ModelDelta)
+    run.run()
+    call = next(e for e in run.trace()["events"] if e["type"] == "model_call" and e["purpose"] == "action")
+    assert call["ok"] and REDACTED in call["reply"]
+    joined = "".join(p.text for p in pieces)
+    assert pieces and hits(joined) == 0, [p.text for p in pieces]
+    # what the live view joins is the redacted reply, counted as it was sent
+    assert joined == call["reply"] and [p.chars for p in pieces][-1] == len(joined)
+
+
+def test_a_text_given_out_in_pieces_joins_up_to_its_redaction_with_no_piece_of_a_key(monkeypatch):
+    from memfit_jupyter.secrets import StreamRedactor, refresh_env_secrets
+
+    monkeypatch.setenv("BILLING_DB_PASSWORD", DB_PASSWORD)
+    monkeypatch.setenv("VAULT_SECRET", "PLANTED horse battery staple")  # spaces in it: not a word
+    refresh_env_secrets()
+    jwt = "eyJhbGciOiJIUzI1NiJ9." + "eyJzdWIiOiJQTEFOVEVEand0In0" * 4 + ".PLANTEDjwtSignature0123456789"
+    text = (f"I log in with {SHORT_KEY}, then {GROQ_KEY} (task-12345678 is no key). " * 3
+            + f"{NAMED_LINE} at http://me:PLANTEDurl!pw@db:5432 with {DB_PASSWORD}, bearer {jwt}. " * 3
+            + "password: '$PLANTEDpass$$w0rd!' and PLANTED horse battery staple. 日本語の文も流れる。" * 3
+            + "And then the reply goes on for a while with ordinary words. " * 10)
+    markers = (*MARKERS, "PLANTED")
+    for size in (1, 3, 8, 26):  # pieces as small as a model's tokens, or larger
+        stream, given, behind = StreamRedactor(), [], 0
+        for end in range(size, len(text) + size, size):
+            given.append(stream.advance(text[:end]))
+            behind = max(behind, len(redact(text[:end])) - len(stream.shown))
+        given.append(stream.advance(text, final=True))
+        assert "".join(given) == redact(text)
+        assert not [g for g in given if any(m in g for m in markers)]
+        assert behind <= len(jwt) + size  # it streams as it grows, a word (the longest) behind at most

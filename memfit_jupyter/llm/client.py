@@ -35,6 +35,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
 from ..errors import ModelCallError
+from ..secrets import StreamRedactor
 from .backend import Backend, Completion
 from .failures import FATAL_KINDS, MAX_RETRY_AFTER_S, ProviderRejected
 from .tokens import estimate_message_tokens
@@ -384,7 +385,11 @@ class LLMClient:
 
 class _DeltaPump:
     """Carries a streamed reply from the call's worker thread to the caller's thread, which emits
-    it as throttled ``model_delta`` events (events are never emitted from another thread)."""
+    it as throttled ``model_delta`` events (events are never emitted from another thread).
+
+    The live view joins the events' pieces: each is the next part of the reply so far redacted
+    whole (a key split between two pieces of the model's is redacted), its end held back while
+    more text could still make it a key (``secrets.StreamRedactor``)."""
 
     INTERVAL_S = 0.25
 
@@ -394,29 +399,33 @@ class _DeltaPump:
         self.emit, self.iteration, self.purpose, self.model = emit, iteration, purpose, model
         self.queue: queue.SimpleQueue[str] = queue.SimpleQueue()
         self.parts: list[str] = []
-        self.sent = 0
+        self.redactor = StreamRedactor()
 
     def push(self, delta: str) -> None:  # on the worker thread
         self.queue.put(delta)
 
-    def drain(self) -> None:
+    def drain(self, final: bool = False) -> None:
+        """Emit what more of the reply can be shown; all of it when ``final`` (the call ended)."""
+        count = len(self.parts)
         while True:
             try:
                 self.parts.append(self.queue.get_nowait())
             except Exception:
                 break
-        text = "".join(self.parts)
-        if len(text) > self.sent:
+        if len(self.parts) == count and not final:
+            return
+        piece = self.redactor.advance("".join(self.parts), final)
+        if piece:
+            # chars: the characters sent so far, so that the view's sum of pieces matches it
             self.emit("model_delta", iteration=self.iteration, purpose=self.purpose, model=self.model,
-                      text=text[self.sent:], chars=len(text))
-            self.sent = len(text)
+                      text=piece, chars=len(self.redactor.shown))
 
     def text(self) -> str:
         self.drain()
         return "".join(self.parts)
 
     def flush(self) -> None:
-        self.drain()
+        self.drain(final=True)
 
     def run(self, budget: BudgetTracker, send: Callable[[], Completion], timeout: float) -> Completion:
         """``send()`` under the budget's deadline, draining deltas every ``INTERVAL_S`` meanwhile."""
