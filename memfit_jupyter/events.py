@@ -179,7 +179,8 @@ class ModelDelta(Event):
     purpose: str
     model: str
     text: str
-    #: Characters of the reply so far.
+    #: Characters of the reply given out so far (redacted, ``secrets.StreamRedactor``): what the
+    #: pieces the view has add up to.
     chars: int
 
 

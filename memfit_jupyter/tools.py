@@ -152,6 +152,10 @@ def _python(ctx: ToolContext, code: str) -> ToolResult:
         with contextlib.chdir(ctx.workdir), contextlib.redirect_stdout(out), contextlib.redirect_stderr(out):
             exec(compile(tree, "<memfit python>", "exec"), ctx.namespace)
             value = eval(compile(last_expr, "<memfit python>", "eval"), ctx.namespace) if last_expr else None
+    except SystemExit as exc:  # sys.exit() or exit() in the agent's code ends that code, not the run
+        if exc.code in (None, 0):
+            return ToolResult(output=_clip(out.getvalue()))
+        return ToolResult(output=_clip(out.getvalue()), ok=False, error=f"the code exited: sys.exit({exc.code!r})")
     except Exception as exc:
         tb = traceback.format_exception_only(type(exc), exc)
         return ToolResult(output=_clip(out.getvalue()), ok=False, error="".join(tb).strip())

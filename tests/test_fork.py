@@ -458,3 +458,16 @@ def test_a_fork_asks_the_parents_approver_and_its_view_syncs_no_key(tmp_path):
     stepped = RunWidget(prompt_run, step=True)
     stepped.refresh_controls()  # step mode shows the next prompt, the task in it
     assert "key [REDACTED]" in json.dumps(stepped.model.controls["prompt"]) and key not in json.dumps(stepped.model.get_state())
+
+
+def test_exit_in_the_agents_python_ends_that_code_not_the_run_and_its_writes_are_recorded(tmp_path):
+    parent = _parent("demo", tmp_path / "parent")
+    code = "open('made.txt', 'w').write('x'); print('before'); import sys; sys.exit({})"
+    for status, ok in (("3", False), ("0", True)):
+        child = parent.fork(2, workdir=tmp_path / f"child{status}", max_iterations=2,
+                            action={"tool": "python", "params": {"code": code.format(status)}})
+        child.run()
+        (seen,) = [e for e in child.events if e.TYPE == "observation" and e.iteration == 2]
+        assert seen.ok is ok and seen.output.startswith("before") and child.status in ("done", "failed")
+        assert (seen.error == "the code exited: sys.exit(3)") if not ok else not seen.error
+        assert "made.txt" in seen.data["workspace"]["changed"]  # the step's record was made

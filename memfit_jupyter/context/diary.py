@@ -91,7 +91,7 @@ def run_oracle(oracle: str | Callable[..., Any], run: RunView, timeout_s: float 
         except subprocess.TimeoutExpired:
             return False, f"$ {oracle}\nthe oracle timed out after {timeout_s:g} s"
         out = f"$ {oracle}\nexit code {proc.returncode}\n{proc.stdout}{proc.stderr}"
-        return proc.returncode == 0, redact(_clip(out))
+        return proc.returncode == 0, _clip(redact(out))  # redacted whole: a cut could split a key
     try:
         takes_run = bool(inspect.signature(oracle).parameters)
     except (TypeError, ValueError):
@@ -108,7 +108,7 @@ def run_oracle(oracle: str | Callable[..., Any], run: RunView, timeout_s: float 
         passed, text = bool(value.passed), str(getattr(value, "output", "") or "")
     else:
         passed, text = bool(value), ""
-    return passed, redact(_clip(text or ("the check passed" if passed else "the check returned False")))
+    return passed, _clip(redact(text or ("the check passed" if passed else "the check returned False")))
 
 
 def lesson_content(lesson: str, kind: str, task: str, oracle_output: str) -> str:
