@@ -4,8 +4,15 @@ limit that was hit is named in the trace and makes the fork say it is not exact.
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
+import hashlib
 import json
+import os
 import shutil
+import stat
+import tempfile
+import threading
 from pathlib import Path
 
 import pytest
@@ -13,7 +20,7 @@ import pytest
 from memfit_jupyter import Agent
 from memfit_jupyter.fork import ForkError
 from memfit_jupyter.llm.scenarios import load_scenario
-from memfit_jupyter.workspace import EXCLUDED_DIRS, WorkspaceConfig
+from memfit_jupyter.workspace import EXCLUDED_DIRS, FileState, WorkspaceConfig
 
 SCENARIO = "file-edits"
 
@@ -285,3 +292,362 @@ def test_files_that_hold_keys_are_never_copied_into_the_blob_store_and_forks_tak
 def test_which_file_names_hold_keys(name, secret):
     assert WorkspaceConfig().is_secret(name) is secret
     assert WorkspaceConfig(secret_files=()).is_secret(name) is False
+
+
+# --- what a scan sees, with runs whose tools do a given thing at a given step ----------------
+
+
+def _tree(folder: Path) -> dict[str, tuple]:
+    """Everything a fork should give back: files (bytes, executable), links (target), folders."""
+    out: dict[str, tuple] = {}
+    for path in sorted(folder.rglob("*")):
+        rel = path.relative_to(folder)
+        if set(rel.parts) & EXCLUDED_DIRS:
+            continue
+        if path.is_symlink():
+            out[rel.as_posix()] = ("link", os.readlink(path))
+        elif path.is_dir():
+            out[rel.as_posix()] = ("dir",)
+        else:
+            try:
+                out[rel.as_posix()] = ("file", path.read_bytes(), bool(path.stat().st_mode & stat.S_IXUSR))
+            except PermissionError:
+                out[rel.as_posix()] = ("unreadable",)
+    return out
+
+
+def _scripted(workdir: Path, steps: dict, **agent):
+    """A run of the bench-loop model whose python, shell and write_file tools do ``steps[k](folder)``
+    at step k (nothing at the others), and the folder at the start of each step."""
+    from memfit_jupyter.records import ToolResult
+    from memfit_jupyter.tools import Param, Tool
+
+    def act(ctx, **params):
+        do = steps.get(ctx.run.iteration)
+        if do is not None:
+            do(Path(ctx.workdir))
+        return ToolResult(output="done")
+
+    tools = [Tool(name, "test", {p: Param() for p in params}, act, access=access) for name, params, access in
+             (("python", ["code"], "exec"), ("shell", ["command"], "exec"), ("write_file", ["path", "content"], "write"))]
+    workdir.mkdir(parents=True, exist_ok=True)
+    run = Agent(model="memfit/bench-loop", workdir=workdir, memory=False, reflection="none",
+                max_iterations=max(steps) + 1, extra_tools=tools, **agent).start("keep counting")
+    at_step: dict[int, dict[str, tuple]] = {}
+    run.subscribe(lambda e: at_step.setdefault(e.iteration, _tree(workdir)) if e.TYPE == "action" else None)
+    run.run()
+    assert len(at_step) == max(steps) + 1
+    return run, at_step
+
+
+T0 = 1_700_000_000_000_000_000
+
+
+def test_a_swap_with_mv_or_a_rewrite_that_sets_the_mtime_back_is_recorded(tmp_path):
+    """Same sizes, same mtimes (as tar, unzip or cp -p leave them): the forks still get the
+    swapped and the rewritten contents (the next test: the inode and the change time tell)."""
+    work = tmp_path / "parent"
+    work.mkdir()
+    for name, text in (("x.txt", "XXXX"), ("y.txt", "YYYY")):
+        (work / name).write_text(text)
+        os.utime(work / name, ns=(T0, T0))
+
+    def swap(w):
+        os.rename(w / "x.txt", w / "tmp")
+        os.rename(w / "y.txt", w / "x.txt")
+        os.rename(w / "tmp", w / "y.txt")
+
+    def rewrite(w):
+        st = (w / "x.txt").stat()
+        (w / "x.txt").write_text("CCCC")
+        os.utime(w / "x.txt", ns=(st.st_atime_ns, st.st_mtime_ns))
+
+    parent, at_step = _scripted(work, {2: swap, 3: rewrite})
+    assert at_step[3]["x.txt"][1] == b"YYYY" and at_step[4]["x.txt"][1] == b"CCCC"
+    for k in at_step:
+        child = parent.fork(k, workdir=tmp_path / f"fork{k}")
+        assert _tree(tmp_path / f"fork{k}") == at_step[k], f"step {k}"
+        assert child.parent["workspace"]["exact"]
+
+
+def test_a_scan_reads_a_file_again_when_its_inode_or_change_time_moved(tmp_path):
+    """Past the recheck window (the previous states marked settled), only the stat tells."""
+    from memfit_jupyter.workspace import scan
+
+    (tmp_path / "x.txt").write_text("XXXX")
+    (tmp_path / "y.txt").write_text("YYYY")
+    for name in ("x.txt", "y.txt"):
+        os.utime(tmp_path / name, ns=(T0, T0))
+    before = {rel: dataclasses.replace(s, recheck=False) for rel, s in scan(tmp_path, {}, 100).items()}
+    assert scan(tmp_path, before, 100) == before
+    os.rename(tmp_path / "x.txt", tmp_path / "tmp")
+    os.rename(tmp_path / "y.txt", tmp_path / "x.txt")
+    os.rename(tmp_path / "tmp", tmp_path / "y.txt")
+    after = scan(tmp_path, before, 100)
+    assert (after["x.txt"].sha, after["y.txt"].sha) == (before["y.txt"].sha, before["x.txt"].sha)
+
+
+def test_a_file_changed_just_before_a_scan_is_read_again_at_the_next(tmp_path):
+    """Two writes in one timestamp tick leave the stat as it was: a state marked for a recheck is
+    hashed again, a settled one is not (the state below is what the scan saw before the second write)."""
+    from memfit_jupyter.workspace import scan
+
+    (tmp_path / "a.txt").write_text("BBBB")
+    (now,) = scan(tmp_path, {}, 100).values()
+    assert now.recheck  # written a moment ago
+    seen = dataclasses.replace(now, sha=hashlib.sha256(b"AAAA").hexdigest())
+    assert scan(tmp_path, {"a.txt": seen}, 100)["a.txt"].sha == now.sha
+    settled = dataclasses.replace(seen, recheck=False)
+    assert scan(tmp_path, {"a.txt": settled}, 100)["a.txt"] is settled
+
+
+def test_a_folder_too_big_at_the_first_tool_call_makes_a_fork_at_any_step_not_exact(tmp_path):
+    work = tmp_path / "parent"
+    work.mkdir()
+    for i in range(10):
+        (work / f"f{i}.txt").write_text(str(i))
+    parent, at_step = _scripted(work, {1: lambda w: (w / "new.txt").write_text("n"), 2: None},
+                                extensions=[WorkspaceConfig(max_files=5)])
+    for k in at_step:
+        child = parent.fork(k, workdir=tmp_path / f"fork{k}")
+        assert not child.parent["workspace"]["exact"], f"step {k}"
+        assert "holds more than 5 files" in " ".join(child.parent["workspace"]["problems"])
+    with pytest.raises(ForkError, match="cannot be exact: step 1: the working directory holds more than 5 files"):
+        parent.fork(1, workdir=tmp_path / "strict", exact=True)
+
+
+def test_a_file_dated_before_1970_is_forked_with_its_mtime(tmp_path):
+    """A secret or too-large file is named by its size and mtime, which may be negative."""
+    work = tmp_path / "parent"
+    work.mkdir()
+    old = -86_400_000_000_000  # 1969-12-31
+    (work / ".env").write_bytes(KEY)
+    (work / "big.bin").write_bytes(bytes(range(256)) * 8)
+    for name in (".env", "big.bin"):
+        os.utime(work / name, ns=(old, old))
+    parent, at_step = _scripted(work, {1: lambda w: (w / "a.txt").write_text("a"), 2: None},
+                                extensions=[WorkspaceConfig(max_file_bytes=1024)])
+    child = parent.fork(2, workdir=tmp_path / "child")
+    assert child.parent["workspace"]["exact"], child.parent["workspace"]["problems"]
+    assert _tree(tmp_path / "child") == at_step[2]
+    assert [(tmp_path / "child" / n).stat().st_mtime_ns for n in (".env", "big.bin")] == [old, old]
+    child.run()
+    grandchild = child.fork(2, workdir=tmp_path / "grandchild")  # finds the child's copies as they were
+    assert _tree(tmp_path / "grandchild") == at_step[2] and grandchild.parent["workspace"]["exact"]
+
+
+@pytest.mark.parametrize("change, expected", [
+    (lambda r: r["changed"].update({f"{next(iter(r['changed']))}/inner": _sha(r)}),
+     "under '{first}', which they list as a file, a link or an empty folder"),
+    (lambda r: r.update(store=123), "names its blob store by int, not by a folder"),
+    (lambda r: r.update(store=["blobs"]), "names its blob store by list, not by a folder"),
+    (lambda r: r.update(limit=5), "gives its limit as int, not as text"),
+    (lambda r: r.update(deleted=5), "lists its deleted files as int, not as a list of paths"),
+    (lambda r: r.update(deleted=[5]), "lists its deleted files as list, not as a list of paths"),
+    (lambda r: r.update(unread="a.txt"), "lists its unread paths as str, not as a list of paths"),
+    (lambda r: r["changed"].update({"c.txt": "stat-12"}), "by 'stat-12', which is not a digest"),
+    (lambda r: r["changed"].update({"c.txt": _sha(r) + "+w"}), "which is not a digest"),
+])
+def test_a_damaged_workspace_record_is_one_line_and_nothing_is_written(change, expected, tmp_path):
+    parent, _ = _parent(tmp_path / "parent")
+    trace = parent.trace()
+    first = next(iter(next(e["data"]["workspace"] for e in trace["events"] if e["type"] == "observation"
+                            and (e.get("data") or {}).get("workspace", {}).get("changed"))["changed"]))
+    damaged = _record_with(trace, lambda record, _: change(record), tmp_path)
+    with pytest.raises(ForkError, match="^this trace cannot be forked: ") as err:
+        Agent.fork(damaged, parent.iteration, workdir=tmp_path / "child")
+    assert expected.format(first=first) in str(err.value) and "\n" not in str(err.value)
+    assert not (tmp_path / "child").exists()
+
+
+def test_links_executable_bits_and_empty_folders_are_forked_and_links_out_of_the_folder_are_said(tmp_path):
+    outside = tmp_path / "outside.txt"
+    outside.write_text("not the run's")
+
+    def make(w):
+        (w / "data.csv").write_text("x,y\n1,2\n")
+        (w / "run.sh").write_text("#!/bin/sh\necho hi\n")
+        os.chmod(w / "run.sh", 0o755)
+        os.symlink("data.csv", w / "latest.csv")
+        (w / "d").mkdir()
+        (w / "d" / "f.txt").write_text("f")
+        os.symlink("d", w / "dlink")
+        os.symlink("../data.csv", w / "d" / "up.csv")
+        os.symlink("nowhere", w / "dangling")
+        (w / "empty" / "inner").mkdir(parents=True)
+        (w / "only-cache" / "__pycache__").mkdir(parents=True)
+        (w / "notes.memfit-tmp.txt").write_text("a file of the user's")
+
+    def change(w):
+        os.chmod(w / "run.sh", 0o644)  # the mode only
+        (w / "empty" / "inner" / "now.txt").write_text("not empty")
+        (w / "d" / "f.txt").unlink()
+        (w / "d" / "up.csv").unlink()
+
+    def escape(w):
+        os.symlink(str(outside), w / "absolute")
+        os.symlink("../outside.txt", w / "up")
+        os.symlink(".", w / "self")
+        os.symlink("self/../outside.txt", w / "through")  # inside by its text, out through "self"
+
+    parent, at_step = _scripted(tmp_path / "parent", {1: make, 2: change, 3: escape})
+    assert at_step[2]["run.sh"] == ("file", b"#!/bin/sh\necho hi\n", True) and at_step[3]["run.sh"][2] is False
+    for k in (1, 2, 3):
+        child = parent.fork(k, workdir=tmp_path / f"fork{k}")
+        assert _tree(tmp_path / f"fork{k}") == at_step[k], f"step {k}"
+        assert child.parent["workspace"]["exact"], child.parent["workspace"]["problems"]
+    assert at_step[2]["empty/inner"] == ("dir",) and at_step[2]["only-cache"] == ("dir",)
+    assert at_step[3]["d"] == ("dir",) and at_step[3]["empty/inner/now.txt"][1] == b"not empty"
+
+    loose = parent.fork(4, workdir=tmp_path / "fork4")
+    problems = loose.parent["workspace"]["problems"]
+    assert sorted(p.split(":")[0] for p in problems) == ["absolute", "through", "up"], problems
+    assert all("outside the working directory: not restored" in p for p in problems)
+    assert _tree(tmp_path / "fork4") == {k: v for k, v in at_step[4].items() if k not in ("absolute", "up", "through")}
+    with pytest.raises(ForkError, match="cannot be exact: absolute: a symbolic link to"):
+        parent.fork(4, workdir=tmp_path / "strict", exact=True)
+    assert outside.read_text() == "not the run's"
+
+
+def test_what_restore_writes_of_links_modes_and_folders_is_what_a_scan_finds(tmp_path):
+    from memfit_jupyter.workspace import manifest_of, restore
+
+    def make(w):
+        (w / "run.sh").write_text("#!/bin/sh\n")
+        os.chmod(w / "run.sh", 0o700)
+        os.symlink("run.sh", w / "go")
+        (w / "out" / "logs").mkdir(parents=True)
+
+    parent, at_step = _scripted(tmp_path / "parent", {1: make, 2: None})
+    done = restore(parent.trace()["events"], 2, tmp_path / "r", tmp_path / "parent")
+    assert set(done.manifest) == {"run.sh", "go", "out/logs"}
+    assert done.manifest == manifest_of(tmp_path / "r")
+
+
+def _as_another_user():
+    """Run as a user the permissions apply to: tests usually run as root, who reads any file."""
+    if os.geteuid() != 0:
+        return contextlib.nullcontext()
+
+    @contextlib.contextmanager
+    def nobody():
+        try:
+            os.setegid(65534)
+            os.seteuid(65534)
+        except PermissionError:  # root without CAP_SETUID (some containers)
+            os.setegid(0)
+            pytest.skip("root cannot switch to another user here, and root reads any file")
+        try:
+            yield
+        finally:
+            os.seteuid(0)
+            os.setegid(0)
+    return nobody()
+
+
+def _open_folder(name: str) -> Path:
+    """A folder another user can reach (pytest's tmp_path sits in a folder only its owner enters)."""
+    folder = Path(tempfile.mkdtemp(prefix=f"memfit-{name}-"))
+    folder.chmod(0o777)
+    return folder
+
+
+@pytest.mark.skipif(not hasattr(os, "seteuid"), reason="needs POSIX users")
+def test_what_cannot_be_read_keeps_its_last_state_and_the_fork_says_it_is_not_exact(tmp_path):
+    """chmod 000: a file that cannot be read is not a deleted file, nor is a folder that cannot be listed."""
+    work, store = _open_folder("work"), _open_folder("blobs")
+    try:
+        def make(w):
+            (w / "locked.txt").write_text("made at step 1")
+            (w / "box").mkdir()
+            (w / "box" / "inner.txt").write_text("inner")
+
+        def lock(w):
+            os.chmod(w / "locked.txt", 0)
+            os.chmod(w / "box", 0)
+
+        def unlock(w):
+            os.chmod(w / "locked.txt", 0o644)
+            os.chmod(w / "box", 0o755)
+
+        with _as_another_user():
+            parent, _ = _scripted(work, {1: make, 2: lock, 3: unlock, 4: None},
+                                  extensions=[WorkspaceConfig(store=str(store))])
+        unread = [(e["iteration"], e["data"]["workspace"].get("unread")) for e in parent.trace()["events"]
+                  if e["type"] == "observation" and "unread" in (e.get("data") or {}).get("workspace", {})]
+        assert unread == [(2, ["box/", "locked.txt"]), (3, [])]
+        at3 = parent.fork(3, workdir=tmp_path / "fork3")
+        assert (tmp_path / "fork3" / "locked.txt").read_text() == "made at step 1"
+        assert (tmp_path / "fork3" / "box" / "inner.txt").read_text() == "inner"
+        assert [p.split(":")[0] for p in at3.parent["workspace"]["problems"]] == ["box/", "locked.txt"]
+        assert "could not be listed when step 2 was recorded" in at3.parent["workspace"]["problems"][0]
+        assert parent.fork(4, workdir=tmp_path / "fork4").parent["workspace"]["exact"]  # readable again
+    finally:
+        for folder in (work, store):
+            for path in [folder, *folder.rglob("*")]:
+                with contextlib.suppress(OSError):
+                    path.chmod(0o755)
+            shutil.rmtree(folder, ignore_errors=True)
+
+
+def test_a_folder_that_cannot_be_listed_keeps_what_it_held(tmp_path):
+    """A folder whose path is past PATH_MAX cannot be listed even by root: its files are not
+    deleted, and the scan says so."""
+    from memfit_jupyter.workspace import scan
+
+    deep = os.open(tmp_path, os.O_RDONLY)
+    name = "d" * 250
+    try:
+        for _ in range(20):  # 20 x 251 bytes: past PATH_MAX (4096)
+            os.mkdir(name, dir_fd=deep)
+            inner = os.open(name, os.O_RDONLY, dir_fd=deep)
+            os.close(deep)
+            deep = inner
+    finally:
+        os.close(deep)
+    rel = "/".join([name] * 20)
+    previous = {rel + "/f.txt": FileState(1, 0, "0" * 64)}
+    unread: list[str] = []
+    found = scan(tmp_path, previous, 100, unread=unread)
+    assert found[rel + "/f.txt"] is previous[rel + "/f.txt"]
+    assert len(unread) == 1 and rel.startswith(unread[0].rstrip("/"))
+
+
+def test_concurrent_puts_of_the_same_bytes_all_succeed(tmp_path):
+    """Two runs of one kernel put the same base listing at once: each write has a name of its own."""
+    from memfit_jupyter.workspace import TMP_MARK, BlobStore
+
+    store = BlobStore(tmp_path / "blobs")
+    rounds, threads = 40, 8
+    start = threading.Barrier(threads)
+    errors: list[BaseException] = []
+
+    def put():
+        for n in range(rounds):
+            start.wait()
+            try:
+                store.put(f"listing {n}".encode() * 5000)
+            except BaseException as exc:
+                errors.append(exc)
+
+    workers = [threading.Thread(target=put) for _ in range(threads)]
+    for w in workers:
+        w.start()
+    for w in workers:
+        w.join()
+    assert errors == []
+    kept = [p for p in (tmp_path / "blobs").rglob("*") if p.is_file()]
+    assert len(kept) == rounds and not [p for p in kept if p.name.endswith(TMP_MARK)]
+
+
+def test_a_blob_store_that_cannot_be_written_does_not_stop_the_run(tmp_path):
+    """The base listing could not be kept: the tools run, the trace says why, forks are not exact."""
+    blocked = tmp_path / "not-a-folder"
+    blocked.write_text("a file where the store should be")
+    parent, at_step = _scripted(tmp_path / "parent", {1: lambda w: (w / "a.txt").write_text("a"), 2: None},
+                                extensions=[WorkspaceConfig(store=str(blocked))])
+    assert (tmp_path / "parent" / "a.txt").read_text() == "a"
+    (record,) = [e["data"]["workspace"] for e in parent.trace()["events"]
+                 if e["type"] == "observation" and (e.get("data") or {}).get("workspace")]
+    assert record["limit"].startswith(f"the base listing could not be kept in {blocked}")
+    assert not parent.fork(2, workdir=tmp_path / "child").parent["workspace"]["exact"]
