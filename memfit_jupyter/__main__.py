@@ -3,6 +3,7 @@
     python -m memfit_jupyter run "add up data.txt" --model memfit/demo [--max-cost USD ...]
     python -m memfit_jupyter scenarios
     python -m memfit_jupyter replay trace.json [--trace replayed.json]
+    python -m memfit_jupyter snapshots [--store DIR] [--prune-older-than DAYS]
 
 ``run`` takes the options of ``%%memfit_task`` that set the agent (``config.OPTIONS``: the
 model tiers, every limit, reflection, memory, the oracle ...) and works in the current
@@ -107,6 +108,35 @@ def _replay_code(recorded: list[dict[str, Any]], replayed: list[dict[str, Any]])
     return 1
 
 
+def _snapshots(store: str | None, days: float | None) -> int:
+    """Say what the snapshot blob store holds, and prune it when ``days`` is given."""
+    import math
+    import time
+
+    from .workspace import BlobStore, default_store
+
+    if days is not None and not (math.isfinite(days) and days >= 0):
+        print(f"error: --prune-older-than takes a number of days, 0 or more; got {days:g}", file=sys.stderr)
+        return 2
+    root = Path(store).expanduser() if store else default_store()
+    if store and not root.is_dir():
+        print(f"error: no blob store at {root}: it is not a folder", file=sys.stderr)
+        return 2
+    blobs = BlobStore(root.resolve())
+    if days is not None:
+        removed, freed = blobs.prune(days * 86400)
+        print(f"removed {removed} blob(s), {freed / 1e6:.1f} MB, that no run used in {days:g} day(s); "
+              "a fork of a run that used one says which file it cannot restore")
+    kept = [st for _, st in blobs.blobs()]
+    if not kept:
+        print(f"{root}: no snapshots")
+        return 0
+    oldest = time.strftime("%Y-%m-%d", time.localtime(min(st.st_mtime for st in kept)))
+    print(f"{root}: {len(kept)} blob(s), {sum(st.st_size for st in kept) / 1e6:.1f} MB; "
+          f"the one used least recently was last used on {oldest}")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = _Parser(prog="python -m memfit_jupyter")
     sub = ap.add_subparsers(dest="command", required=True)
@@ -121,7 +151,14 @@ def main(argv: list[str] | None = None) -> int:
     p = sub.add_parser("replay", help="replay a saved trace offline (writes nothing unless --trace)")
     p.add_argument("input", metavar="TRACE", help="the saved trace (JSON) to replay")
     p.add_argument("--trace", help="write the replayed trace to this JSON file")
+    s = sub.add_parser("snapshots", help="what the blob store of the runs' file snapshots holds; "
+                       "--prune-older-than DAYS removes what no run has used since")
+    s.add_argument("--store", metavar="DIR", help="the blob store (default: the one in memfit's cache folder)")
+    s.add_argument("--prune-older-than", type=float, metavar="DAYS",
+                   help="remove the blobs no run kept or read in DAYS days")
     args = ap.parse_args(argv)
+    if args.command == "snapshots":
+        return _snapshots(args.store, args.prune_older_than)
 
     from .agent import Agent
     from .errors import MemfitError

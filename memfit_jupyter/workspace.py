@@ -46,7 +46,7 @@ import re
 import shutil
 import stat
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field, replace
 from pathlib import Path, PurePosixPath
 from typing import Any
@@ -127,13 +127,22 @@ class BlobStore:
         return self.root / sha[:2] / sha
 
     def has(self, sha: str) -> bool:
-        return self.path(sha).is_file()
+        """Whether blob ``sha`` is kept; one that is is marked used now (its mtime, which ``prune``
+        goes by: a blob is written once, and a later run that changes a file back to it uses it)."""
+        path = self.path(sha)
+        try:
+            os.utime(path)
+        except FileNotFoundError:
+            return False
+        except OSError:  # a store this user may read, not write
+            return path.is_file()
+        return True
 
     def put(self, data: bytes) -> tuple[str, int]:
         """Keep ``data``; its SHA-256 and the bytes written (0 when it was already there)."""
         sha = hashlib.sha256(data).hexdigest()
         target = self.path(sha)
-        if target.is_file():
+        if self.has(sha):
             return sha, 0
         target.parent.mkdir(parents=True, exist_ok=True)
         # A name of its own: two runs of one kernel (threads) may put the same bytes at once.
@@ -148,7 +157,38 @@ class BlobStore:
         return sha, len(data)
 
     def read(self, sha: str) -> bytes:
-        return self.path(sha).read_bytes()
+        path = self.path(sha)
+        data = path.read_bytes()
+        with contextlib.suppress(OSError):  # a fork restored from it: used now
+            os.utime(path)
+        return data
+
+    def blobs(self) -> Iterator[tuple[Path, os.stat_result]]:
+        """Every blob kept, with its stat (a temporary file a put left behind too)."""
+        if not self.root.is_dir():
+            return
+        for folder in sorted(self.root.iterdir()):
+            if len(folder.name) != 2 or not folder.is_dir():
+                continue
+            for path in folder.iterdir():
+                with contextlib.suppress(OSError):
+                    if _BLOB.fullmatch(path.name) or TMP_MARK in path.name:
+                        yield path, path.stat()
+
+    def prune(self, older_than_s: float, now: float | None = None) -> tuple[int, int]:
+        """Remove the blobs no run has kept or read for ``older_than_s`` seconds: how many, and
+        their bytes.  A fork of a run that used one says which file it could not restore."""
+        cutoff = (time.time() if now is None else now) - older_than_s
+        removed = freed = 0
+        for path, st in list(self.blobs()):
+            if st.st_mtime < cutoff:
+                with contextlib.suppress(OSError):
+                    path.unlink()
+                    removed, freed = removed + 1, freed + st.st_size
+        for folder in self.root.iterdir() if self.root.is_dir() else ():
+            with contextlib.suppress(OSError):
+                folder.rmdir()  # only an empty one goes
+        return removed, freed
 
 
 #: A manifest entry's mark of a file its owner may execute, of a symbolic link, of an empty folder.

@@ -651,3 +651,35 @@ def test_a_blob_store_that_cannot_be_written_does_not_stop_the_run(tmp_path):
                  if e["type"] == "observation" and (e.get("data") or {}).get("workspace")]
     assert record["limit"].startswith(f"the base listing could not be kept in {blocked}")
     assert not parent.fork(2, workdir=tmp_path / "child").parent["workspace"]["exact"]
+
+
+def test_the_snapshot_store_is_pruned_of_what_no_run_used_and_a_fork_says_what_it_lost(tmp_path, capsys):
+    """A blob's mtime is when a run last kept or a fork last read it: pruning goes by it, and a fork
+    of a run whose blob went says which file it lacks."""
+    import os
+    import time
+
+    from memfit_jupyter.__main__ import main
+
+    store = tmp_path / "blobs"
+    parent, _ = _parent(tmp_path / "parent", extensions=[WorkspaceConfig(store=str(store))])
+    blobs = sorted(p for p in store.rglob("*") if p.is_file())
+    assert blobs
+    month_ago = time.time() - 31 * 86400
+    for p in blobs:
+        os.utime(p, (month_ago, month_ago))
+    parent.fork(2, workdir=tmp_path / "early")  # reads the blobs of the files at step 2: used now
+    used = {p for p in blobs if p.stat().st_mtime > month_ago + 86400}
+    assert used and used != set(blobs)
+    assert main(["snapshots", "--store", str(store)]) == 0
+    assert f"{len(blobs)} blob(s)" in capsys.readouterr().out
+    assert main(["snapshots", "--store", str(store), "--prune-older-than", "30"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith(f"removed {len(blobs) - len(used)} blob(s)")
+    assert {p for p in blobs if p.exists()} == used
+    shutil.rmtree(tmp_path / "parent")  # nor has the parent's folder the files any more
+    child = Agent.fork(json.loads(json.dumps(parent.trace())), parent.iteration, workdir=tmp_path / "child")
+    assert not child.parent["workspace"]["exact"] and any(
+        "was not kept" in p or "not in the blob store" in p for p in child.parent["workspace"]["problems"])
+    for bad, expected in ((["--prune-older-than", "-1"], "0 or more"), (["--store", str(tmp_path / "none")], "no blob store")):
+        assert main(["snapshots", *bad]) == 2 and expected in capsys.readouterr().err
