@@ -9,10 +9,17 @@ that reaches the live part.  Goal: ratio <= 0.05.
 
     python tests/benchmarks/bench_fork.py [--steps 10,100,1000] [--reflection none] [--repeats 3] [--local N]
 
-Measured here last (2 cores, idle machine, load 0.1-0.8), ``--steps 10,100 --repeats 9`` then
+Measured here last (2 cores, idle machine), ``--steps 10,100 --repeats 9`` then
 ``--steps 1000 --repeats 3``:
 
     prefix   ratio (median; range)        fork to live call   parent to the step
+    10       0.087 (0.074-0.094)          1.6 ms              18.5 ms
+    100      0.0445 (0.041-0.046)         8.5 ms              191 ms
+    1,000    0.034 (0.033-0.038)          130 ms              3.78 s
+
+(a fork with no prefix: 0.9-1.05 ms; a replayed step 71-76 us at 10 and 100 steps, 129 us at
+1,000, against the parent's 1.85, 1.9 and 3.8 ms).  Before that:
+
     10       0.084 (0.073-0.092)          1.4 ms              17 ms
     100      0.040 (0.039-0.043)          8.1 ms              203 ms
     1,000    0.037 (0.035-0.087)          125 ms              3.35 s
