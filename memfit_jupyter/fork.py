@@ -483,9 +483,14 @@ def _check_memory(memory: Any) -> Any:
     if memory in MEMORY_MODES or is_url(memory) or callable(getattr(memory, "search", None)):
         return memory
     if isinstance(memory, str | Path):
+        from .memory.db import DB_NAME
+
         folder = Path(memory).expanduser().resolve()
-        if folder.is_dir():
+        if folder.is_dir() and (folder / DB_NAME).is_file():
             return folder
+        if folder.is_dir():  # opening it would make an empty store there, to overlay nothing
+            raise ForkError(f"memory: {str(memory)!r} holds no memory store (no {DB_NAME}); give the folder "
+                            "of a store that exists")
         raise ForkError(f"memory must be one of {', '.join(MEMORY_MODES)}, a store or a store's folder; "
                         f"{str(memory)!r} is no folder")
     raise ForkError(f"memory must be one of {', '.join(MEMORY_MODES)} or a store, got {memory!r}")
@@ -847,9 +852,24 @@ def _live_memory(parent_run: Run | None, trace: dict[str, Any], at: int, had_mem
     top = open_store(root / "memory", **({"embedder": embedder} if embedder is not None else {}))
     if base is None:
         return top, "overlay"
-    learnt_after = [str(i) for e in trace["events"] if e.get("type") == "memory"
-                    and int(e.get("iteration") or 0) >= at for i in e.get("added") or () if isinstance(i, str)]
-    return Overlay(base, top, hidden=learnt_after), "overlay"
+    return Overlay(base, top, hidden=learnt_from(trace, at)), "overlay"
+
+
+def learnt_from(trace: dict[str, Any], at: int) -> list[str]:
+    """The ids of the memories the run stored at and after step ``at``: what the child's past did
+    not know (its ``memory`` events' additions, and what the agent saved with archival_memory_insert,
+    whose observation names the id)."""
+    found = []
+    for e in trace["events"]:
+        if int(e.get("iteration") or 0) < at:
+            continue
+        if e.get("type") == "memory":
+            found += [i for i in e.get("added") or () if isinstance(i, str)]
+        elif e.get("type") == "observation" and e.get("ok") and isinstance(e.get("data"), dict):
+            saved = e["data"].get("memory_id")
+            if isinstance(saved, str):
+                found.append(saved)
+    return found
 
 
 # --- the family --------------------------------------------------------------------------------

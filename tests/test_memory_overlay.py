@@ -72,3 +72,92 @@ def test_write_through_writes_to_the_parents_store(tmp_path):
              if isinstance(i, str)]
     assert added, "the child's triage kept something"
     assert len(parent.memory) == before + len(added)
+
+
+
+
+def test_an_overlay_reads_as_one_store_holding_the_childs_rows_and_the_parents_visible_ones(tmp_path):
+    """Hidden rows take no place in k or the byte limit; the two stores' finds are ranked together
+    (each store ranked its own apart: a weak row of the child's outranked the parent's match);
+    tags, counts and length are those of the rows a read sees."""
+    base, top, one = (MemoryStore(tmp_path / n) for n in ("base", "top", "one"))
+    parents = ["pytest -x stops the test run at the first failure",
+               "pytest --maxfail=1 also stops pytest after one failure",
+               "the CI pipeline runs on every push to main", "numpy arrays are row-major by default"]
+    childs = ["a failure in the nightly job was a flaky network"]
+    for text in parents:
+        base.add(text, tags=["testing"])
+    for text in childs:
+        top.add(text, tags=["ci"])
+    for text in parents:
+        one.add(text, tags=["testing"])
+    for text in childs:
+        one.add(text, tags=["ci"])
+    query = "how do I stop pytest at the first failure"
+    overlay = Overlay(base, top)
+    assert [r.content for r in overlay.search(query, k=3)] == [r.content for r in one.search(query, k=3)]
+
+    later = [base.add(f"pytest {w} stops pytest at the first failure, learnt later", tags=["later"])
+             for w in ("-x", "--exitfirst")]
+    hiding = Overlay(base, top, hidden=later)
+    for k in (1, 2):
+        assert [r.content for r in hiding.search(query, k=k)] == [r.content for r in one.search(query, k=k)]
+    first = one.search(query, k=1)[0]
+    assert [r.content for r in hiding.search(query, k=None, bytes_limit=first.entity.size)] == [first.content]
+    assert hiding.tags() == {"testing": 4, "ci": 1} and len(hiding) == 5 == len(hiding.list())
+    assert hiding.delete(next(e.id for e in base.list() if e.content == parents[3]))
+    assert len(hiding) == 4 == len(hiding.list()) and hiding.tags()["testing"] == 3
+
+
+def test_the_model_picks_among_the_tags_a_read_sees_and_both_stores_are_searched_with_them(tmp_path):
+    from types import SimpleNamespace
+
+    base, top = MemoryStore(tmp_path / "base"), MemoryStore(tmp_path / "top")
+    base.add("numbers are in numbers.txt", tags=["numbers"])
+    hidden = base.add("the launch code is in vault-9", tags=["launchcodes-vault9"])
+    top.add("the deploy checklist lives in ops/checklist.md", tags=["deploy"])
+    asked: list[str] = []
+
+    class Picker:  # a model answering the tag question: it picks "deploy"
+        def call(self, purpose, messages, **kw):
+            asked.append(messages[-1]["content"])
+            return SimpleNamespace(ok=True, value=SimpleNamespace(tags=["deploy"]))
+
+    found = Overlay(base, top, hidden=[hidden]).search("where is the checklist", k=5, llm=Picker())
+    assert asked and "launchcodes" not in asked[0] and "deploy" in asked[0]
+    assert found.selected_tags == ["deploy"] and found[0].content == "the deploy checklist lives in ops/checklist.md"
+
+
+def test_a_fork_of_a_fork_embeds_as_the_first_store_and_memory_must_name_a_store(tmp_path):
+    import pytest
+
+    from memfit_jupyter.fork import ForkError
+    from memfit_jupyter.memory.embedders import HashingEmbedder
+
+    (tmp_path / "parent").mkdir()
+    store = MemoryStore(tmp_path / "store", embedder=HashingEmbedder(dim=128))
+    run = Agent(model="memfit/memory-lesson", workdir=tmp_path / "parent", memory=store).start(
+        load_scenario("memory-lesson").task)
+    run.run()
+    child = run.fork(2, workdir=tmp_path / "child")
+    child.run()
+    grandchild = child.fork(3, workdir=tmp_path / "grandchild")
+    assert grandchild.memory.live.top.embedder.id == store.embedder.id == "hashing-128"
+    with pytest.raises(ForkError, match="holds no memory store"):
+        run.fork(2, workdir=tmp_path / "other", memory=tmp_path / "parent")
+    assert not (tmp_path / "parent" / "memory.sqlite3").exists() and not (tmp_path / "other").exists()
+
+
+def test_what_the_agent_saved_with_archival_memory_insert_after_the_fork_step_is_hidden(tmp_path):
+    (tmp_path / "parent").mkdir()
+    run = Agent(model="memfit/memory-lesson", workdir=tmp_path / "parent", memory=True).start(
+        load_scenario("memory-lesson").task)
+    run.run()
+    fact = "the answer key lives in zebra.cfg"
+    saver = run.fork(2, workdir=tmp_path / "saver", memory="write-through",
+                     action={"tool": "archival_memory_insert", "params": {"content": fact}})
+    saver.run()
+    (saved,) = [e.id for e in run.memory.list() if e.content == fact]
+    child = saver.fork(1, workdir=tmp_path / "child")
+    assert saved in child.memory.live.hidden
+    assert all(r.content != fact for r in child.memory.live.search("where is the answer key zebra.cfg", k=5))

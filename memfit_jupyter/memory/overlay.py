@@ -12,8 +12,12 @@ import builtins
 from collections.abc import Iterable
 from typing import Any
 
+import numpy as np
+
 from .entity import MemoryEntity, ScoredMemory, SearchResults
+from .ranking import RankingConfig
 from .retrieval import MemoryBackend
+from .search import SEMANTIC_LIMIT, TAG_LIMIT, Candidates, search_memory
 
 
 class Overlay:
@@ -24,15 +28,68 @@ class Overlay:
     """
 
     def __init__(self, base: MemoryBackend, top: MemoryBackend, hidden: Iterable[str] = ()):
+        mine, under = getattr(getattr(top, "embedder", None), "id", None), getattr(getattr(base, "embedder", None), "id", None)
+        if mine and under and mine != under:  # their vectors would not be comparable
+            raise ValueError(f"an overlay's store must embed as the store under it does: {mine} over {under}")
         self.base = base
         self.top = top
         self.hidden = {str(i) for i in hidden if i}
+        #: How results are ordered: as the store under it orders them.
+        self.ranking: RankingConfig = getattr(base, "ranking", None) or RankingConfig()
 
-    # --- reads ------------------------------------------------------------------------
+    # --- reads: one retrieval pipeline over both stores' candidates --------------------------
+    @property
+    def embedder(self) -> Any:
+        return getattr(self.base, "embedder", None)
+
+    def embed_query(self, query: str) -> np.ndarray:
+        vector: np.ndarray = self.base.embed_query(query)  # type: ignore[attr-defined]
+        return vector
+
+    def candidates(self, q: np.ndarray, query: str, *, tags: Iterable[str] = (), only: Iterable[str] | None = None,
+                   tag_limit: int = TAG_LIMIT, semantic_limit: int = SEMANTIC_LIMIT,
+                   lexical_limit: int = SEMANTIC_LIMIT) -> Candidates:
+        """Both stores' candidates as one store holding the child's rows and the parent's visible
+        ones would find them: hidden rows do not take a place (the base is asked for as many
+        more), and each retriever's finds are ordered across the two (cosine, BM25)."""
+        tags, only = list(tags), (list(only) if only is not None else None)
+        more = len(self.hidden)
+        base = self.base.candidates(q, query, tags=tags, only=only, tag_limit=tag_limit + more,  # type: ignore[attr-defined]
+                                    semantic_limit=semantic_limit + more,
+                                    lexical_limit=lexical_limit + more if lexical_limit > 0 else 0)
+        top = self.top.candidates(q, query, tags=tags, only=only, tag_limit=tag_limit,  # type: ignore[attr-defined]
+                                  semantic_limit=semantic_limit, lexical_limit=lexical_limit)
+        own = {e.content for e in top.entities}  # a row the child stored too: once, the child's
+        rows = [(e, top.vectors[i]) for i, e in enumerate(top.entities)] + [
+            (e, base.vectors[i]) for i, e in enumerate(base.entities) if e.id not in self.hidden and e.content not in own]
+        by_id = {e.id: (e, v) for e, v in rows}
+        cosine = {i: float(v @ q) for i, (_, v) in by_id.items()}
+        lexical = {i: s for c in (base, top) for i, s in c.lexical.items() if i in by_id}
+        order = {"tags": None, "semantic": cosine, "lexical": lexical}
+        limit = {"tags": tag_limit, "semantic": semantic_limit, "lexical": lexical_limit}
+        found: dict[str, list[str]] = {}
+        for name, score in order.items():
+            ids = list(dict.fromkeys(i for c in (top, base) for i in c.found.get(name, ()) if i in by_id))
+            if score is not None:
+                ids.sort(key=lambda i: -score.get(i, 0.0))
+            if ids[: limit[name]]:
+                found[name] = ids[: limit[name]]
+        kept = list(dict.fromkeys(i for ids in found.values() for i in ids))
+        vectors = np.array([by_id[i][1] for i in kept], dtype=np.float32).reshape(len(kept), -1) if kept else \
+            np.zeros((0, len(q)), dtype=np.float32)
+        return Candidates([by_id[i][0] for i in kept], vectors, found, {i: lexical[i] for i in kept if i in lexical})
+
     def search(self, query: str, k: int | None = 10, bytes_limit: int | None = None, tags: Any = None, *,
                llm: Any = None, iteration: int = 0, **options: Any) -> SearchResults:
-        """Both stores' results, best first, cut to ``k`` and ``bytes_limit``.  Only the base
-        store asks the model to pick tags (``llm``): one tag call, as with one store."""
+        """The retrieval pipeline over both stores, as over one store holding the child's rows and
+        the parent's visible ones: the model picks among their tags, hidden rows take no place,
+        and the two stores' finds are ranked together.  Stores without ``candidates`` (a replay's
+        recording) are searched apart and their results merged."""
+        if all(callable(getattr(s, "candidates", None)) for s in (self.base, self.top)):
+            disable_ai = options.get("disable_ai")
+            return search_memory(self, query, k=k, bytes_limit=bytes_limit, tags=tags, llm=llm,
+                                 disable_ai=disable_ai if disable_ai is not None else llm is None,
+                                 ranking=options.get("ranking"), iteration=iteration)
         found_base = self.base.search(query, k=k, bytes_limit=bytes_limit, tags=tags, llm=llm,  # type: ignore[call-arg]
                                       iteration=iteration, **options)
         found_top = self.top.search(query, k=k, bytes_limit=bytes_limit, tags=tags, iteration=iteration,  # type: ignore[call-arg]
@@ -77,13 +134,22 @@ class Overlay:
         return self.list(tag=f"failures:{kind.strip()}" if kind else "failures", limit=limit)
 
     def tags(self) -> dict[str, int]:
+        """The tags of the rows a read sees, with their counts (hidden rows' left out)."""
         counts = dict(_call(self.base, "tags") or {})
+        for row in self._hidden_rows():
+            for tag in row.tags:
+                counts[tag] = counts.get(tag, 0) - 1
         for tag, n in (_call(self.top, "tags") or {}).items():
             counts[tag] = counts.get(tag, 0) + n
-        return counts
+        return {tag: n for tag, n in counts.items() if n > 0}
 
     def __len__(self) -> int:
-        return len(self.top) + max(0, len(self.base) - len(self.hidden))  # type: ignore[arg-type]
+        return len(self.top) + len(self.base) - len(self._hidden_rows())  # type: ignore[arg-type]
+
+    def _hidden_rows(self) -> builtins.list[MemoryEntity]:
+        """The base's rows that are hidden (an id no longer in the base hides nothing)."""
+        rows = (_call(self.base, "get", i) for i in sorted(self.hidden))
+        return [r for r in rows if r is not None]
 
     # --- writes: the top store only -------------------------------------------------------
     def add(self, content: str, tags: Iterable[str] = (), questions: Iterable[str] = (),
