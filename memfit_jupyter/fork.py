@@ -851,7 +851,10 @@ def _live_memory(parent_run: Run | None, trace: dict[str, Any], at: int, had_mem
     embedder = getattr(base, "embedder", None)
     top = open_store(root / "memory", **({"embedder": embedder} if embedder is not None else {}))
     if base is None:
-        return top, "overlay"
+        # A trace says that its run had memory, not where: a saved run's store is read when given.
+        log.warning("the fork of %s reads none of its parent's memories: the trace does not say where the "
+                    "parent's store is; give memory=<its folder> to read it", trace.get("run_id"))
+        return top, "own"
     return Overlay(base, top, hidden=learnt_from(trace, at)), "overlay"
 
 

@@ -161,3 +161,21 @@ def test_what_the_agent_saved_with_archival_memory_insert_after_the_fork_step_is
     child = saver.fork(1, workdir=tmp_path / "child")
     assert saved in child.memory.live.hidden
     assert all(r.content != fact for r in child.memory.live.search("where is the answer key zebra.cfg", k=5))
+
+
+def test_a_fork_of_a_saved_trace_reads_the_parents_store_when_given_and_says_so_when_not(tmp_path, caplog):
+    import json
+
+    (tmp_path / "parent").mkdir()
+    store = MemoryStore(tmp_path / "store")
+    prior = store.add("the numbers of this project are kept in numbers.txt", tags=["numbers"])
+    run = Agent(model="memfit/memory-lesson", workdir=tmp_path / "parent", memory=store).start(
+        load_scenario("memory-lesson").task)
+    run.run()
+    saved = json.loads(json.dumps(run.trace()))
+    assert len(store.list()) > 1  # and what the run learnt, which a fork at step 1 does not see
+    blind = Agent.fork(saved, 1, workdir=tmp_path / "blind")
+    assert blind.parent["memory"] == "own" and "reads none of its parent's memories" in caplog.text
+    assert not blind.memory.live.list()
+    given = Agent.fork(saved, 1, workdir=tmp_path / "given", memory=store.path)
+    assert given.parent["memory"] == "overlay" and [e.id for e in given.memory.live.list()] == [prior]
