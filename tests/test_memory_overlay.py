@@ -43,12 +43,14 @@ def test_a_fork_writes_to_its_overlay_and_leaves_the_parents_store_as_it_was(tmp
     store = parent.memory
     before = _rows(store)
     assert before, "the parent's store holds what its runs learnt"
-    child = parent.fork(1, workdir=tmp_path / "child")
+    child = parent.fork(1, workdir=tmp_path / "child",
+                        action={"tool": "memory_insert", "params": {"content": "the child's own lesson: read twice"}})
     assert isinstance(child.memory, ForkStore) and isinstance(child.memory.live, Overlay)
     child.run()
     assert _rows(store) == before
     overlay = child.memory.live
-    assert len(overlay.top) > 0, "the child's triage kept something, in its own store"
+    assert [c for _, c, _ in _rows(overlay.top)] == ["the child's own lesson: read twice"]  # its triage found
+    # what the parent's store holds already, and stored nothing again
     assert {c for _, c, _ in before} <= {e.content for e in overlay.list()} | {c for _, c, _ in _rows(overlay.top)}
     searched = [e for e in child.events if e.TYPE == "memory" and e.op == "task_search" and e.iteration >= 1]
     assert searched and searched[0].results, "the child reads the parent's memories"
@@ -179,3 +181,36 @@ def test_a_fork_of_a_saved_trace_reads_the_parents_store_when_given_and_says_so_
     assert not blind.memory.live.list()
     given = Agent.fork(saved, 1, workdir=tmp_path / "given", memory=store.path)
     assert given.parent["memory"] == "overlay" and [e.id for e in given.memory.live.list()] == [prior]
+
+
+def test_what_the_parent_holds_the_child_does_not_store_again_unless_it_is_hidden(tmp_path):
+    base, top = MemoryStore(tmp_path / "base"), MemoryStore(tmp_path / "top")
+    held = "the deploy script lives in ops/deploy.sh"
+    base.add(held, tags=["ops"], questions=["where is the deploy script?"])
+    later = base.add("the staging database is called stage-db", tags=["db"], questions=["what is staging called?"])
+    overlay = Overlay(base, top, hidden=[later])
+    again = overlay.add_many([{"content": held, "tags": ["ops"], "questions": ["where is the deploy script?"]},
+                              {"content": "the staging database is called stage-db", "tags": ["db"],
+                               "questions": ["what is staging called?"]}])
+    assert again[0] is None and again[1] is not None  # the hidden one the child's past did not know
+    assert [e.content for e in top.list()] == ["the staging database is called stage-db"]
+    assert overlay.add(held, tags=["ops"], questions=["where is the deploy script?"]) is None
+
+
+def test_a_fork_with_no_change_stores_what_its_parent_stored_and_no_more(tmp_path):
+    (tmp_path / "parent").mkdir()
+    store = MemoryStore(tmp_path / "store")
+    first = Agent(model="memfit/memory-lesson", workdir=tmp_path / "parent", memory=store).start(
+        load_scenario("memory-lesson").task)
+    first.run()
+    second = Agent(model="memfit/memory-lesson", workdir=tmp_path / "parent", memory=store).start(
+        load_scenario("memory-lesson").task)
+    second.run()  # finds what the first run stored: its triage adds nothing
+    child = second.fork(2, workdir=tmp_path / "child")
+    child.run()
+
+    def triage(run):
+        return [(e.iteration, e.added, e.duplicates) for e in run.events if e.TYPE == "memory" and e.op == "triage"]
+
+    assert triage(child) == triage(second) and not child.memory.live.top.list()
+    assert len(child.memory.live) == len(store)

@@ -154,11 +154,24 @@ class Overlay:
     # --- writes: the top store only -------------------------------------------------------
     def add(self, content: str, tags: Iterable[str] = (), questions: Iterable[str] = (),
             scores: Any = None) -> str | None:
-        return self.top.add(content, tags=tags, questions=questions, **({"scores": scores} if scores else {}))
+        item = {"content": content, "tags": tags, "questions": questions, **({"scores": scores} if scores else {})}
+        return self.add_many([item])[0]
 
     def add_many(self, items: Iterable[Any], **options: Any) -> builtins.list[str | None]:
-        added: builtins.list[str | None] = self.top.add_many(items, **options)
-        return added
+        """Into the top store, but for what repeats a row the base shows (the parent held it: the
+        child does not store it again, as the parent did not); None for each such item."""
+        items = builtins.list(items)
+        check = getattr(self.base, "repeats", None)
+        if not items or not callable(check):
+            added: builtins.list[str | None] = self.top.add_many(items, **options)
+            return added
+        vectors = options.pop("vectors", None)
+        held = check(items, vectors=vectors, ignore={r.content for r in self._hidden_rows()})
+        fresh = [i for i, h in enumerate(held) if not h]
+        if vectors is not None:
+            options["vectors"] = vectors[fresh]
+        ids = iter(self.top.add_many([items[i] for i in fresh], **options) if fresh else [])
+        return [None if h else next(ids) for h in held]
 
     def delete(self, id: str) -> bool:
         """Deletes a row of the top store; a base row is hidden instead (the base is not written)."""
