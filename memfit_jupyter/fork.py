@@ -580,11 +580,27 @@ def replay_setup(trace: dict[str, Any]) -> tuple[dict[str, Any], dict[str, str]]
     """For ``Agent.replay`` of a fork's trace: the settings to build its agent with (its parent's,
     plus the fork's hook, which changes them at the step) and the models it switched to."""
     record = trace["parent"]
+    chain = fork_records(trace["events"], int(record["at"]))  # its ancestors', made again at their steps
+    chain.append(record)
     settings = start_settings(trace)
-    settings["extensions"] = [ForkChanges(record)]
-    changed = settings_of(dict(record.get("changes") or {}))
-    models = {f"fork_{name}": str(changed[name]) for name in TIERS if changed.get(name)}
-    return settings, models
+    settings["extensions"] = [ForkChanges(r) for r in chain]
+    return settings, switched_models(chain)
+
+
+def fork_records(events: list[dict[str, Any]], before: int) -> list[dict[str, Any]]:
+    """The records of the forks a trace's ``fork`` events name at steps before ``before``: a fork
+    of a fork, or its replay, makes each ancestor's changes again at its step (its settings, its
+    guidance), as the ancestor did; what the ancestors' step changes gave (an action, an
+    observation, memory hits) is in the recording already."""
+    return [{"run": str(e.get("parent", "")), "at": int(e["at"]), "changes": dict(e.get("changes") or {}),
+             "workspace": dict(e.get("workspace") or {}), "memory": str(e.get("memory", ""))}
+            for e in events if e.get("type") == "fork" and _is_step(e.get("at")) and int(e["at"]) < before]
+
+
+def switched_models(chain: list[dict[str, Any]]) -> dict[str, str]:
+    """The models the forks of ``chain`` switched to, by a name of their own (for their prices and windows)."""
+    return {f"fork{i}_{name}": str(model) for i, r in enumerate(chain)
+            for name, model in settings_of(dict(r.get("changes") or {})).items() if name in TIERS and model}
 
 
 # --- the fork ----------------------------------------------------------------------------------
@@ -632,11 +648,15 @@ def fork(parent: Any, at: int, *, agents: MakeAgent, memory: Any = "overlay",
         settings["oracle"] = oracle
     if "oracle" in changes:
         settings["oracle"] = changes["oracle"]
-    live_settings = {**settings, **settings_of(changes), "memory": False}
+    ancestors = _ancestry(parent_run, trace, at)
+    inherited: dict[str, Any] = {}
+    for r in ancestors:
+        inherited.update(settings_of(r["changes"]))
+    live_settings = {**settings, **inherited, **settings_of(changes), "memory": False}
     if isinstance(live_settings.get("reflection"), str):
         live_settings["reflection"] = live_settings["reflection"].lower()
     live_agent: RunAgent | None = None  # without a change of settings, the child's own agent
-    if settings_of(changes):
+    if inherited or settings_of(changes):
         try:  # the settings from step k on, checked before anything is made
             live_agent = agents(live_settings)
         except Exception as exc:
@@ -649,7 +669,7 @@ def fork(parent: Any, at: int, *, agents: MakeAgent, memory: Any = "overlay",
                             str(trace.get("run_id", "run")))
     try:
         child = _make(trace, parent_run, at, changes, settings, had_memory, memory, folder, root,
-                      parent_workdir, agents, live_agent, backend, tools, exact)
+                      parent_workdir, agents, live_agent, backend, tools, exact, ancestors)
     except BaseException:
         remove(root if workdir is None else folder)
         raise
@@ -671,6 +691,20 @@ def _check_models(models: list[str]) -> None:
             check_model(model)
         except UnknownModelError as exc:
             raise ForkError(str(exc)) from None
+
+
+def _ancestry(parent_run: Run | None, trace: dict[str, Any], at: int) -> list[dict[str, Any]]:
+    """The forks the run forked is made of at steps before ``at`` (its own fork, its parent's...),
+    oldest first: a fork at ``at`` makes their changes again at their steps.  A fork at an
+    ancestor's own step replaces what that ancestor changed there.  For a run in hand, each
+    record as the process holds it (the trace's is redacted: a key in a change stays usable)."""
+    chain = fork_records(trace["events"], at)
+    held: dict[int, dict[str, Any]] = {}
+    run: Any = parent_run
+    while run is not None and isinstance(getattr(run, "parent", None), dict):
+        held.setdefault(int(run.parent["at"]), run.parent)
+        run = getattr(run, "parent_run", None)
+    return [held.get(r["at"], r) if held.get(r["at"], {}).get("run") == r["run"] else r for r in chain]
 
 
 def _recorder_of(run: Run) -> Any:
@@ -746,7 +780,7 @@ def _folders(workdir: str | Path | None, forbidden: list[Path], run_id: str) -> 
 def _make(trace: dict[str, Any], parent_run: Run | None, at: int, changes: dict[str, Any],
           settings: dict[str, Any], had_memory: bool, memory: Any, folder: Path, root: Path,
           parent_workdir: Path | None, agents: MakeAgent, live_agent: RunAgent | None, backend: Any, tools: Any,
-          exact: bool) -> Run:
+          exact: bool, ancestors: list[dict[str, Any]]) -> Run:
     from .llm.backend import LiteLLMBackend
     from .reliability.breakers import breakers_for
     from .run import Run
@@ -768,7 +802,7 @@ def _make(trace: dict[str, Any], parent_run: Run | None, at: int, changes: dict[
     clock = ForkClock(recorded_clock, at)
     store = ForkStore(RecordedStore(prefix, clock=recorded_clock), live_store, at,
                       changes.get("memory_hits")) if had_memory else False
-    extensions: list[Any] = [ForkChanges(record)]
+    extensions: list[Any] = [ForkChanges(r) for r in [*ancestors, record]]
     configs: list[Any] = []
     people: dict[str, Any] = {}
     if parent_run is not None:
@@ -786,7 +820,7 @@ def _make(trace: dict[str, Any], parent_run: Run | None, at: int, changes: dict[
     except (TypeError, ValueError) as exc:  # a saved trace's settings, edited or from another version
         line = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         raise ForkError(f"the run's recorded settings are not valid: {line}") from None
-    models = {f"fork_{n}": str(v) for n, v in settings_of(changes).items() if n in TIERS and v}
+    models = switched_models([*ancestors, record])
     config = config_of(agent)
     parent_recorder = _recorder_of(parent_run) if parent_run is not None else None
     blobs = parent_recorder.blobs if isinstance(parent_recorder, WorkspaceRecorder) and \

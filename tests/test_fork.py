@@ -471,3 +471,31 @@ def test_exit_in_the_agents_python_ends_that_code_not_the_run_and_its_writes_are
         assert seen.ok is ok and seen.output.startswith("before") and child.status in ("done", "failed")
         assert (seen.error == "the code exited: sys.exit(3)") if not ok else not seen.error
         assert "made.txt" in seen.data["workspace"]["changed"]  # the step's record was made
+
+
+@pytest.mark.parametrize("name, at, change", [
+    ("spin-demo", 3, {"max_iterations": 6}),
+    ("file-edits", 2, {"guidance": "write the summary before removing anything"}),
+    ("file-edits", 2, {"model": "memfit/demo"}),
+    ("spin-demo", 2, {"reflection": "deep"}),
+])
+def test_a_fork_of_a_fork_after_its_step_keeps_what_that_fork_changed(name, at, change, tmp_path):
+    """Its prefix is the first fork's, the first fork's own change included (its fork event, the
+    settings it switched, its guidance): from the run in hand, from its saved trace, and replayed;
+    with no change of its own it ends as the first fork did."""
+    parent = _parent(name, tmp_path / "parent")
+    child = parent.fork(at, workdir=tmp_path / "child", **change)
+    child.run()
+    saved = json.loads(json.dumps(child.trace()))
+    later = min(at + 2, child.iteration)
+    for label, source in (("in-hand", child), ("saved", saved)):
+        grandchild = Agent.fork(source, later, workdir=tmp_path / label)
+        grandchild.run()
+        events = [e.to_dict() for e in grandchild.events]
+        prefix = [e.to_dict() for e in child.events if (e.iteration or 0) < later]
+        assert _untimed(events[:len(prefix)]) == _untimed(prefix), label
+        assert [e["at"] for e in events if e["type"] == "fork"] == [at, later], label
+        assert (grandchild.status, grandchild.result.answer) == (child.status, child.result.answer), label
+        again = Agent.replay(json.loads(json.dumps(grandchild.trace())))
+        again.run()
+        assert [json.dumps(e.to_dict()) for e in again.events] == [json.dumps(e) for e in events], label
