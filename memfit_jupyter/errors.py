@@ -113,5 +113,9 @@ class RunFailed(RunEnded):
     status = "failed"
 
 
+#: Why a run ended when the person interrupted it mid-step (Jupyter's stop button, Ctrl-C).
+INTERRUPTED = "interrupted by the person"
+
+
 class Cancelled(RunEnded):
     status = "cancelled"

@@ -87,6 +87,14 @@ class RecordedClock:
             index += 1
         return self.events[index] if index < len(self.events) else None
 
+    def cancelled_next(self) -> dict[str, Any] | None:
+        """The recorded ``run_end``, when the person cancelled the run where the replay is now
+        (between two steps): the replay ends there as the run did."""
+        if self.run is None:
+            return None
+        nxt = self._next_step()
+        return nxt if nxt is not None and nxt.get("type") == "run_end" and nxt.get("status") == "cancelled" else None
+
     def refusal_next(self) -> dict[str, Any] | None:
         """The recorded guarantee violation, when it is the event the run emits next: the
         recording was refused there (a limit reached before a model call or an iteration)."""

@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 from . import events as ev
 from .action_log import ActionLog
-from .errors import Cancelled, Finished, LimitsExceeded, RunEnded, RunFailed
+from .errors import INTERRUPTED, Cancelled, Finished, LimitsExceeded, RunEnded, RunFailed
 from .events import Event
 from .extension import Extension, extensions_for, name_of
 from .live import LiveClock, LiveTools
@@ -248,11 +248,15 @@ class Run:
             try:
                 if self.status == "pending":
                     self._begin()
+                cancelled = getattr(self.clock, "cancelled_next", None)  # a replay: where the person stopped it
+                ended = cancelled() if cancelled is not None else None
+                if ended is not None:
+                    raise Cancelled(str(ended.get("reason") or "cancelled by the person"))
                 self._iterate()
             except RunEnded as end:
                 self._finish(end)
             except KeyboardInterrupt:
-                self._finish(Cancelled("interrupted by the person"))
+                self._finish(Cancelled(INTERRUPTED))
             except Exception as exc:
                 self.emit(ev.Error(message=f"{type(exc).__name__}: {exc}",
                                    traceback="".join(traceback.format_exception(exc))[-4000:]))

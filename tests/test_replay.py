@@ -255,3 +255,39 @@ def test_every_recorded_local_model_run_replays_byte_for_byte(fixture, tmp_path)
     assert [json.dumps(e.to_dict(), sort_keys=True) for e in replayed.events] == [
         json.dumps(e, sort_keys=True) for e in recorded["events"]]
     assert replayed.status == recorded["status"]
+
+
+def _replayed(trace: dict) -> list[str]:
+    again = Agent.replay(json.loads(json.dumps(trace)))
+    again.run()
+    return [json.dumps(e.to_dict()) for e in again.events]
+
+
+def test_a_run_the_person_stopped_replays_to_the_same_stop(tmp_path):
+    """Cancelled between two steps, or interrupted during a model call (Jupyter's stop button): the
+    replay ends there, cancelled, with the recorded events (it went on past the recording)."""
+    from memfit_jupyter.llm.backend import LiteLLMBackend
+    from memfit_jupyter.run import Run
+
+    (tmp_path / "p").mkdir()
+    stopped = Agent(model="memfit/healthy-long", workdir=tmp_path / "p", memory=False).start("keep going")
+    for _ in range(3):
+        stopped.step()
+    stopped.cancel()
+    assert _replayed(stopped.trace()) == [json.dumps(e.to_dict()) for e in stopped.events]
+
+    class StopButton(LiteLLMBackend):  # the person interrupts the third model call
+        calls = 0
+
+        def complete(self, *args, **kw):
+            self.calls += 1
+            if self.calls == 3:
+                raise KeyboardInterrupt
+            return super().complete(*args, **kw)
+
+    (tmp_path / "q").mkdir()
+    agent = Agent(model="memfit/healthy-long", workdir=tmp_path / "q", memory=False)
+    interrupted = Run(agent, "keep going", backend=StopButton())
+    interrupted.run()
+    assert interrupted.status == "cancelled" and interrupted.result.reason == "interrupted by the person"
+    assert _replayed(interrupted.trace()) == [json.dumps(e.to_dict()) for e in interrupted.events]

@@ -267,6 +267,8 @@ class ReplayBackend:
         if call.get("error_kind"):
             if on_delta is not None and call.get("partial_reply"):
                 on_delta(call["partial_reply"])  # what had streamed in before the call failed
+            if call["error_kind"] == "cancelled":  # the person stopped the run during this call
+                raise KeyboardInterrupt
             error = ModelCallError(call["error_kind"], call.get("error") or "recorded failure")
             # a call abandoned at its deadline was charged its worst case; the charge is worked
             # out again from the same cap, so only whether it was charged is taken from the recording
