@@ -131,6 +131,10 @@ class ForkClock:
     def refusal_next(self) -> dict[str, Any] | None:
         return self.recorded.refusal_next() if not self._live() else None
 
+    def resume_next(self, run: Any) -> bool:
+        """In the prefix, as the recording went on after an end (an override, more trials)."""
+        return False if self._live() else self.recorded.resume_next(run)
+
     def budget_time(self, running: float) -> float:
         run = self.run
         if run is None or run.iteration < self.at:  # _prefix, inline: asked at every check of the budget

@@ -87,6 +87,21 @@ class RecordedClock:
             index += 1
         return self.events[index] if index < len(self.events) else None
 
+    def resume_next(self, run: Any) -> bool:
+        """Once the replay has ended where the recording did: when the person then had the run go
+        on (``run.override``, more trials of the failure diary), do the same; whether it goes on."""
+        nxt = self._next_step() if self.run is not None else None
+        if nxt is None:
+            return False
+        if nxt.get("type") == "guarantee" and nxt.get("override") and isinstance(nxt.get("limits"), dict):
+            raised = [k for k in str(nxt.get("limit") or "").split(",") if k in nxt["limits"]]
+            run.override(confirm=True, **{k: nxt["limits"][k] for k in raised})
+            return True
+        if nxt.get("type") == "escalation" and nxt.get("choice") == "more_trials" and run.context is not None:
+            run.context.more_trials(run, int(nxt.get("extra_trials") or 1))
+            return True
+        return False
+
     def cancelled_next(self) -> dict[str, Any] | None:
         """The recorded ``run_end``, when the person cancelled the run where the replay is now
         (between two steps): the replay ends there as the run did."""

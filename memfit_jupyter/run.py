@@ -273,11 +273,14 @@ class Run:
 
     def run(self) -> RunResult:
         """Run to the end and return how it ended."""
-        while not self.done:
-            self.step()
-            if self.approvals.waiting and not self.done:
-                break  # waiting for a person's approval: resume with approve() then run()
-        return self.result  # type: ignore[return-value]
+        resume = getattr(self.clock, "resume_next", None)  # a replay: where the person had the run go on
+        while True:
+            while not self.done:
+                self.step()
+                if self.approvals.waiting and not self.done:
+                    return self.result  # type: ignore[return-value]  # waiting: approve() then run()
+            if resume is None or not resume(self):
+                return self.result  # type: ignore[return-value]
 
     def estimate(self) -> dict[str, Any]:
         """The expected cost of the next iteration from the model's prices and the prompt, its worst

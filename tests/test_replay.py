@@ -291,3 +291,26 @@ def test_a_run_the_person_stopped_replays_to_the_same_stop(tmp_path):
     interrupted.run()
     assert interrupted.status == "cancelled" and interrupted.result.reason == "interrupted by the person"
     assert _replayed(interrupted.trace()) == [json.dumps(e.to_dict()) for e in interrupted.events]
+
+
+@pytest.mark.parametrize("name, go_on", [
+    ("budget-burn", lambda run: run.override(confirm=True, max_cost_usd=3.0)),
+    ("diary", lambda run: run.context.more_trials(run, 2)),
+])
+def test_a_run_the_person_had_go_on_replays_and_forks_as_it_went_on(name, go_on, tmp_path):
+    """Degraded then overridden, or escalated then given more trials: the replay makes the same
+    choice where the recording did (it stopped at the first end), and so does a fork's prefix."""
+    (tmp_path / "p").mkdir()
+    extra = {"oracle": "false", "max_trials": 2} if name == "diary" else {}
+    run = Agent(model=f"memfit/{name}", workdir=tmp_path / "p", memory=False, **extra).start("do the task")
+    run.run()
+    first_end = run.iteration
+    go_on(run)
+    run.run()
+    assert run.iteration > first_end
+    events = [json.dumps(e.to_dict()) for e in run.events]
+    assert _replayed(run.trace()) == events
+    child = run.fork(first_end + 1, workdir=tmp_path / "child")
+    child.run()
+    assert (child.status, child.iteration) == (run.status, run.iteration)
+    assert _replayed(child.trace()) == [json.dumps(e.to_dict()) for e in child.events]
