@@ -262,7 +262,7 @@ class Agent:
             settings, models = replay_setup(trace)
         # The memory the recording saw answers its searches; no store is opened or written.
         settings["memory"] = recording.store() if settings.pop("memory", False) else False
-        if recording.has("trial"):  # the oracle's verdicts are in the recorded observations
+        if recording.has("trial") or trace.get("oracle"):  # its verdicts are in the recorded observations
             settings["oracle"] = RECORDED_ORACLE
         settings.update(overrides)
         agent = cls.from_settings(settings)
@@ -271,6 +271,7 @@ class Agent:
                   run_id=trace.get("run_id"), started_at=trace.get("started_at"),
                   prompt_workdir=trace.get("workdir") or None)
         run.parent = trace.get("parent")
+        run.recorded_oracle = trace.get("oracle")  # type: ignore[attr-defined]  # its trace says what it was
         # Breakers tell when the next probe is due: on the recorded time, they say what they said.
         clock = recording.clock()
         clock.run = run

@@ -646,12 +646,9 @@ def fork(parent: Any, at: int, *, agents: MakeAgent, memory: Any = "overlay",
     had_memory = bool(settings.pop("memory", False))
     if "memory_hits" in changes and not had_memory:
         raise ForkError("memory_hits= needs a run with memory; this one ran with memory off")
-    oracle = parent_run.agent.oracle if parent_run is not None else (
-        RECORDED_ORACLE if any(e.get("type") == "trial" for e in trace["events"]) else None)
+    oracle = changes["oracle"] if "oracle" in changes else _oracle_of(parent_run, trace)
     if oracle is not None:
         settings["oracle"] = oracle
-    if "oracle" in changes:
-        settings["oracle"] = changes["oracle"]
     ancestors = _ancestry(parent_run, trace, at)
     inherited: dict[str, Any] = {}
     for r in ancestors:
@@ -684,6 +681,24 @@ def fork(parent: Any, at: int, *, agents: MakeAgent, memory: Any = "overlay",
         log.warning("fork of %s at step %d is not exact: %s", trace.get("run_id"), at,
                     "; ".join(restored.get("problems") or ())[:500])
     return child
+
+
+def _oracle_of(parent_run: Run | None, trace: dict[str, Any]) -> Any:
+    """The failure diary's oracle the child runs from its step: its parent's in hand, else the
+    command its trace names.  A saved run's Python oracle, or one its trace does not name (an
+    older trace), cannot be run: one line says to give ``oracle=``."""
+    if parent_run is not None and parent_run.agent.oracle != RECORDED_ORACLE:
+        return parent_run.agent.oracle
+    recorded = trace.get("oracle")
+    if isinstance(recorded, dict) and isinstance(recorded.get("command"), str) and recorded["command"]:
+        return recorded["command"]
+    if isinstance(recorded, dict) and recorded.get("callable"):
+        raise ForkError(f"the run's oracle was the Python function {recorded['callable']}, which a saved trace "
+                        "cannot hold: give it again, oracle=...")
+    if recorded or any(e.get("type") == "trial" for e in trace["events"]):
+        raise ForkError("the trace does not say what the run's oracle was (it was saved before traces named "
+                        "it): give it, oracle=...")
+    return None
 
 
 def _check_models(models: list[str]) -> None:

@@ -57,10 +57,26 @@ def trace_of(run: RunView) -> dict[str, Any]:
             **_unpriced(run),
         },
         **_family(run),
+        **_oracle(run),
     }
     # The events were redacted when they were emitted; the rest (the task, the answer, the
     # settings) goes through the same function here.
     return {**redact_obj(header), "events": [e.to_dict() for e in run.events]}
+
+
+def _oracle(run: RunView) -> dict[str, Any]:
+    """``oracle``: the failure diary's oracle, when the run had one (it is in every prompt, and a
+    fork of the saved run runs it from its step): ``{"command": ...}``, or ``{"callable": name}``
+    for a Python function, which a saved trace cannot hold.  A replay keeps its recording's."""
+    recorded = getattr(run, "recorded_oracle", None)
+    if recorded is not None:
+        return {"oracle": recorded}
+    oracle = run.agent.oracle
+    if oracle is None:
+        return {}
+    if isinstance(oracle, str):
+        return {"oracle": {"command": oracle}}
+    return {"oracle": {"callable": str(getattr(oracle, "__qualname__", None) or type(oracle).__name__)}}
 
 
 def _family(run: RunView) -> dict[str, Any]:

@@ -499,3 +499,29 @@ def test_a_fork_of_a_fork_after_its_step_keeps_what_that_fork_changed(name, at, 
         again = Agent.replay(json.loads(json.dumps(grandchild.trace())))
         again.run()
         assert [json.dumps(e.to_dict()) for e in again.events] == [json.dumps(e) for e in events], label
+
+
+def test_a_saved_run_names_its_oracle_and_a_fork_of_it_runs_that_oracle(tmp_path):
+    """A diary run's trace names its oracle: its replay has it in the prompt even when no trial was
+    judged yet, and a fork of the saved run runs the command (it ran the placeholder '(recorded)');
+    a Python oracle, or one an older trace does not name, is one line asking for oracle=."""
+    early = _parent("diary", tmp_path / "early", max_iterations=1)  # ends before its first trial
+    assert early.trace()["oracle"] == {"command": "false"}
+    again = Agent.replay(json.loads(json.dumps(early.trace())))
+    again.run()
+    assert [e.to_dict() for e in again.events] == [e.to_dict() for e in early.events]
+
+    parent = _parent("diary", tmp_path / "parent")
+    saved = json.loads(json.dumps(parent.trace()))
+    trial = next(e["iteration"] for e in saved["events"] if e["type"] == "trial")
+    child = Agent.fork(saved, trial, workdir=tmp_path / "child")
+    child.run()
+    judged = [e for e in child.events if e.TYPE == "observation" and e.tool == "finish" and e.iteration >= trial]
+    assert judged and all(e.data["oracle"]["output"].startswith("$ false\nexit code 1") for e in judged)
+    assert not any("(recorded)" in json.dumps(e.to_dict()) for e in child.events if (e.iteration or 0) >= trial)
+    for recorded, expected in (({"callable": "check"}, "the Python function check"),
+                               (None, "does not say what the run's oracle was")):
+        older = {**saved, "oracle": recorded} if recorded else {k: v for k, v in saved.items() if k != "oracle"}
+        with pytest.raises(ForkError, match=expected):
+            Agent.fork(older, trial, workdir=tmp_path / "refused")
+        assert Agent.fork(older, trial, workdir=tmp_path / f"given{bool(recorded)}", oracle="true").agent.oracle == "true"
