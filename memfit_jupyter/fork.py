@@ -454,9 +454,11 @@ def _check_replayable(trace: Any) -> int:
     source: dict[str, Any] = trace["source"] if isinstance(trace.get("source"), dict) else {}
     imported = source.get("format") or (trace.get("settings") or {}).get("imported")
     events = trace["events"]
-    observed = any(e.get("type") == "observation" and e.get("tool") for e in events)
-    acted = any(e.get("type") == "action" and e.get("tool") for e in events)
-    if imported or (acted and not observed):
+    observed = {e["iteration"] for e in events if e.get("type") == "observation" and e.get("tool")}
+    acted = {e["iteration"] for e in events if e.get("type") == "action" and e.get("tool")}
+    # Every step's tool output is recorded, the last one's aside (its call waits for the person's
+    # approval, or the person stopped the run there).
+    if imported or acted - observed - {last}:
         origin = f"was imported from {imported}" if imported else "has no recorded tool outputs"
         raise ForkError(f"this trace {origin}: its prefix cannot be replayed with tools; "
                         "analyze(trace, **settings) takes changed settings instead")

@@ -525,3 +525,17 @@ def test_a_saved_run_names_its_oracle_and_a_fork_of_it_runs_that_oracle(tmp_path
         with pytest.raises(ForkError, match=expected):
             Agent.fork(older, trial, workdir=tmp_path / "refused")
         assert Agent.fork(older, trial, workdir=tmp_path / f"given{bool(recorded)}", oracle="true").agent.oracle == "true"
+
+
+def test_a_run_waiting_for_approval_of_its_first_call_can_be_forked(tmp_path):
+    """Its one action has no tool output yet: that is the step it waits at, not a trace without
+    recorded outputs (it was refused as an imported trajectory is)."""
+    waiting = _parent("demo", tmp_path / "parent", approve=lambda call: None)
+    assert waiting.waiting_for_approval is not None and waiting.iteration == 1
+    for source in (waiting, json.loads(json.dumps(waiting.trace()))):
+        child = Agent.fork(source, 1, workdir=tmp_path / f"child{isinstance(source, dict)}")
+        assert child.parent["at"] == 1
+    bare = json.loads(json.dumps(waiting.trace()))
+    bare["events"] += [{"type": "action", "iteration": 2, "ts": 0.0, "tool": "read_file", "params": {}}]
+    with pytest.raises(ForkError, match="has no recorded tool outputs"):
+        Agent.fork(bare, 1, workdir=tmp_path / "refused")
