@@ -10,8 +10,8 @@
     %memfit_memory export PATH | import PATH | reindex [--embedder NAME]
 
 ``search`` and ``list`` return a polars DataFrame and display the ranking panel.
-The store is ``--memory``'s path, else ``%config MemfitMagics.memory_path``,
-else ``.memfit/`` in the working directory.
+The store is ``%config MemfitMagics.memory_path`` (a folder, or a PostgreSQL URL), else
+``.memfit/`` in the working directory (a fork's own store: ``<its folder>/.memfit/fork/memory``).
 """
 
 from __future__ import annotations
