@@ -374,3 +374,18 @@ def test_eight_writers_lose_nothing_and_store_each_planted_duplicate_once(backen
         if schema:
             store.drop()
         store.close()
+
+
+def test_an_overlay_over_postgres_stores_nothing_its_base_holds_unless_hidden(pg, tmp_path):
+    """A fork's overlay of a PostgreSQL store reads both as one store and does not write again
+    what the store holds (``PostgresStore.repeats``, as ``MemoryStore.repeats``)."""
+    from memfit_jupyter.memory.overlay import Overlay
+    from memfit_jupyter.memory.store import MemoryStore as SqliteStore
+
+    ids = fill(pg)
+    top = SqliteStore(tmp_path / "top", embedder=pg.embedder)
+    overlay = Overlay(pg, top, hidden=[ids[3]])
+    again = overlay.add_many([{"content": c, "tags": t, "questions": q} for c, t, q in NOTES])
+    assert [i is None for i in again] == [True, True, True, False, True, True]  # the hidden one is new here
+    assert [e.content for e in top.list()] == [NOTES[3][0]] and len(overlay) == len(NOTES)
+    assert pg.repeats([{"content": NOTES[0][0], "tags": NOTES[0][1], "questions": NOTES[0][2]}]) == [True]

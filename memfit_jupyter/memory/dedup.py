@@ -270,3 +270,15 @@ def non_repeated(probes: list[Probe], existing: list[list[Probe]], config: Dedup
             continue
         kept[i] = True
     return [i for i, k in enumerate(kept) if k]
+
+
+def repeated(probes: list[Probe], existing: list[list[Probe]], config: DedupConfig,
+             skip: Iterable[str] = ()) -> list[bool]:
+    """For each probe, whether it repeats one of ``existing[i]`` (a store's candidates for it),
+    those whose content is in ``skip`` left out: the stores' ``repeats`` (no batch among the
+    probes: they are asked about, not written)."""
+    if not config.enabled:
+        return [False] * len(probes)
+    left_out = set(skip)
+    return [any(compare(p, old, config)[0] for old in found if old.content not in left_out)
+            for p, found in zip(probes, existing, strict=True)]

@@ -34,7 +34,7 @@ def add_chunk(conn: Conn, schema: str, entities: list[MemoryEntity], vecs: np.nd
     batch); their positions.  One transaction, all or nothing."""
     with conn.transaction():
         lock(conn, schema)
-        kept = (non_repeated(probes, _stored_candidates(conn, schema, probes, dedup, exact_below), dedup)
+        kept = (non_repeated(probes, stored_candidates(conn, schema, probes, dedup, exact_below), dedup)
                 if dedup.enabled else list(range(len(entities))))
         _insert(conn, schema, [entities[i] for i in kept], vecs[kept], [qvecs[i] for i in kept])
     return kept
@@ -64,7 +64,7 @@ def _insert(conn: Conn, schema: str, entities: list[MemoryEntity], vecs: np.ndar
                             "ON CONFLICT DO NOTHING", pairs)
 
 
-def _stored_candidates(conn: Conn, schema: str, probes: list[Probe], cfg: DedupConfig,
+def stored_candidates(conn: Conn, schema: str, probes: list[Probe], cfg: DedupConfig,
                        exact_below: int) -> list[list[Probe]]:
     """For each probe, the stored memories it could repeat: those sharing enough tags
     (among the newest ``TAG_SCAN`` per tag) and its nearest neighbours by content at the

@@ -36,7 +36,7 @@ import numpy as np
 
 from ..errors import StoreError
 from . import pg_schema, pg_search, pg_text, pg_write
-from .dedup import DedupConfig
+from .dedup import DedupConfig, repeated
 from .embedders import Embedder, get_embedder
 from .entity import MemoryEntity
 from .items import prepare_batch
@@ -158,6 +158,18 @@ class PostgresStore(StoreRetrieval):
             for i in kept:
                 ids[start + i] = entities[start + i].id
         return ids
+
+    def repeats(self, items: Iterable[dict[str, Any] | MemoryEntity], vectors: np.ndarray | None = None,
+                ignore: Iterable[str] = ()) -> list[bool]:
+        """For each item, whether ``add_many`` would find it repeats a stored memory, stored ones
+        whose content is in ``ignore`` left out; nothing is written (``MemoryStore.repeats``)."""
+        entities, _, _, probes = prepare_batch(items, self.embedder, vectors)
+        if not entities or not self.dedup.enabled:
+            return [False] * len(entities)
+        with self._lock:
+            self._check_open()
+            existing = pg_write.stored_candidates(self._conn, self.schema, probes, self.dedup, self.exact_below)
+        return repeated(probes, existing, self.dedup, ignore)
 
     def delete(self, id: str) -> bool:
         """Delete a memory; False when there is none with this id."""

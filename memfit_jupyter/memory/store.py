@@ -38,7 +38,7 @@ import numpy as np
 from ..errors import StoreError
 from .candidates import TAG_SCAN, stored_candidates
 from .db import DB_NAME, SCHEMA_VERSION, Database
-from .dedup import DedupConfig, Probe, compare, non_repeated, norm_tags
+from .dedup import DedupConfig, Probe, non_repeated, norm_tags, repeated
 from .embedders import Embedder, get_embedder, recorded_embedder
 from .entity import MemoryEntity
 from .index import SAVE_EVERY, SAVE_SHARE, GraphAdd, StoreWarning, VectorIndex
@@ -189,13 +189,11 @@ class MemoryStore(StoreRetrieval):
         entities, _, _, probes = prepare_batch(items, self.embedder, vectors)
         if not entities or not self.dedup.enabled:
             return [False] * len(entities)
-        skip = set(ignore)
         with self._lock:
             self._check_open()
             self._sync()
             existing = stored_candidates(self._db, self._vectors, probes, self.dedup)
-        return [any(compare(p, old, self.dedup)[0] for old in found if old.content not in skip)
-                for p, found in zip(probes, existing, strict=True)]
+        return repeated(probes, existing, self.dedup, ignore)
 
     def _written(self, n: int) -> None:
         """``n`` memories were written: checkpoint the WAL when enough are (``CHECKPOINT_EVERY``)."""
