@@ -648,6 +648,9 @@ def fork(parent: Any, at: int, *, agents: MakeAgent, memory: Any = "overlay",
     had_memory = bool(settings.pop("memory", False))
     if "memory_hits" in changes and not had_memory:
         raise ForkError("memory_hits= needs a run with memory; this one ran with memory off")
+    if memory != "overlay" and not had_memory:  # it would be taken and not used
+        shown = str(memory) if isinstance(memory, str | Path) else type(memory).__name__
+        raise ForkError(f"memory={shown!r} needs a run with memory; this one ran with memory off")
     oracle = changes["oracle"] if "oracle" in changes else _oracle_of(parent_run, trace)
     if oracle is not None:
         settings["oracle"] = oracle

@@ -227,6 +227,7 @@ def test_settings_change_from_the_fork_step_on(tmp_path):
                                      "'overlya' is no folder"),
     ({"at": 2, "strategy": "bogus"}, "unknown synthesis strategy 'bogus'; choose one of: weighted, consensus"),
     ({"at": 2, "spin_threshold": "3"}, "spin_threshold must be an integer at least 2, got '3'"),
+    ({"at": 2, "memory": "write-through"}, "memory='write-through' needs a run with memory; this one ran with memory off"),
     # the line quotes what was typed, redacted (it is shown and saved with the notebook)
     ({"at": 2, "model": "sk-proj-Qx7Lm2Np4Rt6Vw8Yz0Ab3Cd5"}, "unknown model '[REDACTED]': litellm knows no provider"),
     ({"at": 2, "action": {"tool": "sk-proj-Qx7Lm2Np4Rt6Vw8Yz0Ab3Cd5"}}, "unknown tool '[REDACTED]'; the run's tools:"),
