@@ -209,12 +209,7 @@ class Agent:
         """A new run of ``task``, not started: call ``step()`` or ``run()``."""
         if not task or not task.strip():
             raise ValueError("the task is empty: say what the agent should do")
-        run = Run(self, task.strip())
-        if self.otel:
-            from .otel.live import attach
-
-            attach(run, self.otel)
-        return run
+        return _exported(Run(self, task.strip()))
 
     @classmethod
     def from_settings(cls, settings: dict[str, Any]) -> Agent:
@@ -236,12 +231,7 @@ class Agent:
         a run in hand.  Not started: call ``run()`` or ``step()``."""
         from .fork import fork
 
-        child = fork(parent, at, agents=cls.from_settings, **changes)
-        if child.agent.otel:  # a run in hand's fork is exported where the parent is, as start() does
-            from .otel.live import attach
-
-            attach(child, child.agent.otel)
-        return child
+        return _exported(fork(parent, at, agents=cls.from_settings, **changes))  # where its parent is
 
     @classmethod
     def replay(cls, trace: Any, **overrides: Any) -> Run:
@@ -279,6 +269,15 @@ class Agent:
         breakers_for(agent).clock = clock.now
         return run
 
+
+
+def _exported(run: Run) -> Run:
+    """``run``, exported live when its agent says where (``otel=``): a started run and a fork alike."""
+    if run.agent.otel:
+        from .otel.live import attach
+
+        attach(run, run.agent.otel)
+    return run
 
 
 def _config_of(flat: dict[str, Any], classes: dict[type, str], whole: dict[type, Any]) -> AgentConfig:

@@ -28,7 +28,7 @@ import json
 import numbers
 import tempfile
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -135,6 +135,9 @@ class ForkClock:
         """In the prefix, as the recording went on after an end (an override, more trials)."""
         return False if self._live() else self.recorded.resume_next(run)
 
+    def cancelled_next(self) -> dict[str, Any] | None:
+        return None  # a prefix ends before the step the parent was stopped at
+
     def budget_time(self, running: float) -> float:
         run = self.run
         if run is None or run.iteration < self.at:  # _prefix, inline: asked at every check of the budget
@@ -217,6 +220,9 @@ class ForkBackend:
 class ForkTools:
     """Tools: the recorded observations before the fork step, the live tools (in the child's
     folder) from it; ``observation`` stands for what step k's tool gives back."""
+
+    #: The live part's shell and python run, in the parent's sandbox.
+    runs_tools = True
 
     def __init__(self, recorded: RecordedTools, live: Any, at: int, observation: str | None = None):
         self.recorded = recorded
@@ -444,25 +450,28 @@ def _check_replayable(trace: Any) -> int:
     """Refuse a trace a fork cannot replay (one line of ``ForkError``); return its last step."""
     if not isinstance(trace, dict) or not isinstance(trace.get("events"), list) or "task" not in trace:
         raise ForkError("not a memfit trace: a dict with 'task' and 'events' is expected")
-    last = 0
+    last, started = 0, False
+    acted: set[int] = set()
+    observed: set[int] = set()
     for n, e in enumerate(trace["events"]):  # what the rest reads of every event, checked once here
         if not isinstance(e, dict) or not isinstance(e.get("type"), str) or not _is_step(e.get("iteration")):
             raise ForkError(f"event {n} of the trace is not a memfit event (a dict with a type and an "
                             f"iteration number): {str(e)[:80]}")
         if e["iteration"] and e["iteration"] > last:
             last = int(e["iteration"])
+        kind = e["type"]
+        if kind in ("action", "observation") and e.get("tool"):
+            (acted if kind == "action" else observed).add(e["iteration"])
+        started = started or kind == "run_start"
     source: dict[str, Any] = trace["source"] if isinstance(trace.get("source"), dict) else {}
     imported = source.get("format") or (trace.get("settings") or {}).get("imported")
-    events = trace["events"]
-    observed = {e["iteration"] for e in events if e.get("type") == "observation" and e.get("tool")}
-    acted = {e["iteration"] for e in events if e.get("type") == "action" and e.get("tool")}
     # Every step's tool output is recorded, the last one's aside (its call waits for the person's
     # approval, or the person stopped the run there).
     if imported or acted - observed - {last}:
         origin = f"was imported from {imported}" if imported else "has no recorded tool outputs"
         raise ForkError(f"this trace {origin}: its prefix cannot be replayed with tools; "
                         "analyze(trace, **settings) takes changed settings instead")
-    if not any(e.get("type") == "run_start" for e in events):
+    if not started:
         raise ForkError("this trace has no run_start event: it is not a memfit run's recording")
     return last
 
@@ -658,11 +667,12 @@ def fork(parent: Any, at: int, *, agents: MakeAgent, memory: Any = "overlay",
     inherited: dict[str, Any] = {}
     for r in ancestors:
         inherited.update(settings_of(r["changes"]))
-    live_settings = {**settings, **inherited, **settings_of(changes), "memory": False}
+    switched = settings_of(changes)
+    live_settings = {**settings, **inherited, **switched, "memory": False}
     if isinstance(live_settings.get("reflection"), str):
         live_settings["reflection"] = live_settings["reflection"].lower()
     live_agent: RunAgent | None = None  # without a change of settings, the child's own agent
-    if inherited or settings_of(changes):
+    if inherited or switched:
         try:  # the settings from step k on, checked before anything is made
             live_agent = agents(live_settings)
         except Exception as exc:
@@ -722,13 +732,24 @@ def _ancestry(parent_run: Run | None, trace: dict[str, Any], at: int) -> list[di
     oldest first: a fork at ``at`` makes their changes again at their steps.  A fork at an
     ancestor's own step replaces what that ancestor changed there.  For a run in hand, each
     record as the process holds it (the trace's is redacted: a key in a change stays usable)."""
-    chain = fork_records(trace["events"], at)
     held: dict[int, dict[str, Any]] = {}
-    run: Any = parent_run
-    while run is not None and isinstance(getattr(run, "parent", None), dict):
-        held.setdefault(int(run.parent["at"]), run.parent)
+    for run in _lineage(parent_run):
+        if isinstance(getattr(run, "parent", None), dict):
+            held.setdefault(int(run.parent["at"]), run.parent)
+    chain = []
+    for record in fork_records(trace["events"], at):
+        own = held.get(record["at"])
+        chain.append(own if own is not None and own.get("run") == record["run"] else record)
+    return chain
+
+
+def _lineage(run: Any) -> Iterator[Any]:
+    """``run`` and the runs in hand it was forked from, nearest first (each once)."""
+    seen: set[int] = set()
+    while run is not None and id(run) not in seen:
+        seen.add(id(run))
+        yield run
         run = getattr(run, "parent_run", None)
-    return [held.get(r["at"], r) if held.get(r["at"], {}).get("run") == r["run"] else r for r in chain]
 
 
 def _recorder_of(run: Run) -> Any:
@@ -766,12 +787,7 @@ def _ancestor_folders(run: Run | None, trace: dict[str, Any], parent_workdir: Pa
     found = [parent_workdir] if parent_workdir is not None else []
     if isinstance(trace.get("workdir"), str) and trace["workdir"]:
         found.append(Path(trace["workdir"]).expanduser().resolve())
-    seen = {id(run)}
-    ancestor = getattr(run, "parent_run", None)
-    while ancestor is not None and id(ancestor) not in seen:
-        seen.add(id(ancestor))
-        found.append(_parent_folder(ancestor, {}))
-        ancestor = getattr(ancestor, "parent_run", None)
+    found += [_parent_folder(ancestor, {}) for ancestor in list(_lineage(run))[1:]]
     return list(dict.fromkeys(found))
 
 

@@ -21,6 +21,12 @@ class LiveClock:
     def stamp(self, event: Event, index: int, elapsed: float) -> None:
         event.ts = round(elapsed, 6)
 
+    def cancelled_next(self) -> dict[str, Any] | None:
+        return None  # a live run is cancelled by the person, not by a recording
+
+    def resume_next(self, run: Any) -> bool:
+        return False
+
 
 class LiveTools:
     """Runs the tools for real, and places a scenario's files in the working directory.
@@ -29,6 +35,9 @@ class LiveTools:
     recorded (``workspace.py``): the files the run found, and what each call changed, go into the
     observations' ``data["workspace"]``, so a fork can restore any step.
     """
+
+    #: Whether shell and python run (in the agent's sandbox); a replay's recorded tools do not.
+    runs_tools = True
 
     def __init__(self, recorder: Any = None):
         #: The run's ``workspace.WorkspaceRecorder`` (made on the first tool call when not given).

@@ -40,9 +40,20 @@ class Clock(Protocol):
         the seconds since the run started."""
         ...
 
+    def cancelled_next(self) -> dict[str, Any] | None:
+        """A recording's ``run_end`` where the person cancelled it, when the run is there (a replay)."""
+        ...
+
+    def resume_next(self, run: Any) -> bool:
+        """Once the run has ended: make the recording's choice to go on (a replay); whether it did."""
+        ...
+
 
 class ToolRunner(Protocol):
     """What runs a run's tools (``live.LiveTools``, ``replay.RecordedTools``)."""
+
+    #: Whether shell and python run for real (and so in the agent's sandbox).
+    runs_tools: bool
 
     def place_files(self, run: RunView) -> list[str]:
         """Place a scripted scenario's files in the working directory; the paths placed."""

@@ -110,8 +110,7 @@ class Run:
         # made where there is none.  A fork's run live from its step: in the parent's sandbox.
         self.tool_context = ToolContext(workdir=agent.workdir, namespace=agent.namespace,
                                         ask_user=agent.ask_user, run=self,
-                                        sandbox=sandbox_of(agent) if getattr(self.tool_runner, "runs_tools", True)
-                                        else None)
+                                        sandbox=sandbox_of(agent) if self.tool_runner.runs_tools else None)
         #: The fork this run is (``{run, at, changes, workspace, memory}``, ``fork.py``), or None.
         self.parent: dict[str, Any] | None = None
         #: The forks of this run made in this process, oldest first (``Run.fork``).
@@ -248,8 +247,7 @@ class Run:
             try:
                 if self.status == "pending":
                     self._begin()
-                cancelled = getattr(self.clock, "cancelled_next", None)  # a replay: where the person stopped it
-                ended = cancelled() if cancelled is not None else None
+                ended = self.clock.cancelled_next()  # a replay: where the person stopped the recording
                 if ended is not None:
                     raise Cancelled(str(ended.get("reason") or "cancelled by the person"))
                 self._iterate()
@@ -273,13 +271,12 @@ class Run:
 
     def run(self) -> RunResult:
         """Run to the end and return how it ended."""
-        resume = getattr(self.clock, "resume_next", None)  # a replay: where the person had the run go on
         while True:
             while not self.done:
                 self.step()
                 if self.approvals.waiting and not self.done:
                     return self.result  # type: ignore[return-value]  # waiting: approve() then run()
-            if resume is None or not resume(self):
+            if not self.clock.resume_next(self):  # a replay: where the person had the recording go on
                 return self.result  # type: ignore[return-value]
 
     def estimate(self) -> dict[str, Any]:

@@ -71,8 +71,10 @@ def _oracle(run: RunView) -> dict[str, Any]:
     recorded = getattr(run, "recorded_oracle", None)
     if recorded is not None:
         return {"oracle": recorded}
+    from .replay import RECORDED_ORACLE
+
     oracle = run.agent.oracle
-    if oracle is None:
+    if oracle is None or oracle == RECORDED_ORACLE:  # a replay of a trace that named none
         return {}
     if isinstance(oracle, str):
         return {"oracle": {"command": oracle}}

@@ -652,9 +652,10 @@ def _copy_from(folder: Path | None, rel: str, sha: str) -> bytes | None:
         if not stat.S_ISREG(st.st_mode):
             return None
         named = _stat_of(sha)
-        same = (st.st_size, st.st_mtime_ns) == named if named is not None else _sha_of(candidate) == sha
-        if same:
-            return candidate.read_bytes()
+        if named is not None:
+            return candidate.read_bytes() if (st.st_size, st.st_mtime_ns) == named else None
+        data = candidate.read_bytes()  # read once: hashed here, written by the caller
+        return data if hashlib.sha256(data).hexdigest() == sha else None
     return None
 
 
@@ -685,7 +686,7 @@ def restore(events: list[dict[str, Any]], k: int, target: str | Path,
         # A trace with no base and no writer before step k (recorded when the base was taken by
         # the first tool that may write): the folder at step k is the one the run found, which
         # only the parent's folder still has.
-        _copy_folder(parent, folder, done)
+        _copy_folder(parent, folder, done, cfg)
         manifest = None
     links: list[tuple[str, str]] = []
     for rel, entry in sorted(files.items()):
@@ -698,7 +699,7 @@ def restore(events: list[dict[str, Any]], k: int, target: str | Path,
         named = None
         if entry != DIR_ENTRY:
             named = _stat_of(sha)
-            data = _read_blob(stores, sha)
+            data = None if named is not None else _read_blob(stores, sha)  # a stat names no blob
             if data is None:
                 data = _copy_from(parent, rel, sha)
             if data is None:
@@ -817,18 +818,19 @@ def _noted(manifest: dict[str, FileState], rel: str, path: Path, entry: str, dat
         return None
     sha = _stat_id(st.st_size, st.st_mtime_ns) if st.st_size > cfg.max_file_bytes or cfg.is_secret(rel) \
         else hashlib.sha256(data).hexdigest()
+    # Not marked for a second reading: these are the bytes just written and hashed here (a scan
+    # would read every restored file again, which is what this manifest saves).
     manifest[rel] = FileState(st.st_size, st.st_mtime_ns, sha, st.st_ino, st.st_ctime_ns,
-                              bool(st.st_mode & stat.S_IXUSR), st.st_ctime_ns >= time.time_ns() - RECHECK_NS)
+                              bool(st.st_mode & stat.S_IXUSR))
     return manifest
 
 
-def _copy_folder(parent: Path | None, folder: Path, done: Restored) -> None:
-    """The parent's files as they are now, copied into ``folder`` (within the default limits)."""
+def _copy_folder(parent: Path | None, folder: Path, done: Restored, cfg: WorkspaceConfig) -> None:
+    """The parent's files as they are now, copied into ``folder`` (within the parent's limits, ``cfg``)."""
     if parent is None or not parent.is_dir():
         done.caveats.append("no step wrote, so the trace holds no snapshot of the files the run found, "
                             "and the parent's folder is not here: the folder starts empty")
         return
-    cfg = WorkspaceConfig()
     unread: list[str] = []
     try:
         found = scan(parent, {}, cfg.max_files, cfg.max_file_bytes, unread=unread)

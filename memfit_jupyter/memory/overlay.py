@@ -34,6 +34,7 @@ class Overlay:
         self.base = base
         self.top = top
         self.hidden = {str(i) for i in hidden if i}
+        self._hidden_seen: tuple[frozenset[str], builtins.list[MemoryEntity]] | None = None
         #: How results are ordered: as the store under it orders them.
         self.ranking: RankingConfig = getattr(base, "ranking", None) or RankingConfig()
 
@@ -147,9 +148,14 @@ class Overlay:
         return len(self.top) + len(self.base) - len(self._hidden_rows())  # type: ignore[arg-type]
 
     def _hidden_rows(self) -> builtins.list[MemoryEntity]:
-        """The base's rows that are hidden (an id no longer in the base hides nothing)."""
-        rows = (_call(self.base, "get", i) for i in sorted(self.hidden))
-        return [r for r in rows if r is not None]
+        """The base's rows that are hidden (an id no longer in the base hides nothing): asked of
+        the base once per set of hidden ids (each search, count and write reads them; one query
+        an id, a round trip each on PostgreSQL)."""
+        key = frozenset(self.hidden)
+        if self._hidden_seen is None or self._hidden_seen[0] != key:
+            rows = (_call(self.base, "get", i) for i in sorted(key))
+            self._hidden_seen = (key, [r for r in rows if r is not None])
+        return self._hidden_seen[1]
 
     # --- writes: the top store only -------------------------------------------------------
     def add(self, content: str, tags: Iterable[str] = (), questions: Iterable[str] = (),

@@ -265,7 +265,7 @@ def _trial(run: Any, step: int, change: dict[str, Any], capped: dict[str, Any], 
         child = Agent.fork(run, step, workdir=folder, **capped)
     except ForkError as exc:
         return {"step": step, "change": describe(change), "outcome": "error", "cost": 0.0,
-                "status": redact(str(exc))[:120], "run": ""}, None
+                "status": str(exc)[:120], "run": ""}, None  # a ForkError is redacted
     child.run()
     try:
         ok = bool(judge(child))
