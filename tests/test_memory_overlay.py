@@ -214,3 +214,38 @@ def test_a_fork_with_no_change_stores_what_its_parent_stored_and_no_more(tmp_pat
 
     assert triage(child) == triage(second) and not child.memory.live.top.list()
     assert len(child.memory.live) == len(store)
+
+
+class _Counting:
+    """An embedder (the hashing one underneath) that counts the texts it is asked to embed: an
+    embedder may be a model paid by the call."""
+
+    def __init__(self):
+        from memfit_jupyter.memory.embedders import HashingEmbedder
+
+        self.inner = HashingEmbedder()
+        self.id, self.dim = self.inner.id, self.inner.dim
+        self.texts = 0
+
+    def embed(self, texts):
+        self.texts += len(texts)
+        return self.inner.embed(texts)
+
+
+def test_an_overlay_write_embeds_each_item_once(tmp_path):
+    embedder = _Counting()
+    base = MemoryStore(tmp_path / "base", embedder=embedder)
+    top = MemoryStore(tmp_path / "top", embedder=embedder)
+    base.add("the deploy script lives in ops/deploy.sh", tags=["ops"], questions=["where is the deploy script?"])
+    overlay = Overlay(base, top)
+    items = [{"content": "the deploy script lives in ops/deploy.sh", "tags": ["ops"],
+              "questions": ["where is the deploy script?"]},
+             {"content": "the staging database is called stage-db", "tags": ["db"],
+              "questions": ["what is staging called?"]},
+             {"content": "builds need the VPN up first", "tags": ["ops"]}]
+    embedder.texts = 0
+    ids = overlay.add_many(items)
+    assert ids[0] is None and ids[1] is not None and ids[2] is not None
+    assert embedder.texts == 5  # three contents, two question sets: once each, for the base's check and the write
+    assert sorted(e.content for e in top.list()) == ["builds need the VPN up first",
+                                                      "the staging database is called stage-db"]

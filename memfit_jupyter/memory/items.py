@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterable
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -87,16 +88,45 @@ def question_texts(entities: list[MemoryEntity]) -> tuple[list[int], list[str]]:
     return with_q, ["\n".join(entities[i].potential_questions) for i in with_q]
 
 
-def prepare_batch(items: Iterable[dict[str, Any] | MemoryEntity], embedder: Embedder, vectors: np.ndarray | None
-                  ) -> tuple[list[MemoryEntity], np.ndarray, list[np.ndarray | None], list[Probe]]:
+@dataclass(slots=True)
+class Batch:
+    """Items made ready to write: validated, redacted and embedded (``prepare_batch``).  A store's
+    ``add_many`` and ``repeats`` take one as it is, so that an overlay asks its base what repeats
+    and writes the rest to its top store with one embedding of each item (an embedder may be a
+    model, paid by the call)."""
+
+    entities: list[MemoryEntity]
+    #: The content vectors (unit rows), aligned with ``entities``.
+    vectors: np.ndarray
+    #: The question vectors (None for an entity without questions).
+    question_vectors: list[np.ndarray | None]
+    #: What dedup compares of each entity.
+    probes: list[Probe]
+    #: The embedder the vectors come from (``Embedder.id``).
+    embedder: str
+
+    def take(self, positions: list[int]) -> Batch:
+        """The items at ``positions``, in that order."""
+        return Batch([self.entities[i] for i in positions], self.vectors[positions],
+                     [self.question_vectors[i] for i in positions], [self.probes[i] for i in positions],
+                     self.embedder)
+
+
+def prepare_batch(items: Iterable[dict[str, Any] | MemoryEntity] | Batch, embedder: Embedder,
+                  vectors: np.ndarray | None = None) -> Batch:
     """What every store does before deciding a batch: validate, redact and embed each item
     (content and questions), one clock read for all; ``vectors`` (unit rows) skips embedding
-    the content.  Returns the entities, their vectors, question vectors and dedup probes."""
+    the content.  A ``Batch`` is taken as it is when ``embedder`` made its vectors."""
+    if isinstance(items, Batch):
+        if items.embedder != embedder.id:
+            raise ValueError(f"a batch embedded by {items.embedder} cannot go into a store that embeds by "
+                             f"{embedder.id}")
+        return items
     stamp = now_iso()
     entities = [prepare(item, stamp) for item in items]
     redact_all(entities)
     if not entities:
-        return [], np.zeros((0, embedder.dim), dtype=np.float32), [], []
+        return Batch([], np.zeros((0, embedder.dim), dtype=np.float32), [], [], embedder.id)
     if vectors is None:
         vecs = embedder.embed([e.content for e in entities])
     else:
@@ -109,4 +139,4 @@ def prepare_batch(items: Iterable[dict[str, Any] | MemoryEntity], embedder: Embe
         for i, v in zip(with_q, embedder.embed(texts), strict=True):
             qvecs[i] = v
     probes = [probe_of(e.content, e.tags, qvecs[i], vecs[i]) for i, e in enumerate(entities)]
-    return entities, vecs, qvecs, probes
+    return Batch(entities, vecs, qvecs, probes, embedder.id)

@@ -15,8 +15,9 @@ from typing import Any
 import numpy as np
 
 from .entity import MemoryEntity, ScoredMemory, SearchResults
+from .items import prepare_batch
 from .ranking import RankingConfig
-from .retrieval import MemoryBackend
+from .retrieval import MemoryBackend, StoreRetrieval
 from .search import SEMANTIC_LIMIT, TAG_LIMIT, Candidates, search_memory
 
 
@@ -165,18 +166,16 @@ class Overlay:
 
     def add_many(self, items: Iterable[Any], **options: Any) -> builtins.list[str | None]:
         """Into the top store, but for what repeats a row the base shows (the parent held it: the
-        child does not store it again, as the parent did not); None for each such item."""
-        items = builtins.list(items)
-        check = getattr(self.base, "repeats", None)
-        if not items or not callable(check):
-            added: builtins.list[str | None] = self.top.add_many(items, **options)
+        child does not store it again, as the parent did not); None for each such item.  Each item
+        is embedded once, for the question to the base and the write to the top store alike."""
+        top, base = self.top, self.base
+        if not (isinstance(top, StoreRetrieval) and isinstance(base, StoreRetrieval)):  # stores of another kind
+            added: builtins.list[str | None] = top.add_many(builtins.list(items), **options)
             return added
-        vectors = options.pop("vectors", None)
-        held = check(items, vectors=vectors, ignore={r.content for r in self._hidden_rows()})
+        batch = prepare_batch(items, top.embedder, options.pop("vectors", None))
+        held = base.repeats(batch, ignore={r.content for r in self._hidden_rows()})
         fresh = [i for i, h in enumerate(held) if not h]
-        if vectors is not None:
-            options["vectors"] = vectors[fresh]
-        ids = iter(self.top.add_many([items[i] for i in fresh], **options) if fresh else [])
+        ids = iter(top.add_many(batch.take(fresh), **options) if fresh else [])
         return [None if h else next(ids) for h in held]
 
     def delete(self, id: str) -> bool:

@@ -36,10 +36,10 @@ import numpy as np
 
 from ..errors import StoreError
 from . import pg_schema, pg_search, pg_text, pg_write
-from .dedup import DedupConfig, repeated
+from .dedup import DedupConfig, Probe
 from .embedders import Embedder, get_embedder
 from .entity import MemoryEntity
-from .items import prepare_batch
+from .items import Batch, prepare_batch
 from .ranking import RankingConfig
 from .retrieval import StoreRetrieval
 from .search import SEMANTIC_LIMIT, TAG_LIMIT, Candidates
@@ -137,11 +137,12 @@ class PostgresStore(StoreRetrieval):
         return self.add_many([{"content": content, "tags": tags, "questions": questions,
                                "scores": scores, **extra}])[0]
 
-    def add_many(self, items: Iterable[dict[str, Any] | MemoryEntity], vectors: np.ndarray | None = None,
+    def add_many(self, items: Iterable[dict[str, Any] | MemoryEntity] | Batch, vectors: np.ndarray | None = None,
                  ) -> list[str | None]:
         """Store many memories (batch dedup); ids, None for duplicates.  Each ``ADD_CHUNK`` is
         one transaction, all or nothing, decided under the store's write lock."""
-        entities, vecs, qvecs, probes = prepare_batch(items, self.embedder, vectors)
+        batch = prepare_batch(items, self.embedder, vectors)
+        entities, vecs, qvecs, probes = batch.entities, batch.vectors, batch.question_vectors, batch.probes
         if not entities:
             return []
         ids: list[str | None] = [None] * len(entities)
@@ -159,17 +160,10 @@ class PostgresStore(StoreRetrieval):
                 ids[start + i] = entities[start + i].id
         return ids
 
-    def repeats(self, items: Iterable[dict[str, Any] | MemoryEntity], vectors: np.ndarray | None = None,
-                ignore: Iterable[str] = ()) -> list[bool]:
-        """For each item, whether ``add_many`` would find it repeats a stored memory, stored ones
-        whose content is in ``ignore`` left out; nothing is written (``MemoryStore.repeats``)."""
-        entities, _, _, probes = prepare_batch(items, self.embedder, vectors)
-        if not entities or not self.dedup.enabled:
-            return [False] * len(entities)
+    def _stored_candidates(self, probes: builtins.list[Probe]) -> builtins.list[builtins.list[Probe]]:
         with self._lock:
             self._check_open()
-            existing = pg_write.stored_candidates(self._conn, self.schema, probes, self.dedup, self.exact_below)
-        return repeated(probes, existing, self.dedup, ignore)
+            return pg_write.stored_candidates(self._conn, self.schema, probes, self.dedup, self.exact_below)
 
     def delete(self, id: str) -> bool:
         """Delete a memory; False when there is none with this id."""

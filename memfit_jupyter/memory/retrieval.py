@@ -7,7 +7,9 @@ import builtins
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
+from .dedup import repeated
 from .entity import MemoryEntity, SearchResults
+from .items import Batch, prepare_batch
 from .ranking import RankingConfig
 from .search import SEMANTIC_LIMIT, TAG_LIMIT
 
@@ -15,6 +17,8 @@ if TYPE_CHECKING:
     import numpy as np
 
     from ..llm.client import LLMClient
+    from .dedup import DedupConfig, Probe
+    from .embedders import Embedder
     from .search import Candidates
 
 
@@ -35,10 +39,30 @@ class MemoryBackend(Protocol):
 
 class StoreRetrieval:
     """Mixed into a store that has ``candidates()`` and ``list()`` (the SQLite and the
-    PostgreSQL store): ``search`` and ``failures`` are written once for both."""
+    PostgreSQL store): ``search``, ``repeats`` and ``failures`` are written once for both."""
 
-    #: How results are ordered (each store sets it).
+    #: How results are ordered, what counts as a repeat, and how texts become vectors (each store sets them).
     ranking: RankingConfig
+    dedup: DedupConfig
+    embedder: Embedder
+
+    def add_many(self, items: Iterable[dict[str, Any] | MemoryEntity] | Batch,
+                 vectors: np.ndarray | None = None) -> builtins.list[str | None]:  # pragma: no cover - each store has its own
+        raise NotImplementedError
+
+    def _stored_candidates(self, probes: list[Probe]) -> list[list[Probe]]:  # pragma: no cover - each store has its own
+        """For each probe, the stored memories dedup compares it with."""
+        raise NotImplementedError
+
+    def repeats(self, items: Iterable[dict[str, Any] | MemoryEntity] | Batch, vectors: np.ndarray | None = None,
+                ignore: Iterable[str] = ()) -> builtins.list[bool]:
+        """For each item, whether ``add_many`` would find it repeats a stored memory (2 of 3),
+        stored memories whose content is in ``ignore`` left out; nothing is written.  An overlay
+        asks its base so (``overlay.py``): what the parent holds, the child does not store again."""
+        batch = prepare_batch(items, self.embedder, vectors)
+        if not batch.entities or not self.dedup.enabled:
+            return [False] * len(batch.entities)
+        return repeated(batch.probes, self._stored_candidates(batch.probes), self.dedup, ignore)
 
     def list(self, tag: str | None = None, limit: int | None = None,
              offset: int = 0) -> list[MemoryEntity]:  # pragma: no cover - each store has its own

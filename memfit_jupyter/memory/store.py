@@ -38,11 +38,11 @@ import numpy as np
 from ..errors import StoreError
 from .candidates import TAG_SCAN, stored_candidates
 from .db import DB_NAME, SCHEMA_VERSION, Database
-from .dedup import DedupConfig, Probe, non_repeated, norm_tags, repeated
+from .dedup import DedupConfig, Probe, non_repeated, norm_tags
 from .embedders import Embedder, get_embedder, recorded_embedder
 from .entity import MemoryEntity
 from .index import SAVE_EVERY, SAVE_SHARE, GraphAdd, StoreWarning, VectorIndex
-from .items import MAX_CONTENT_BYTES, prepare_batch
+from .items import MAX_CONTENT_BYTES, Batch, prepare_batch
 from .postgres import PostgresStore, is_url
 from .ranking import RankingConfig
 from .retrieval import StoreRetrieval
@@ -156,7 +156,7 @@ class MemoryStore(StoreRetrieval):
         return self.add_many([{"content": content, "tags": tags, "questions": questions,
                                "scores": scores, **extra}])[0]
 
-    def add_many(self, items: Iterable[dict[str, Any] | MemoryEntity], vectors: np.ndarray | None = None,
+    def add_many(self, items: Iterable[dict[str, Any] | MemoryEntity] | Batch, vectors: np.ndarray | None = None,
                  ) -> list[str | None]:
         """Store many memories (batch dedup, MECHANISMS.md §3.6); ids, None for duplicates.
 
@@ -165,9 +165,11 @@ class MemoryStore(StoreRetrieval):
 
         Each item is a ``MemoryEntity`` or a dict with content, tags, questions
         (or potential_questions), scores, and optionally id and created_at.
-        ``vectors`` (unit rows) skips embedding the content.
+        ``vectors`` (unit rows) skips embedding the content; a ``Batch`` (``items.prepare_batch``)
+        is written as it was prepared.
         """
-        entities, vecs, qvecs, probes = prepare_batch(items, self.embedder, vectors)
+        batch = prepare_batch(items, self.embedder, vectors)
+        entities, vecs, qvecs, probes = batch.entities, batch.vectors, batch.question_vectors, batch.probes
         if not entities:
             return []
         kept: list[int] = []
@@ -181,19 +183,11 @@ class MemoryStore(StoreRetrieval):
             ids[i] = entities[i].id
         return ids
 
-    def repeats(self, items: Iterable[dict[str, Any] | MemoryEntity], vectors: np.ndarray | None = None,
-                ignore: Iterable[str] = ()) -> list[bool]:
-        """For each item, whether ``add_many`` would find it repeats a stored memory (2 of 3),
-        stored memories whose content is in ``ignore`` left out; nothing is written.  An overlay
-        asks its base so (``overlay.py``): what the parent holds, the child does not store again."""
-        entities, _, _, probes = prepare_batch(items, self.embedder, vectors)
-        if not entities or not self.dedup.enabled:
-            return [False] * len(entities)
+    def _stored_candidates(self, probes: list[Probe]) -> list[list[Probe]]:
         with self._lock:
             self._check_open()
             self._sync()
-            existing = stored_candidates(self._db, self._vectors, probes, self.dedup)
-        return repeated(probes, existing, self.dedup, ignore)
+            return stored_candidates(self._db, self._vectors, probes, self.dedup)
 
     def _written(self, n: int) -> None:
         """``n`` memories were written: checkpoint the WAL when enough are (``CHECKPOINT_EVERY``)."""
