@@ -909,8 +909,8 @@ def _live_memory(parent_run: Run | None, trace: dict[str, Any], at: int, had_mem
     from .memory.store import open_store
 
     base: Any = None
-    if memory not in MEMORY_MODES:
-        base = resolve_store(memory, root)
+    if memory not in MEMORY_MODES:  # the parent's store, read and never written (nor repaired)
+        base = resolve_store(memory, root, read_only=True)
     elif parent_run is not None:
         base = parent_run.memory
         if isinstance(base, ForkStore):  # a fork of a fork: its live store (an overlay) is read

@@ -249,3 +249,42 @@ def test_an_overlay_write_embeds_each_item_once(tmp_path):
     assert embedder.texts == 5  # three contents, two question sets: once each, for the base's check and the write
     assert sorted(e.content for e in top.list()) == ["builds need the VPN up first",
                                                       "the staging database is called stage-db"]
+
+
+def test_a_fork_reads_a_parents_store_given_by_its_folder_and_writes_nothing_there_even_to_repair_it(tmp_path):
+    import hashlib
+    import json
+
+    import pytest
+
+    from memfit_jupyter.errors import StoreError
+    from memfit_jupyter.memory.store import open_store
+
+    (tmp_path / "parent").mkdir()
+    store = MemoryStore(tmp_path / "store")
+    prior = store.add("the numbers of this project are kept in numbers.txt", tags=["numbers"])
+    run = Agent(model="memfit/memory-lesson", workdir=tmp_path / "parent", memory=store).start(
+        load_scenario("memory-lesson").task)
+    run.run()
+    saved = json.loads(json.dumps(run.trace()))
+    store.close()  # a saved run: its store is not open in this process
+    (store.path / "index.usearch").write_bytes(b"not an index")  # damaged since
+
+    def files():  # the store's own files (SQLite makes its -wal and -shm beside any reader)
+        return {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(store.path.iterdir())
+                if p.is_file() and not p.name.endswith(("-wal", "-shm"))}
+
+    before = files()
+    with pytest.warns(UserWarning, match="rebuilding it from SQLite \\(in memory"):
+        child = Agent.fork(saved, 1, workdir=tmp_path / "child", memory=store.path)
+    child.run()
+    base = child.memory.live.base
+    assert base.read_only and prior in {e.id for e in child.memory.live.list()}
+    assert base.search("where are the numbers kept?", k=3)[0].id == prior  # the index, rebuilt in memory
+    with pytest.raises(StoreError, match="opened to read"):
+        base.add("a write into the parent's store")
+    base.close()
+    assert files() == before
+    with pytest.warns(UserWarning, match="rebuilding it from SQLite$"):
+        assert not open_store(store.path).read_only  # opened to write, it is repaired as ever
+    assert files() != before

@@ -98,9 +98,10 @@ RECALL_HEADER = "From earlier runs, memory holds (check it before you rely on it
 TOOL_SEARCH_BYTES = MemoryConfig.tool_search_bytes
 
 
-def resolve_store(memory: Any, workdir: str | Path = ".") -> MemoryBackend | None:
+def resolve_store(memory: Any, workdir: str | Path = ".", read_only: bool = False) -> MemoryBackend | None:
     """The store an ``Agent(memory=...)`` means: None -> ``<workdir>/.memfit``, False -> none,
-    a path -> the store there, a store (``MemoryBackend``: search, add, add_many, flush) -> itself."""
+    a path -> the store there, a store (``MemoryBackend``: search, add, add_many, flush) -> itself.
+    ``read_only``: a store opened from a path is read and nothing is written in its folder."""
     from .postgres import is_url
     from .retrieval import MemoryBackend
     from .store import open_store
@@ -113,7 +114,7 @@ def resolve_store(memory: Any, workdir: str | Path = ".") -> MemoryBackend | Non
         return open_store(memory)
     if isinstance(memory, str | Path):
         path = Path(memory).expanduser()
-        return open_store(path if path.is_absolute() else Path(workdir) / path)
+        return open_store(path if path.is_absolute() else Path(workdir) / path, read_only=read_only)
     if isinstance(memory, MemoryBackend):
         return memory
     # Triage calls add_many and every run's end flush: a store without them would fail there, each time.

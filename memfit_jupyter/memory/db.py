@@ -92,9 +92,25 @@ def _marks(n: int) -> str:
 class Database:
     """One SQLite connection to a store's database, with the statements the store runs."""
 
-    def __init__(self, path: Path):
+    def __init__(self, path: Path, read_only: bool = False):
+        """``read_only``: the file is read and never written (SQLite's ``mode=ro``): a fork reads
+        its parent's store so, and the checkpoints and recounts a store makes of itself are left
+        to the connections that write it."""
         self.path = path
-        self.conn = sqlite3.connect(path, timeout=30.0, isolation_level=None, check_same_thread=False)
+        self.read_only = read_only
+        if read_only:
+            self.conn = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True, timeout=30.0,
+                                        isolation_level=None, check_same_thread=False)
+        else:
+            self.conn = sqlite3.connect(path, timeout=30.0, isolation_level=None, check_same_thread=False)
+            self._writer_pragmas()
+        # Read the database through a memory map: a search reads ~30 rows scattered over a
+        # file far larger than the page cache, and a read() per page cost ~0.5 ms at 100k.
+        # As much as SQLite allows (its build caps it: 2 GB here; a 1M store is ~2.5 GB).
+        self.conn.execute("PRAGMA mmap_size=1099511627776")
+        self.conn.execute("PRAGMA busy_timeout=30000")
+
+    def _writer_pragmas(self) -> None:
         self.conn.execute("PRAGMA journal_mode=WAL")
         # NORMAL in WAL mode: a commit is in the WAL once COMMIT returns, so it survives the
         # process being killed (what the SIGKILL test checks), though not a power cut; the only
@@ -104,11 +120,10 @@ class Database:
         # written, before each index save, at close); SQLite's own automatic checkpoint is only
         # the backstop, at 32 MB rather than 4 MB, which it reached almost every batch.
         self.conn.execute("PRAGMA wal_autocheckpoint=8192")
-        # Read the database through a memory map: a search reads ~30 rows scattered over a
-        # file far larger than the page cache, and a read() per page cost ~0.5 ms at 100k.
-        # As much as SQLite allows (its build caps it: 2 GB here; a 1M store is ~2.5 GB).
-        self.conn.execute("PRAGMA mmap_size=1099511627776")
-        self.conn.execute("PRAGMA busy_timeout=30000")
+
+    def meta(self) -> dict[str, str]:
+        """The ``meta`` table (what ``create`` returns, for a store opened to read)."""
+        return dict(self.conn.execute("SELECT key, value FROM meta"))
 
     def create(self) -> dict[str, str]:
         """Create the tables if missing (inside a write transaction); return ``meta``."""
@@ -128,6 +143,8 @@ class Database:
         survives the process being killed, but not the file being deleted (people do delete
         it after a crash), which would take every memory since the last checkpoint with it.
         """
+        if self.read_only:
+            return False
         try:
             busy, log_frames, done = self.conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
         except sqlite3.OperationalError:  # locked by another connection's checkpoint: it does the work
@@ -186,7 +203,10 @@ class Database:
         return None if row is None else int(row[0])
 
     def record_count(self) -> None:
-        """Record the number of rows (a store from before the count was kept, or one it drifted in)."""
+        """Record the number of rows (a store from before the count was kept, or one it drifted in);
+        a store opened to read leaves it to a writer."""
+        if self.read_only:
+            return
         with self.write():
             count, recorded = self.count(), self.recorded_count()
             if recorded is not None:

@@ -129,8 +129,12 @@ class VectorIndex:
     last deletion it covers; ``dirty`` how many changes are not saved yet.
     """
 
-    def __init__(self, directory: Path, embedder: Embedder, options: GraphOptions, exact_below: int):
+    def __init__(self, directory: Path, embedder: Embedder, options: GraphOptions, exact_below: int,
+                 read_only: bool = False):
+        """``read_only``: nothing is written in ``directory``; an index that cannot be used is
+        rebuilt in memory, and kept there."""
         self.directory = directory
+        self.read_only = read_only
         self.embedder = embedder
         self.options = options
         self.exact_below = exact_below
@@ -186,7 +190,8 @@ class VectorIndex:
         if problem is not None:
             kept = self._keep_if_larger(db, problem) if problem not in ("new", "missing") else None
             if kept is None and problem != "new":
-                warnings.warn(f"memory index {str(self.path)!r} is {problem}: rebuilding it from SQLite",
+                where = " (in memory: the store is opened to read)" if self.read_only else ""
+                warnings.warn(f"memory index {str(self.path)!r} is {problem}: rebuilding it from SQLite{where}",
                               StoreWarning, stacklevel=3)
                 log.warning("rebuilding memory index %s: %s", self.path, problem)
             self.rebuild(db)
@@ -204,6 +209,10 @@ class VectorIndex:
         if saved <= rows:
             return None
         stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
+        if self.read_only:  # nothing is moved in a store opened to read: a writer will keep it
+            log.warning("memory store %s: its index holds %d vectors but the database only %d memories (%s); "
+                        "read from the database", self.directory, saved, rows, problem)
+            return self.path
         kept = self.path.with_name(f"{INDEX_NAME}.kept-{stamp}")
         with _flock(self.directory / "index.lock", exclusive=True):
             os.replace(self.path, kept)
@@ -311,8 +320,9 @@ class VectorIndex:
     def save(self, db: Database | None = None) -> None:
         """Write the index out (atomically, with its description) if it has unsaved changes.
         With ``db``, its WAL is checkpointed first: a saved index then never describes rows that
-        are only in the ``-wal`` file (which a person may delete after a crash)."""
-        if not self.dirty:
+        are only in the ``-wal`` file (which a person may delete after a crash).  Opened to read:
+        never."""
+        if not self.dirty or self.read_only:
             return
         if db is not None:
             db.checkpoint()

@@ -91,11 +91,16 @@ class MemoryStore(StoreRetrieval):
     def __init__(self, path: str | os.PathLike[str], embedder: str | Embedder | None = None, *,
                  dedup: DedupConfig | bool | None = None, ranking: str | RankingConfig = "hybrid",
                  exact_below: int = 10_000, connectivity: int = 32, expansion_add: int = 128,
-                 expansion_search: int = 64):
+                 expansion_search: int = 64, read_only: bool = False):
         self.path = Path(path).expanduser()
+        #: Opened to read (a fork's parent's store): nothing is written in its folder, writes refused.
+        self.read_only = read_only
         if self.path.exists() and not self.path.is_dir():
             raise StoreError(f"memory store path {str(self.path)!r} is a file; a store is a directory")
-        self.path.mkdir(parents=True, exist_ok=True)
+        if read_only and not (self.path / DB_NAME).is_file():
+            raise StoreError(f"there is no memory store at {str(self.path)!r}")
+        if not read_only:
+            self.path.mkdir(parents=True, exist_ok=True)
         self.dedup = DedupConfig(enabled=False) if dedup is False else (
             dedup if isinstance(dedup, DedupConfig) else DedupConfig())
         self.ranking = ranking if isinstance(ranking, RankingConfig) else RankingConfig(mode=ranking)
@@ -106,17 +111,11 @@ class MemoryStore(StoreRetrieval):
         #: Memories written since the last checkpoint (see ``CHECKPOINT_EVERY``).
         self._unchecked = 0
         try:
-            self._db = Database(self.path / DB_NAME)
-            with self._db.write():
-                meta = self._db.create()
-                self.embedder = self._choose_embedder(meta, embedder)
-                if "count" not in meta:  # a store from before the count was kept: once
-                    self._db.set_meta({"count": str(self._db.count())})
-                if meta.get("analyzer") != ANALYZER:  # new, or indexed by an older text analysis
-                    if not self._db.empty():
-                        self._db.reindex_text()
-                    self._db.set_meta({"analyzer": ANALYZER})
-            self._db.checkpoint()  # the tables themselves are then in the database file
+            self._db = Database(self.path / DB_NAME, read_only=read_only)
+            if read_only:
+                self._open_to_read(embedder)
+            else:
+                self._open_to_write(embedder)
         except sqlite3.DatabaseError as exc:
             raise StoreError(f"cannot open memory store {str(self.path)!r}: {exc}") from None
         # Chosen at 100k structured 384-d vectors (tests/benchmarks/bench_memory.py): connectivity 32
@@ -124,9 +123,29 @@ class MemoryStore(StoreRetrieval):
         # at 1.7 ms (exact numpy: 7.7 ms).  Smaller stores do not use the graph (exact_below).
         self._vectors = VectorIndex(self.path, self.embedder, {
             "connectivity": connectivity, "expansion_add": expansion_add, "expansion_search": expansion_search},
-            exact_below)
+            exact_below, read_only=read_only)
         with self._lock:
             self._vectors.open(self._db)
+
+    def _open_to_write(self, embedder: str | Embedder | None) -> None:
+        """Create what is missing, and bring a store written by an older version up to date."""
+        with self._db.write():
+            meta = self._db.create()
+            self.embedder = self._choose_embedder(meta, embedder)
+            if "count" not in meta:  # a store from before the count was kept: once
+                self._db.set_meta({"count": str(self._db.count())})
+            if meta.get("analyzer") != ANALYZER:  # new, or indexed by an older text analysis
+                if not self._db.empty():
+                    self._db.reindex_text()
+                self._db.set_meta({"analyzer": ANALYZER})
+        self._db.checkpoint()  # the tables themselves are then in the database file
+
+    def _open_to_read(self, embedder: str | Embedder | None) -> None:
+        """Take the store as it is: its embedder is the one it records."""
+        meta = self._db.meta()
+        if "embedder" not in meta:
+            raise StoreError(f"the memory store at {str(self.path)!r} was never written: there is nothing to read")
+        self.embedder = recorded_embedder(str(self.path), "path", meta["embedder"], meta.get("dim"), embedder)
 
     def _choose_embedder(self, meta: dict[str, str], wanted: str | Embedder | None) -> Embedder:
         recorded = meta.get("embedder")
@@ -139,6 +158,11 @@ class MemoryStore(StoreRetrieval):
     def _check_open(self) -> None:
         if self._closed:
             raise StoreError(f"memory store {str(self.path)!r} is closed")
+
+    def _check_writable(self) -> None:
+        self._check_open()
+        if self.read_only:
+            raise StoreError(f"memory store {str(self.path)!r} is opened to read: it is not written")
 
     def _sync(self) -> None:
         """Catch up if another connection committed since we last looked (cheap when none did)."""
@@ -168,6 +192,7 @@ class MemoryStore(StoreRetrieval):
         ``vectors`` (unit rows) skips embedding the content; a ``Batch`` (``items.prepare_batch``)
         is written as it was prepared.
         """
+        self._check_writable()
         batch = prepare_batch(items, self.embedder, vectors)
         entities, vecs, qvecs, probes = batch.entities, batch.vectors, batch.question_vectors, batch.probes
         if not entities:
@@ -236,7 +261,7 @@ class MemoryStore(StoreRetrieval):
     def delete(self, id: str) -> bool:
         """Delete a memory; False when there is none with this id."""
         with self._lock:
-            self._check_open()
+            self._check_writable()
             with self._db.write():
                 self._vectors.catch_up(self._db)
                 gone = self._db.delete(id)
@@ -360,7 +385,7 @@ class MemoryStore(StoreRetrieval):
         """Re-embed every memory (with ``embedder``, or the current one) and rebuild the index."""
         emb = get_embedder(embedder) if embedder is not None else self.embedder
         with self._lock:
-            self._check_open()
+            self._check_writable()
             with self._db.write():
                 n = self._db.reembed(emb.embed)
                 self._db.set_meta({"embedder": emb.id, "dim": str(emb.dim)})
@@ -390,7 +415,9 @@ class MemoryStore(StoreRetrieval):
             finally:
                 self._closed = True
                 self._db.close()
-                _OPEN.pop(str(self.path.resolve()), None)
+                key = _key(self.path, self.read_only)
+                if _OPEN.get(key) is self:
+                    del _OPEN[key]
 
     def __enter__(self) -> MemoryStore:
         return self
@@ -407,15 +434,28 @@ _OPEN: dict[str, MemoryStore | PostgresStore] = {}
 _OPEN_LOCK = threading.Lock()
 
 
-def open_store(path: str | os.PathLike[str], **options: Any) -> MemoryStore | PostgresStore:
-    """The process's shared store at ``path`` (opened once; the agent and the magic share it)."""
-    key = str(path) if is_url(path) else str(Path(path).expanduser().resolve())
+def open_store(path: str | os.PathLike[str], read_only: bool = False, **options: Any) -> MemoryStore | PostgresStore:
+    """The process's shared store at ``path`` (opened once; the agent and the magic share it).
+    ``read_only``: to read it and write nothing in its folder (a fork's parent's store); the
+    store this process has open to write there, if any (what it reads is the same)."""
+    if is_url(path):  # a server's store: a fork never writes its base (``memory/overlay.py``)
+        with _OPEN_LOCK:
+            found = _OPEN.get(str(path))
+            if found is None or found._closed:
+                found = _OPEN[str(path)] = PostgresStore(path, **options)
+            return found
     with _OPEN_LOCK:
-        store = _OPEN.get(key)
-        if store is None or store._closed:
-            store = PostgresStore(path, **options) if is_url(path) else MemoryStore(path, **options)
-            _OPEN[key] = store
+        for key in ([_key(path, False)] if not read_only else [_key(path, False), _key(path, True)]):
+            store = _OPEN.get(key)
+            if store is not None and not store._closed:
+                return store
+        store = _OPEN[_key(path, read_only)] = MemoryStore(path, read_only=read_only, **options)
         return store
+
+
+def _key(path: str | os.PathLike[str], read_only: bool) -> str:
+    """Where ``_OPEN`` holds the store at ``path`` (a store opened to read apart)."""
+    return str(Path(path).expanduser().resolve()) + (" (to read)" if read_only else "")
 
 
 @atexit.register
