@@ -165,7 +165,9 @@ def test_what_the_agent_saved_with_archival_memory_insert_after_the_fork_step_is
     assert all(r.content != fact for r in child.memory.live.search("where is the answer key zebra.cfg", k=5))
 
 
-def test_a_fork_of_a_saved_trace_reads_the_parents_store_when_given_and_says_so_when_not(tmp_path, caplog):
+def _saved_run_with_memory(tmp_path):
+    """A run of memory-lesson over a store that held one memory before it: the store, that
+    memory's id, and the run's trace as saved."""
     import json
 
     (tmp_path / "parent").mkdir()
@@ -174,7 +176,11 @@ def test_a_fork_of_a_saved_trace_reads_the_parents_store_when_given_and_says_so_
     run = Agent(model="memfit/memory-lesson", workdir=tmp_path / "parent", memory=store).start(
         load_scenario("memory-lesson").task)
     run.run()
-    saved = json.loads(json.dumps(run.trace()))
+    return store, prior, json.loads(json.dumps(run.trace()))
+
+
+def test_a_fork_of_a_saved_trace_reads_the_parents_store_when_given_and_says_so_when_not(tmp_path, caplog):
+    store, prior, saved = _saved_run_with_memory(tmp_path)
     assert len(store.list()) > 1  # and what the run learnt, which a fork at step 1 does not see
     blind = Agent.fork(saved, 1, workdir=tmp_path / "blind")
     assert blind.parent["memory"] == "own" and "reads none of its parent's memories" in caplog.text
@@ -253,20 +259,13 @@ def test_an_overlay_write_embeds_each_item_once(tmp_path):
 
 def test_a_fork_reads_a_parents_store_given_by_its_folder_and_writes_nothing_there_even_to_repair_it(tmp_path):
     import hashlib
-    import json
 
     import pytest
 
     from memfit_jupyter.errors import StoreError
     from memfit_jupyter.memory.store import open_store
 
-    (tmp_path / "parent").mkdir()
-    store = MemoryStore(tmp_path / "store")
-    prior = store.add("the numbers of this project are kept in numbers.txt", tags=["numbers"])
-    run = Agent(model="memfit/memory-lesson", workdir=tmp_path / "parent", memory=store).start(
-        load_scenario("memory-lesson").task)
-    run.run()
-    saved = json.loads(json.dumps(run.trace()))
+    store, prior, saved = _saved_run_with_memory(tmp_path)
     store.close()  # a saved run: its store is not open in this process
     (store.path / "index.usearch").write_bytes(b"not an index")  # damaged since
 
