@@ -539,3 +539,19 @@ def test_fork_from_the_view_runs_the_child_in_its_own_widget_and_the_saved_outpu
     assert kernel.value("forked.forks[1].parent['changes']['guidance']") == '"don\'t read it twice"'
     second = kernel.controls(parent)["forks"][1]
     assert second["at"] == 2 and second["status"] == "done" and second["live_widget"] is None
+
+
+def test_the_status_shows_no_password_of_a_default(kernel):
+    kernel.execute('%config MemfitMagics.api_base = "http://user:s3cretpass@127.0.0.1:9/v1"')
+    kernel.execute('%config MemfitMagics.memory_path = "postgresql://bob:hunter2pw@127.0.0.1:1/db"')
+    try:
+        _, msgs = kernel.execute("%memfit defaults")
+        shown = [m["content"]["data"] for m in msgs if m["msg_type"] == "display_data"]
+        assert shown and "api_base" in shown[0]["text/plain"] and "memory_path" in shown[0]["text/html"]
+        for data in shown:
+            for text in data.values():
+                assert "s3cretpass" not in text and "hunter2pw" not in text
+    finally:
+        for name in ("api_base", "memory_path"):
+            reply, msgs = kernel.execute(f"%config MemfitMagics.{name} = None")
+            assert not [m for m in msgs if m["msg_type"] == "error"], msgs

@@ -45,6 +45,10 @@ def _scenarios() -> dict[str, str]:
 
 
 def sections(magics: Any, which: str) -> list[tuple[str, dict[str, Any]]]:
+    """What ``%memfit`` shows, section by section, redacted: a default may be a URL with its
+    password (``api_base``, a PostgreSQL ``memory_path``), and the view is displayed raw."""
+    from ..secrets import redact_obj
+
     out = []
     if which in ("status", "tiers"):
         out.append(("model tiers", _tiers(magics)))
@@ -57,7 +61,7 @@ def sections(magics: Any, which: str) -> list[tuple[str, dict[str, Any]]]:
                                     "working directory": os.getcwd()}))
     if which in ("status", "scenarios"):
         out.append(("scenarios (--model memfit/<name>)", _scenarios()))
-    return out
+    return [(title, redact_obj(items)) for title, items in out]
 
 
 def status_text(magics: Any, which: str) -> str:
