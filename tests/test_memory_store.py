@@ -114,6 +114,18 @@ def test_secrets_are_redacted_before_storing(tmp_path):
     assert key.encode() not in raw
 
 
+def test_an_export_to_a_folder_is_refused_and_leaves_nothing(store, tmp_path, monkeypatch):
+    out = tmp_path / "out"
+    out.mkdir()
+    monkeypatch.chdir(out)
+    for where in (out, ".", "sub/.."):
+        (out / "sub").mkdir(exist_ok=True)
+        with pytest.raises(IsADirectoryError, match="it is a folder; give a file name"):
+            store.export(where)
+    assert sorted(p.name for p in out.iterdir()) == ["sub"] and not list((out / "sub").iterdir())
+    assert not [p for p in tmp_path.iterdir() if p.name.endswith(".tmp")]
+
+
 def test_export_import_round_trip(store, tmp_path):
     path = tmp_path / "export.jsonl"
     assert store.export(path) == 5

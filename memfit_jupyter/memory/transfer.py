@@ -5,6 +5,7 @@ re-embeds with the target store's embedder).  Works on any store with ``list``, 
 from __future__ import annotations
 
 import builtins
+import errno
 import json
 import os
 from collections.abc import Iterable
@@ -26,15 +27,22 @@ class Transferable(Protocol):
 
 
 def export_jsonl(store: Transferable, path: str | os.PathLike[str]) -> int:
-    """Write every memory of ``store``, oldest first, to ``path`` (atomically). Returns the count."""
-    target = Path(path)
+    """Write every memory of ``store``, oldest first, to ``path`` (atomically: a write that fails
+    leaves neither the file nor its temporary). Returns the count."""
+    target = Path(path).expanduser().resolve()  # "." and "dir/.." name a folder, not a file
+    if target.is_dir():
+        raise IsADirectoryError(errno.EISDIR, "it is a folder; give a file name", str(path))
     tmp = target.with_name(f".{target.name}.tmp")
     n = 0
-    with open(tmp, "w", encoding="utf-8") as fh:
-        for m in reversed(store.list()):
-            fh.write(json.dumps(m.to_dict(), ensure_ascii=False) + "\n")
-            n += 1
-    os.replace(tmp, target)
+    try:
+        with open(tmp, "w", encoding="utf-8") as fh:
+            for m in reversed(store.list()):
+                fh.write(json.dumps(m.to_dict(), ensure_ascii=False) + "\n")
+                n += 1
+        os.replace(tmp, target)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
     return n
 
 
