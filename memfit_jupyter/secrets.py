@@ -15,6 +15,7 @@ import functools
 import logging
 import os
 import re
+import string
 from typing import Any
 
 REDACTED = "[REDACTED]"
@@ -131,69 +132,246 @@ def redact_ends(text: str, keep: int) -> tuple[str, str]:
 
 
 #: The characters of the keys ``_PATTERNS`` knows (and of the names before a keyed value).
-_KEY_CHAR = re.compile(r"[A-Za-z0-9_.\-]")
+_KEY_CHARS = string.ascii_letters + string.digits + "_.-"
 #: A keyed value too short to be one yet, at the end of a text: from its first character.
 _KEYED_OPEN = re.compile(_KEYED_NAME + r"[^\s\"',;]{0,3}\Z")
+#: What a text that ``_KEYED_OPEN`` finds a value in ends with: "bearer" or ":"/"=" (a quote and
+#: whitespace after them) and the value.  A quicker first look, from the same place.
+_KEYED_OPEN_SEPARATOR = re.compile(r"(?i:bearer\s+|[:=]\s*[\"']?)[^\s\"',;]{0,3}\Z")
 #: A URL's credentials not ended by "@" yet, at the end of a text.
 _URL_OPEN = re.compile(r"://[^\s/:@]*:[^\s/@]*\Z")
-#: How far back from its end a text's keyed value or URL may begin (a name, a separator, a user).
+#: How far back from its end a text's keyed value or URL is looked for first (a name, a
+#: separator, a user).
 _OPEN_CHARS = 256
+#: What the last _OPEN_CHARS of a text are all of when one of those open at its end begins
+#: before them, the only case it is looked for further back: a keyed value's name (word
+#: characters and "-"), its separators and at most three characters of its value; a URL's
+#: credentials (no whitespace).
+_OPEN_ENDS = {
+    _KEYED_OPEN: re.compile(r"[\w\s\"':=\-]*[^\s\"',;]{0,3}"),
+    _URL_OPEN: re.compile(r"\S*"),
+}
+_SPACE = re.compile(r"\s")
+#: What a run of whitespace inside a match of ``_KEYED_RE`` follows: the last word of a name it
+#: knows ("bearer", the "key" of "api_key" and "GROQ_API_KEY", "token", "secret", "password",
+#: "passwd"), a quote after a name, or the ":" or "=" before a value.  A name added to
+#: ``_KEYED_NAME`` ends in one of these words, or its last word is added here.
+_KEYED_BEFORE_SPACE = re.compile(r"(?i)(?:bearer|key|token|secret|passwd|password|[:=\"'])\Z")
+#: The text past its fixed point at which ``StreamRedactor`` looks for a new one, and how much
+#: it leaves past the new one beyond what it holds back: it redacts that much again each time.
+_COMMIT_CHARS = 256
+_COMMIT_SLACK = 64
+#: Spaces or line breaks ``StreamRedactor`` tries as a fixed point before it stops looking.
+_CUT_TRIES = 8
+
+
+def _start_at_end(text: str, value: str) -> int:
+    """The length of the longest end of ``text`` that begins ``value`` without being all of it."""
+    i = text.find(value[0], max(0, len(text) - len(value) + 1))
+    while i != -1:
+        if value.startswith(text[i:]):  # the first place found is the longest end
+            return len(text) - i
+        i = text.find(value[0], i + 1)
+    return 0
 
 
 def _env_prefix_at_end(text: str) -> int:
     """The length of the longest end of ``text`` that begins an environment secret's value (a
     value is only found whole)."""
     for value in _env_secrets():
-        i = text.find(value[0], max(0, len(text) - len(value) + 1))
-        while i != -1:
-            if value.startswith(text[i:]):  # the first place found is the longest end
-                return len(text) - i
-            i = text.find(value[0], i + 1)
+        found = _start_at_end(text, value)
+        if found:
+            return found
     return 0
+
+
+def _env_stage(text: str) -> str | None:
+    """``text`` with the environment's secret values replaced, as ``_redact`` replaces them first
+    (one value after another, longest first), or None when more text could complete a value
+    across its end: at one of the steps, the text so far ends in a value's first characters.
+
+    Only such a value can make the replacements in ``text + more`` differ from those in ``text``
+    followed by those in ``more``: a value found whole in one or the other is replaced the same."""
+    for value in _env_secrets():
+        if _start_at_end(text, value):
+            return None
+        if value in text:
+            text = text.replace(value, REDACTED)
+    return text
+
+
+def _open_at_end(pattern: re.Pattern[str], text: str, pos: int) -> re.Match[str] | None:
+    """``pattern.search(text, pos)``, for ``_KEYED_OPEN`` only when its quicker look finds one."""
+    if pattern is _KEYED_OPEN and not _KEYED_OPEN_SEPARATOR.search(text, pos):
+        return None
+    return pattern.search(text, pos)
 
 
 class StreamRedactor:
     """Redacts a text that arrives in pieces (a streamed reply) as it grows: the parts ``advance``
     returns, joined, are ``redact`` of the whole text, and no part holds a piece of a key.
 
-    Each piece redacted alone would miss a key split between two of them.  The whole text so far
-    is redacted again each time, and its end is held back for as long as more text could make
-    it a key: the word it ends in (a key is a word: "sk-proj-ab" is one once a digit comes), a
-    keyed value of under four characters, a URL's credentials before their "@", and the start of
-    an environment secret's value.  A pattern added to ``_PATTERNS`` keeps to ``_KEY_CHAR``."""
+    Each piece redacted alone would miss a key split between two of them.  So the text is
+    redacted again each time it grows, from a fixed point on (below), and its end is held back
+    for as long as more text could make it a key: the word it ends in (a key is a word:
+    "sk-proj-ab" is one once a digit comes), a keyed value of under four characters, a URL's
+    credentials before their "@", and the start of an environment secret's value (in the text as
+    it came, as well: a key or keyed value redacted at the end may have taken the value's start,
+    and lets it go once the value is whole).  A pattern added to ``_PATTERNS`` keeps to
+    ``_KEY_CHARS``.
+
+    A fixed point is a place where the text splits in two for good: ``redact(head + more)`` is
+    ``redact(head) + redact(more)`` whatever ``more`` is.  ``redact(head)`` is then final, given
+    out already, and never redacted again: each call redacts the text past the last fixed point,
+    not all of it (which made a long reply cost the square of its length).  ``_fixed_cut`` takes
+    a place after a space or line break where no match of ``redact``'s steps can run across,
+    nor look across, whatever comes next; each step is ``redact``'s own, one after another:
+
+    - an environment secret's value can hold anything, whitespace too: ``head``, as the values
+      replaced before left it, must not end in the first characters of one (``_env_stage``);
+    - the shaped keys (``_PATTERNS``) and a URL with a password hold no whitespace, and look no
+      further back than the character before them (``\\b``), here a space;
+    - a keyed value (``_KEYED_RE``) takes in whitespace only after a name, a quote or ":"/"="
+      ("password:  value", "Bearer   token"): ``head`` without its last run of whitespace must
+      not end in one of those (``_KEYED_BEFORE_SPACE``).  A key or URL password replaced before
+      that run leaves "]" or "@" there, neither.
+
+    A text with no such place (no space for long) is redacted whole each time, as before."""
 
     def __init__(self) -> None:
         #: What was given out so far: the start of the redacted text.
         self.shown = ""
+        #: Characters passed to redaction (and to the look for environment secrets) so far: a
+        #: constant times the text's length for a text with spaces, not its square.
+        self.scanned = 0
+        #: How much of the text, and of ``shown`` (its redaction), lies before the fixed point.
+        self._raw_done = 0
+        self._done = 0
+        #: The length of the text past the fixed point at which a new one is looked for.
+        self._commit_at = _COMMIT_CHARS
 
     def advance(self, text: str, final: bool = False) -> str:
-        """What more of the redacted ``text`` (all of it so far) can be given out; all of the
-        rest when ``final`` (the text is complete)."""
-        whole = redact(text)
-        start = len(self.shown)
-        if not whole.startswith(self.shown):
+        """What more of the redacted ``text`` (all of it so far: each call's text is the last
+        one's and more) can be given out; all of the rest when ``final`` (the text is complete)."""
+        raw = text[self._raw_done:]
+        tail = self._redacted(raw)  # the redacted text from the fixed point on
+        done, start = self._done, len(self.shown)
+        if not tail.startswith(self.shown[done:]):
             # A key recognized only now began in what was given out, which cannot be taken back:
             # nothing given out after it could join up with the redacted text.
             return ""
-        end = len(whole)
+        end = done + len(tail)
         if not final:
-            end -= _env_prefix_at_end(whole)
-            near = max(0, len(whole) - _OPEN_CHARS)
-            keyed = _KEYED_OPEN.search(whole, near)
-            if keyed:
-                end = min(end, keyed.end(1))
-            url = _URL_OPEN.search(whole, near)
-            if url:
-                end = min(end, url.start())
-            # Never inside a word, nor at the end of the last (it may go on): a piece given out
-            # alone is redacted again when it is emitted, and must be redacted as in the whole.
-            while end > start and _KEY_CHAR.match(whole, end - 1) and (
-                    end == len(whole) or _KEY_CHAR.match(whole, end)):
-                end -= 1
+            end = self._held_back(raw, tail, start)
+            self._commit(raw, tail, max(start, end))
         if end <= start:
             return ""
-        self.shown = whole[:end]
-        return whole[start:end]
+        piece = tail[start - done:end - done]
+        # Extended in place when nothing else holds it (CPython's string concatenation), where
+        # `self.shown += piece` would copy all that was given out for each piece.
+        shown, self.shown = self.shown, ""
+        shown += piece
+        self.shown = shown
+        return piece
+
+    def _held_back(self, raw: str, tail: str, start: int) -> int:
+        """Where what can be given out of the redacted text ends (the class's docstring), for
+        ``raw``, the text past the fixed point, and ``tail``, its redaction."""
+        done = self._done
+        whole = done + len(tail)  # the redacted text's length
+        env_chars = _longest_env_secret()
+        near = max(0, whole - _OPEN_CHARS)
+        # The redacted text's end, from far enough back for each look below: the last
+        # _OPEN_CHARS and the character before them (a name's \b), the longest environment
+        # secret's length, and from the character before the fixed point on (given out already).
+        w0 = max(0, min(done - 1, near - 1, whole - env_chars))
+        window = self.shown[w0:done] + tail
+        end = whole - _env_prefix_at_end(window)
+        for pattern, open_end in _OPEN_ENDS.items():
+            found = _open_at_end(pattern, window, near - w0)
+            if found is None and done < near and open_end.fullmatch(window, near - w0):
+                # A name, its separators or a URL's user longer than _OPEN_CHARS: none runs
+                # across the fixed point (the space before it is no part of one).
+                found = _open_at_end(pattern, window, done - w0)
+            if found:  # a keyed value is held back from its value on, a URL from its "://"
+                end = min(end, w0 + (found.end(1) if pattern is _KEYED_OPEN else found.start()))
+        # Never inside a word, nor at the end of the last (it may go on): a piece given out
+        # alone is redacted again when it is emitted, and must be redacted as in the whole.
+        if end > start and (end == whole or tail[end - done] in _KEY_CHARS):
+            word = tail[start - done:end - done]
+            end -= len(word) - len(word.rstrip(_KEY_CHARS))
+        if end > start and self._end_may_change(raw, tail):
+            cut = self._fixed_cut(raw, tail, len(raw), len(tail))
+            end = min(end, done + (cut[1] if cut else 0))
+        return end
+
+    def _end_may_change(self, raw: str, tail: str) -> bool:
+        """Whether more text could change the redaction of ``raw`` (the text past the fixed
+        point; ``tail`` is its redaction) before the end held back from ``tail`` alone: then only
+        what comes before a fixed point is certain.
+
+        The looks at the redacted text see a word or an environment secret's start only as far
+        as no redaction cut into it.  The last word (as it came) was redacted in part when the
+        redacted text does not end in it: "sk-learnAKIA…" is "sk-learn[REDACTED]" until a digit
+        makes all of it one key.  An environment secret's value begun at the end, which a key
+        or keyed value took in ("password: <value>"), is replaced first once whole, and the
+        match that took it then ends elsewhere."""
+        word = len(raw) - len(raw.rstrip(_KEY_CHARS))
+        if word and not tail.endswith(raw[-word:]):
+            return True
+        return self._env_replaced(raw) is None
+
+    def _commit(self, raw: str, tail: str, shown: int) -> None:
+        """Move the fixed point up, near the end of what is given out (``shown`` characters of
+        the redacted text, this call's piece included), once the text past it is long."""
+        if len(raw) < self._commit_at:
+            return
+        given = shown - self._done  # of `tail`
+        limit = len(raw) - (len(tail) - given) - _COMMIT_SLACK
+        cut = self._fixed_cut(raw, tail, limit, given) if limit > 0 else None
+        if cut is None:
+            self._commit_at = len(raw) + _COMMIT_CHARS  # none near the end: not again at once
+            return
+        self._raw_done += cut[0]
+        self._done += cut[1]
+        self._commit_at = _COMMIT_CHARS
+
+    def _fixed_cut(self, raw: str, tail: str, limit: int, most: int) -> tuple[int, int] | None:
+        """A fixed point in ``raw`` (the text past the current one; ``tail`` is its redaction)
+        at or before ``limit``, after a space or line break (the class's docstring), with the
+        length of ``redact(raw[:point])``, at most ``most``: the last of the few tried, or None."""
+        for _ in range(_CUT_TRIES):
+            space = max(raw.rfind(" ", 0, limit), raw.rfind("\n", 0, limit))
+            if space < 0:
+                return None
+            point, limit = space + 1, space
+            head = self._env_replaced(raw[:point])
+            if head is None or not _SPACE.match(head, len(head) - 1):
+                continue  # an environment secret's value may run across, or ends here
+            spaces_from = len(head.rstrip())
+            if _KEYED_BEFORE_SPACE.search(head, max(0, spaces_from - 8), spaces_from):
+                continue  # a keyed value's name or separator before the spaces
+            rest = self._redacted(raw[point:])
+            size = len(tail) - len(rest)
+            if size > most:
+                continue
+            if size < 0 or not tail.endswith(rest):
+                return None  # never: at a fixed point the two redactions join up to the whole's
+            return point, size
+        return None
+
+    def _redacted(self, text: str) -> str:
+        """``redact(text)``, counted in ``scanned``, and not kept in ``redact``'s cache: each
+        text of the stream is redacted once."""
+        self.scanned += len(text)
+        return _redact(text) if text else text
+
+    def _env_replaced(self, text: str) -> str | None:
+        """``_env_stage(text)``, counted in ``scanned``."""
+        if not _env_secrets():
+            return text
+        self.scanned += len(text)
+        return _env_stage(text)
 
 
 _SEQUENCES = (list, tuple)  # a tuple: faster than the union in isinstance

@@ -302,3 +302,120 @@ def test_a_text_given_out_in_pieces_joins_up_to_its_redaction_with_no_piece_of_a
         assert "".join(given) == redact(text)
         assert not [g for g in given if any(m in g for m in markers)]
         assert behind <= len(jwt) + size  # it streams as it grows, a word (the longest) behind at most
+
+
+#: A passphrase and a password with a keyed value's separators in it: environment secrets no
+#: pattern knows, found only whole, which a key or keyed value before them can take in part.
+PASSPHRASE = "PLANTED horse battery staple"
+PUNCTUATED_PASSWORD = "Pl4nted!db pw,with;stuff"
+
+
+@pytest.fixture
+def stream_env(monkeypatch):
+    """Environment secrets for a stream's test, forgotten again after it."""
+    from memfit_jupyter.secrets import refresh_env_secrets
+
+    with monkeypatch.context() as env:
+        env.setenv("BILLING_DB_PASSWORD", DB_PASSWORD)
+        env.setenv("VAULT_SECRET", PASSPHRASE)
+        env.setenv("LEGACY_DB_PASSWORD", PUNCTUATED_PASSWORD)
+        refresh_env_secrets()
+        yield
+    refresh_env_secrets()
+
+
+def streamed(text, ends):
+    """What a StreamRedactor gives out for ``text`` arriving up to each of ``ends``, then whole."""
+    from memfit_jupyter.secrets import StreamRedactor
+
+    stream = StreamRedactor()
+    given = [stream.advance(text[:end]) for end in ends]
+    given.append(stream.advance(text, final=True))
+    return given
+
+
+def stream_parts():
+    """Every kind of secret ``redact`` knows, text close to one, and ordinary text."""
+    jwt = ("eyJhbGciOiJIUzI1NiJ9." + "eyJzdWIiOiJQTEFOVEVEand0In0" * 4
+           + ".PLANTEDjwtSignature0123456789")
+    return [
+        SHORT_KEY, "sk-proj-PLANTED0123456789abcdef", GROQ_KEY, "AKIAPLANTED012345678",
+        "ghp_PLANTED" + "a1" * 12, "github_pat_PLANTED_" + "b2" * 12, "xoxb-PLANTED-123456",
+        "AIzaPLANTED" + "x" * 28, "hf_PLANTED" + "c3" * 12, jwt, f"Authorization: Bearer {jwt}",
+        f"bearer\n\t{SHORT_KEY}", "api_key = 'PLANTEDvalue9'", "password: '$PLANTEDpass$$w0rd!'",
+        GROQ_LINE, NAMED_LINE, '"token": "PLANTEDtok1"', "secret :\n  PLANTED/s3cret",
+        "postgres://user:PLANTEDurl!pw@db:5432/app", "git+ssh://me:PLANTEDpw@host",
+        "password:" + " " * 300 + "PLANTED/far", "http://" + "u" * 300 + ":PLANTED!pw@host",
+        DB_PASSWORD, PASSPHRASE, PUNCTUATED_PASSWORD, "PLANTED horse", "Pl4nted!db",
+        "sk-learn", "task-12345678", "token=ab", "https://example.com/a:b", "max_tokens=1024",
+        "Bearer", "password:", "The model reads the file. ", "def f(x):\n    return x + 1\n",
+        "日本語の文も流れる。",
+    ]
+
+
+@pytest.mark.parametrize("commit_chars", [None, 8])
+def test_a_stream_split_anywhere_joins_up_to_the_redaction_of_the_whole(stream_env, monkeypatch,
+                                                                       commit_chars):
+    import random
+
+    from memfit_jupyter import secrets
+
+    if commit_chars:  # a fixed point looked for every few characters: short texts move it too
+        monkeypatch.setattr(secrets, "_COMMIT_CHARS", commit_chars)
+        monkeypatch.setattr(secrets, "_COMMIT_SLACK", 0)
+    parts, glue = stream_parts(), ["", "", " ", "\n", ", ", ": ", "=", "x", "1"]
+    rng = random.Random(20240611)
+    for n in range(160):
+        text = "".join(rng.choice(parts) + rng.choice(glue) for _ in range(rng.randint(1, 12)))
+        ends, end = [], 0
+        while end < len(text):
+            end = min(len(text), end + rng.choice([1, 1, 2, 3, 5, 8, 13, 40]))
+            ends.append(end)
+        assert "".join(streamed(text, ends)) == redact(text), text
+        if n % 8 == 0:  # at every point: a key, a JWT most of all, straddles many pieces
+            assert "".join(streamed(text, range(1, len(text) + 1))) == redact(text), text
+
+
+@pytest.mark.parametrize("text", [
+    "password:" + " " * 300 + "a/PLANTEDfar and more",
+    "http://" + "u" * 300 + ":PLANTED!pw@host/x and more",
+    f"password: {PASSPHRASE}, then more",
+    f"Bearer\n{PUNCTUATED_PASSWORD} and more",
+    f"{SHORT_KEY}{PUNCTUATED_PASSWORD} and more",
+    "sk-learnAKIAPLANTEDABCDEFGHItask-12345678 and more",
+], ids=["a value far from its name", "a URL's long user",
+        "a passphrase a keyed value takes in part", "a password a bearer token takes in part",
+        "a password a key takes in part", "a key only once a later digit comes"])
+def test_a_stream_gives_out_nothing_that_later_text_makes_part_of_a_secret(stream_env, text):
+    given = streamed(text, range(1, len(text) + 1))
+    assert "".join(given) == redact(text), [g for g in given if g]
+
+
+def test_a_long_stream_is_redacted_from_a_fixed_point_not_from_its_start(stream_env, monkeypatch):
+    from memfit_jupyter import secrets
+
+    prose = "The model reads the file, checks the numbers twice and explains each step. "
+    code = "def total(path):\n    with open(path) as f:\n        return sum(map(int, f))\n"
+    parts = stream_parts()
+    text = "".join(prose + code + " ".join(parts[i % len(parts)] for i in range(k, k + 3)) + ". "
+                   for k in range(340))
+    assert len(text) > 100_000
+    redacted_chars, redact_whole = [], secrets._redact
+
+    def counted(part):
+        redacted_chars.append(len(part))
+        return redact_whole(part)
+
+    monkeypatch.setattr(secrets, "_redact", counted)
+    stream, given, per_piece = secrets.StreamRedactor(), [], []
+    for end in range(20, len(text) + 20, 20):  # a model's pieces, drained one by one
+        before = sum(redacted_chars)
+        given.append(stream.advance(text[:end]))
+        per_piece.append(sum(redacted_chars) - before)
+    given.append(stream.advance(text, final=True))
+    monkeypatch.setattr(secrets, "_redact", redact_whole)
+    # Each piece redacts the text after a recent fixed point again, not all of it so far: the
+    # whole text each time would be a hundred thousand characters for the last pieces.
+    assert max(per_piece) <= 4096, max(per_piece)
+    assert sum(per_piece) <= 40 * len(text) and stream.scanned <= 60 * len(text)
+    assert "".join(given) == redact(text)
