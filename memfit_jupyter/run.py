@@ -34,7 +34,7 @@ from .live import LiveClock, LiveTools
 from .llm.prompts import action_system, with_tail
 from .records import ActionRecord, GracefulDegradationPlan, RunResult
 from .reliability.guarantees import BudgetTracker, ExecutionGuarantees
-from .secrets import package_logger, redact, redact_obj, refresh_env_secrets
+from .secrets import package_logger, redact, redact_obj, refresh_env_secrets, remember_url_passwords
 from .steering import Approvals, RunningClock
 from .timeline import Timeline
 from .tool_policy import sandbox_of
@@ -126,6 +126,8 @@ class Run:
         self.llm.tools = self.tools  # the action schema names the tools and their parameters
         self._system_prompt: tuple[Any, str] | None = None  # (what it was built from, the text)
         refresh_env_secrets()  # keys loaded since the last run (a .env file) are redacted too
+        # A password of a URL setting (a proxy's api_base, a PostgreSQL store), typed alone elsewhere.
+        remember_url_passwords([agent.api_base, agent.memory if isinstance(agent.memory, str) else None])
 
     # --- services (what the extensions provide) ----------------------------------------
     @property

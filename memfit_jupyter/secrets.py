@@ -16,6 +16,7 @@ import logging
 import os
 import re
 import string
+import urllib.parse
 from typing import Any
 
 REDACTED = "[REDACTED]"
@@ -49,6 +50,12 @@ _ENV_NAME = re.compile(r"(?i)(key|token|secret|password)")
 _env_cache: list[str] | None = None
 #: The environment as it was when ``_env_cache`` was read (its raw mapping, copied), or None.
 _env_seen: dict[Any, Any] | None = None
+#: Values redacted beside the environment's (``remember_secrets``): the password of a URL a
+#: setting names, the secrets a sweep's worker takes over from the process that started it.
+_known: set[str] = set()
+#: A value remembered must be this long: each time a short one ("admin") appears in any text,
+#: it would be redacted.
+MIN_SECRET_CHARS = 8
 
 
 def refresh_env_secrets() -> list[str]:
@@ -59,16 +66,53 @@ def refresh_env_secrets() -> list[str]:
     raw = getattr(os.environ, "_data", None)  # the environment's own mapping: compared at C speed
     if _env_cache is not None and raw is not None and raw == _env_seen:
         return _env_cache  # nothing was set or removed since it was read
-    found = sorted(
-        (v for k, v in os.environ.items() if _ENV_NAME.search(k) and len(v) >= 12),
-        key=len,
-        reverse=True,
-    )
+    found = sorted({*secret_environment().values(), *_known}, key=len, reverse=True)
     if found != _env_cache:
         _redact_short.cache_clear()  # what was redacted before did not know these values
     _env_cache = found
     _env_seen = dict(raw) if isinstance(raw, dict) else None
     return _env_cache
+
+
+def secret_environment() -> dict[str, str]:
+    """The environment's variables whose values are secrets: a name with key, token, secret or
+    password, a value of 12 characters or more."""
+    return {k: v for k, v in os.environ.items() if _ENV_NAME.search(k) and len(v) >= 12}
+
+
+def remember_secrets(values: Any) -> None:
+    """Redact these values from now on, wherever they appear, as the environment's secrets are
+    (those shorter than ``MIN_SECRET_CHARS`` aside)."""
+    global _env_seen
+    new = {v for v in values if isinstance(v, str) and len(v) >= MIN_SECRET_CHARS} - _known
+    if new:
+        _known.update(new)
+        _env_seen = None  # read again, with them
+        refresh_env_secrets()
+
+
+def known_secrets() -> list[str]:
+    """The values ``remember_secrets`` was given (and kept)."""
+    return sorted(_known)
+
+
+def remember_url_passwords(value: Any) -> None:
+    """Remember the passwords of the URLs in ``value`` (a string, or the strings of a JSON-like
+    value: settings): a URL is redacted whole, but the same password typed alone elsewhere (a
+    task, a tool's output) would not be."""
+    found: list[str] = []
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, str):
+            if "://" in item:
+                for match in _URL_PASSWORD_RE.finditer(item):
+                    found += [match.group(2), urllib.parse.unquote(match.group(2))]
+        elif isinstance(item, dict):
+            stack.extend(item.values())
+        elif isinstance(item, list | tuple):
+            stack.extend(item)
+    remember_secrets(found)
 
 
 def _env_secrets() -> list[str]:

@@ -419,3 +419,16 @@ def test_a_long_stream_is_redacted_from_a_fixed_point_not_from_its_start(stream_
     assert max(per_piece) <= 4096, max(per_piece)
     assert sum(per_piece) <= 40 * len(text) and stream.scanned <= 60 * len(text)
     assert "".join(given) == redact(text)
+
+
+def test_a_url_settings_password_is_redacted_where_it_is_typed_alone(tmp_path):
+    import json
+
+    from memfit_jupyter import Agent
+
+    password = "Correct-horse-42"
+    run = Agent(model="memfit/demo", workdir=tmp_path, memory=False,
+                api_base=f"http://proxy:{password}@127.0.0.1:9/v1").start(
+        f"What is the total of the numbers in data.txt? (the proxy's password is {password})")
+    run.run()
+    assert password not in json.dumps(run.trace()) and "password is [REDACTED]" in run.trace()["task"]

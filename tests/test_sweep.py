@@ -322,6 +322,26 @@ def test_secrets_stay_out_of_the_sweep_folder_and_frame_and_resume_takes_them_ag
     assert _shows(last) == [] and _files_holding(out) == []
 
 
+@pytest.mark.slow  # worker processes
+def test_a_secret_set_after_the_workers_started_and_a_url_password_typed_alone_stay_out(tmp_path, monkeypatch):
+    settings = {"model": "memfit/demo", "memory": False}
+    sweep(["What is the total of the numbers in data.txt?"], None, settings=settings, out=tmp_path / "first",
+          max_parallel=1, progress=False)  # the workers' fork server starts with the environment of now
+    late = "Vq8ZmR2xLp4TnW7yKc3H"  # set since: no pattern knows it, only the environment names it a secret
+    monkeypatch.setenv("MEMFIT_LATE_API_KEY", late)
+    password = "Tr0ub4dor-and-3"
+    task = f"What is the total of the numbers in data.txt? The deploy code is {late}, the proxy's {password}."
+    out = tmp_path / "late"
+    df = sweep([task], None, settings={**settings, "api_base": f"https://proxy:{password}@llm.example/v1"},
+               out=out, max_parallel=1, progress=False)
+    assert df["status"].to_list() == ["done"]
+    trace = json.loads((out / "runs" / df["run"][0] / "trace.json").read_text())
+    assert late not in json.dumps(trace) and password not in json.dumps(trace)
+    assert trace["task"].count(REDACTED) == 2
+    held = [str(p) for p in out.rglob("*") if p.is_file() for v in (late, password) if v.encode() in p.read_bytes()]
+    assert held == [] and late not in df.write_json() and password not in df.write_json()
+
+
 class _Proxy(BaseHTTPRequestHandler):
     """An OpenAI-compatible server that notes the Authorization header of every request: what a
     run sends is what it was given (a URL's user and password become a Basic header)."""

@@ -71,11 +71,12 @@ def sweep(tasks: Iterable[str] | Mapping[str, str] | str, grid: Mapping[str, Ite
     ``mechanisms`` (what fired: reflection, spin, breaker...), ``answer``, ``trace`` (its
     path), ``attempts``, ``error``.
     """
-    from ..secrets import refresh_env_secrets
+    from ..secrets import refresh_env_secrets, remember_url_passwords
     from .spec import expand, validate
 
     _check_options(engine, max_parallel, max_cost_usd, retries)
     refresh_env_secrets()  # a key set since the last run is a secret to redact in names and sweep.json
+    remember_url_passwords([grid, settings])  # and a URL setting's password, typed alone in a task
     specs = expand(tasks, grid, settings)
     validate(specs)
     if out is None:
@@ -192,10 +193,12 @@ def _check_options(engine: str, max_parallel: int | None, max_cost_usd: float | 
 
 
 def _write_manifest(out: Path, specs: list[Any]) -> None:
-    """List the runs in ``out/sweep.json``, their secrets redacted (``RunSpec.kept``)."""
-    from ..secrets import refresh_env_secrets
+    """List the runs in ``out/sweep.json``, their secrets redacted (``RunSpec.kept``): the
+    environment's, and the passwords of the settings' URLs wherever they appear."""
+    from ..secrets import refresh_env_secrets, remember_url_passwords
 
     refresh_env_secrets()
+    remember_url_passwords([s.settings for s in specs])
     tmp = out / f".{MANIFEST}.{os.getpid()}.tmp"
     tmp.write_text(json.dumps({"runs": [s.kept() for s in specs]}, indent=1))
     os.replace(tmp, out / MANIFEST)

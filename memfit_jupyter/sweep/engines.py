@@ -71,11 +71,13 @@ class LocalEngine:
         return self._pool
 
     def submit(self, spec_json: dict[str, Any]) -> Any:
+        # The workers come from a fork server started with this process's environment of then.
+        secrets = runner.secrets_now()
         try:
-            return self._ensure_pool().submit(runner.execute, spec_json, self.out)
+            return self._ensure_pool().submit(runner.execute, spec_json, self.out, secrets)
         except cf.process.BrokenProcessPool:
             self._reset()
-            return self._ensure_pool().submit(runner.execute, spec_json, self.out)
+            return self._ensure_pool().submit(runner.execute, spec_json, self.out, secrets)
 
     def wait(self, handles: Iterable[Any], timeout: float) -> list[Ended]:
         done, _ = cf.wait(list(handles), timeout=timeout, return_when=cf.FIRST_COMPLETED)

@@ -44,7 +44,8 @@ class RayEngine:
         return max(1, int(cpus // self._cpus_per_run))
 
     def submit(self, spec_json: dict[str, Any]) -> Any:
-        return self._task.remote(spec_json, self.out)
+        # Ray's workers keep the environment Ray was started with (it outlives a sweep).
+        return self._task.remote(spec_json, self.out, runner.secrets_now())
 
     def wait(self, handles: list[Any], timeout: float) -> list[Ended]:
         ray = self._ray
@@ -66,6 +67,6 @@ class RayEngine:
         """Leave Ray running: the next sweep reuses it (``ray.shutdown()`` stops a local one)."""
 
 
-def _execute(spec_json: dict[str, Any], out: str) -> dict[str, Any]:
+def _execute(spec_json: dict[str, Any], out: str, secrets: dict[str, Any] | None = None) -> dict[str, Any]:
     runner.warm()
-    return runner.execute(spec_json, out)
+    return runner.execute(spec_json, out, secrets)

@@ -40,10 +40,35 @@ def warm() -> None:
     import_litellm()
 
 
-def execute(spec_json: dict[str, Any], out: str) -> dict[str, Any]:
-    """Carry out one run and write its trace; return its DataFrame row (``attempts`` unset)."""
+def secrets_now() -> dict[str, Any]:
+    """What a worker must know of the caller's secrets, as they are now: the environment's
+    secret-named variables (a worker process started before one was set has the environment
+    of then: the key would be neither usable nor redacted there) and the values redaction knows
+    besides (``secrets.remember_secrets``: a password in a model server's URL).  Handed to
+    ``execute`` apart from the run's spec, which ``sweep.json`` is written from."""
+    from ..secrets import known_secrets, refresh_env_secrets, secret_environment
+
+    refresh_env_secrets()
+    return {"env": secret_environment(), "values": known_secrets()}
+
+
+def take_over(secrets: dict[str, Any] | None) -> None:
+    """In a worker: the caller's secrets (``secrets_now``) set in its environment and redacted."""
+    from ..secrets import refresh_env_secrets, remember_secrets
+
+    if not secrets:
+        return
+    os.environ.update({str(k): str(v) for k, v in (secrets.get("env") or {}).items()})
+    remember_secrets(secrets.get("values") or ())
+    refresh_env_secrets()
+
+
+def execute(spec_json: dict[str, Any], out: str, secrets: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Carry out one run and write its trace; return its DataFrame row (``attempts`` unset).
+    ``secrets``: the caller's (``secrets_now``), which the worker takes over first."""
     from ..agent import Agent
 
+    take_over(secrets)
     spec = RunSpec.from_json(spec_json)
     home = run_dir(out, spec.key)
     with _workplace(out, spec) as work:
