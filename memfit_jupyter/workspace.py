@@ -163,13 +163,16 @@ class BlobStore:
             os.utime(path)
         return data
 
+    def shards(self) -> list[Path]:
+        """The store's own folders, ``<root>/<sha[:2]>``: two lowercase hex digits, real folders
+        (a link of that name may lead anywhere)."""
+        if not self.root.is_dir():
+            return []
+        return sorted(p for p in self.root.iterdir() if _SHARD.fullmatch(p.name) and p.is_dir() and not p.is_symlink())
+
     def blobs(self) -> Iterator[tuple[Path, os.stat_result]]:
         """Every blob kept, with its stat (a temporary file a put left behind too)."""
-        if not self.root.is_dir():
-            return
-        for folder in sorted(self.root.iterdir()):
-            if len(folder.name) != 2 or not folder.is_dir():
-                continue
+        for folder in self.shards():
             for path in folder.iterdir():
                 with contextlib.suppress(OSError):
                     if _BLOB.fullmatch(path.name) or TMP_MARK in path.name:
@@ -177,7 +180,18 @@ class BlobStore:
 
     def prune(self, older_than_s: float, now: float | None = None) -> tuple[int, int]:
         """Remove the blobs no run has kept or read for ``older_than_s`` seconds: how many, and
-        their bytes.  A fork of a run that used one says which file it could not restore."""
+        their bytes.  A fork of a run that used one says which file it could not restore.
+
+        Nothing but the blobs and the shard folders they leave empty is removed: the root may be a
+        folder named by mistake (``--store .``), whose own empty folders are not the store's.  A
+        root that holds things and no shard folder is not a blob store: ValueError, one line, and
+        nothing is touched."""
+        if not self.shards() and self.root.is_dir():
+            others = sorted(p.name for p in self.root.iterdir() if not p.name.startswith("."))
+            if others:
+                raise ValueError(f"{self.root} is not a blob store: it holds {others[0]!r}"
+                                 f"{f' and {len(others) - 1} more' if len(others) > 1 else ''} but no folder of blobs "
+                                 "(named by two hex digits); nothing was pruned")
         cutoff = (time.time() if now is None else now) - older_than_s
         removed = freed = 0
         for path, st in list(self.blobs()):
@@ -185,7 +199,7 @@ class BlobStore:
                 with contextlib.suppress(OSError):
                     path.unlink()
                     removed, freed = removed + 1, freed + st.st_size
-        for folder in self.root.iterdir() if self.root.is_dir() else ():
+        for folder in self.shards():
             with contextlib.suppress(OSError):
                 folder.rmdir()  # only an empty one goes
         return removed, freed
@@ -245,6 +259,8 @@ class TooManyFiles(Exception):
 STAT_PREFIX = "stat-"
 #: A blob's name, and a file's content as a manifest entry names it (an mtime before 1970 is negative).
 _BLOB = re.compile(r"[0-9a-f]{64}")
+#: A blob store's shard folder: the first two hex digits of its blobs' names.
+_SHARD = re.compile(r"[0-9a-f]{2}")
 _CONTENT = re.compile(r"(?:[0-9a-f]{64}|stat-([0-9]+)-(-?[0-9]+))(?:\+x)?")
 
 

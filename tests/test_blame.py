@@ -8,6 +8,7 @@ import sys
 
 import pytest
 from kernel_cells import execute, outputs, text_of
+from test_diary import gone
 
 import memfit_jupyter.study.catalogue  # noqa: F401  (the module; the package attribute is the function)
 from memfit_jupyter.fork import ForkError
@@ -83,6 +84,43 @@ def test_a_command_oracle_runs_in_each_forks_folder(tmp_path):
         with pytest.raises(ForkError, match="budget must be a finite number of dollars more than 0"):
             blame(run, budget=budget)
     assert run.forks == found.forks  # no fork was made by the refused calls
+
+
+def _failed(tmp_path):
+    run = catalogue.start(catalogue.mode("premature-finish"), "off", tmp_path / "off")
+    run.run()
+    return run
+
+
+def test_an_empty_or_missing_oracle_command_is_one_line_before_the_budget_goes(tmp_path):
+    """``sh -c ""`` exits 0 and a command the shell does not find exits 127 in every fork: the
+    first would call every fork a success, the second every one a failure."""
+    run = _failed(tmp_path)
+    for empty in ("", "   "):
+        with pytest.raises(ForkError, match="the oracle is an empty command") as err:
+            blame(run, oracle=empty, workdir=tmp_path / "forks")
+        assert "\n" not in str(err.value) and run.forks == []  # refused before any fork
+    with pytest.raises(ForkError, match="oracle command could not be run .*exit code 127: .*no-such-oracle-xq: .*not found") as err:
+        blame(run, oracle="no-such-oracle-xq --check", workdir=tmp_path / "forks")
+    assert "\n" not in str(err.value) and len(run.forks) == 1  # the first fork it was to judge, no more
+    with pytest.raises(ForkError, match="oracle_timeout_s must be a finite number of seconds more than 0"):
+        blame(run, oracle="true", oracle_timeout_s=0)
+    assert len(run.forks) == 1
+
+
+def test_an_oracle_that_runs_too_long_is_killed_with_what_it_started(tmp_path):
+    """``oracle_timeout_s`` bounds each fork's judging; the command's process group is killed
+    whole, so a child it left in the background does not run on, and the fork is a failure."""
+    run = _failed(tmp_path)
+    pid_file = tmp_path / "child.pid"
+    oracle = (f"test -e {pid_file} && exit 0; "  # the forks after the first pass at once
+              f"sleep 60 >/dev/null 2>&1 & echo $! > {pid_file}; sleep 60 >/dev/null 2>&1")
+    found = blame(run, oracle=oracle, oracle_timeout_s=2, workdir=tmp_path / "forks")
+    first = found.frame.row(0, named=True)
+    assert first["outcome"] == "failure" and "the oracle command ran past 2 s and was killed" in first["status"]
+    assert found.step == first["step"]  # the next change at that step passed
+    child = int(pid_file.read_text())
+    assert gone(child), f"the oracle's child {child} still runs"
 
 
 def test_a_run_that_did_not_fail_has_nothing_to_blame_and_bad_budgets_are_one_line(tmp_path):

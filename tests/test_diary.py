@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import textwrap
+import time
+from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
@@ -166,3 +169,43 @@ def test_a_diary_without_an_oracle_is_refused_at_once(tmp_path):
     with pytest.raises(ValueError, match="needs an oracle"):
         FailureDiary(Agent(model="memfit/demo", workdir=tmp_path, memory=False))
     assert FailureDiary(Agent(model="memfit/demo", workdir=tmp_path, memory=False), oracle="true").oracle == "true"
+    for empty in ("", "  "):  # ``sh -c ""`` exits 0: every trial would pass
+        with pytest.raises(ValueError, match="oracle is an empty command"):
+            Agent(model="memfit/demo", workdir=tmp_path, memory=False, oracle=empty).start("x")
+
+
+def running(pid: int) -> bool:
+    """Whether process ``pid`` still runs.  A killed process whose parent is gone is a zombie
+    until init reaps it, which some containers' init never does: a zombie runs nothing."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except FileNotFoundError:
+        return False
+    except OSError:  # no /proc: what kill said
+        return True
+    return state not in ("Z", "X")
+
+
+def gone(pid: int) -> bool:
+    """Whether ``pid`` stopped running, given the moments a killed process takes to end."""
+    for _ in range(200):
+        if not running(pid):
+            return True
+        time.sleep(0.05)
+    return False
+
+
+def test_an_oracle_that_runs_too_long_is_killed_with_what_it_started(tmp_path):
+    """The oracle's shell and the children it started are one process group, killed whole: a
+    ``sleep`` the command left in the background does not run on after the timeout."""
+    run = SimpleNamespace(agent=SimpleNamespace(workdir=tmp_path))
+    pid_file = tmp_path / "child.pid"
+    command = f"sleep 60 >/dev/null 2>&1 & echo $! > {pid_file}; sleep 60 >/dev/null 2>&1"
+    passed, text = run_oracle(command, run, timeout_s=2)
+    assert not passed and "the oracle timed out after 2 s" in text
+    child = int(pid_file.read_text())
+    assert gone(child), f"the oracle's child {child} still runs"

@@ -683,3 +683,40 @@ def test_the_snapshot_store_is_pruned_of_what_no_run_used_and_a_fork_says_what_i
         "was not kept" in p or "not in the blob store" in p for p in child.parent["workspace"]["problems"])
     for bad, expected in ((["--prune-older-than", "-1"], "0 or more"), (["--store", str(tmp_path / "none")], "no blob store")):
         assert main(["snapshots", *bad]) == 2 and expected in capsys.readouterr().err
+
+
+def test_pruning_removes_only_the_stores_own_folders_and_refuses_a_folder_that_is_not_a_store(tmp_path):
+    """A store named by mistake (``--store .``): the folder's own empty folders are not the
+    store's, and a folder with no blob folder in it is refused with nothing touched."""
+    import subprocess
+    import sys
+    import time
+
+    from memfit_jupyter.__main__ import main
+    from memfit_jupyter.workspace import BlobStore
+
+    store = BlobStore(tmp_path / "blobs")
+    shas = [store.put(f"bytes {i}".encode())[0] for i in range(2)]
+    old, used = shas[0], next(s for s in shas[1:] if s[:2] != shas[0][:2])  # in two shard folders
+    month_ago = time.time() - 31 * 86400
+    os.utime(store.path(old), (month_ago, month_ago))
+    for name in ("emptydir", "AB", ".hidden"):  # not shard folders, empty
+        (store.root / name).mkdir()
+    (store.root / "notes.txt").write_text("the person's own file")
+    assert main(["snapshots", "--store", str(store.root), "--prune-older-than", "30"]) == 0
+    assert not store.path(old).parent.exists() and store.path(used).is_file()  # its emptied shard went
+    assert all((store.root / name).is_dir() for name in ("emptydir", "AB", ".hidden"))
+    assert (store.root / "notes.txt").read_text() == "the person's own file"
+
+    foreign = tmp_path / "project"
+    (foreign / "emptydir").mkdir(parents=True)
+    (foreign / "keepme").mkdir()
+    (foreign / "keepme" / "file.txt").write_text("kept")
+    with pytest.raises(ValueError, match="is not a blob store: it holds 'emptydir' and 1 more") as err:
+        BlobStore(foreign).prune(30 * 86400)
+    assert "\n" not in str(err.value)
+    done = subprocess.run([sys.executable, "-m", "memfit_jupyter", "snapshots", "--store", ".", "--prune-older-than", "30"],
+                          cwd=foreign, capture_output=True, text=True, stdin=subprocess.DEVNULL)
+    assert done.returncode != 0 and "is not a blob store" in done.stderr
+    assert (foreign / "emptydir").is_dir() and (foreign / "keepme" / "file.txt").read_text() == "kept"
+    assert BlobStore(tmp_path / "none").prune(0) == (0, 0)  # no store yet: nothing to do

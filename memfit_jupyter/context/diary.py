@@ -19,10 +19,12 @@ Each trial is a ``trial`` event.  ``failures(store)`` lists the diary.
 
 from __future__ import annotations
 
+import contextlib
 import inspect
 import os
 import re
 import shlex
+import signal
 import subprocess
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
@@ -76,6 +78,38 @@ def _clip(text: str, limit: int = ORACLE_OUTPUT_CHARS) -> str:
     return text[:head] + f"\n... [{len(text) - limit} characters cut] ...\n" + text[-(limit - head):]
 
 
+def run_command(command: str, cwd: str | os.PathLike[str], timeout_s: float) -> tuple[int, str, str] | None:
+    """Run ``command`` with the shell in ``cwd``: its exit code, stdout and stderr (a byte that is
+    not UTF-8 replaced, not an error), or None when it did not end within ``timeout_s`` seconds.
+
+    It runs in a session (process group) of its own: on a timeout, or when the person interrupts
+    the kernel, the whole group is killed.  Killing the shell alone would leave what it started (a
+    test server, a ``sleep``) running with no parent, holding the output pipes open."""
+    proc = subprocess.Popen(command, shell=True, cwd=cwd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, start_new_session=True)
+    try:
+        stdout, stderr = proc.communicate(timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        _kill_group(proc)
+        return None
+    except BaseException:
+        _kill_group(proc)
+        raise
+    return proc.returncode, stdout.decode(errors="replace"), stderr.decode(errors="replace")
+
+
+def _kill_group(proc: subprocess.Popen[bytes]) -> None:
+    """Kill ``proc``'s process group and reap ``proc``.  The group is killed before its leader is
+    reaped, while the leader's id cannot name another group.  The output is not waited for: a
+    child that left the group could hold the pipes open."""
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+    for pipe in (proc.stdout, proc.stderr):
+        if pipe is not None:
+            pipe.close()
+
+
 def run_oracle(oracle: str | Callable[..., Any], run: RunView, timeout_s: float = ORACLE_TIMEOUT_S
                ) -> tuple[bool, str]:
     """Ask the external oracle.  Returns (passed, output).
@@ -85,13 +119,12 @@ def run_oracle(oracle: str | Callable[..., Any], run: RunView, timeout_s: float 
     a dict with ``passed``/``output``, or an object with ``.passed``; raising fails.
     """
     if isinstance(oracle, str):
-        try:
-            proc = subprocess.run(oracle, shell=True, cwd=run.agent.workdir, capture_output=True, text=True,
-                                  timeout=timeout_s, stdin=subprocess.DEVNULL)
-        except subprocess.TimeoutExpired:
-            return False, f"$ {oracle}\nthe oracle timed out after {timeout_s:g} s"
-        out = f"$ {oracle}\nexit code {proc.returncode}\n{proc.stdout}{proc.stderr}"
-        return proc.returncode == 0, _clip(redact(out))  # redacted whole: a cut could split a key
+        done = run_command(oracle, run.agent.workdir, timeout_s)
+        if done is None:
+            return False, redact(f"$ {oracle}\nthe oracle timed out after {timeout_s:g} s")
+        code, stdout, stderr = done
+        out = f"$ {oracle}\nexit code {code}\n{stdout}{stderr}"
+        return code == 0, _clip(redact(out))  # redacted whole: a cut could split a key
     try:
         takes_run = bool(inspect.signature(oracle).parameters)
     except (TypeError, ValueError):
@@ -135,6 +168,8 @@ class FailureDiary:
         chosen = agent.oracle if oracle is None else oracle
         if chosen is None:
             raise ValueError("the failure diary needs an oracle: a shell command or a check function")
+        if isinstance(chosen, str) and not chosen.strip():  # ``sh -c ""`` exits 0: every trial would pass
+            raise ValueError("the failure diary's oracle is an empty command: give a shell command or a check function")
         self.oracle = chosen
         self.max_trials = int(agent.max_trials)
         self.kind = task_kind(agent)

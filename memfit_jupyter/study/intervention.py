@@ -23,13 +23,13 @@ from __future__ import annotations
 import json
 import math
 import numbers
-import subprocess
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..agent import Agent
+from ..context.diary import ORACLE_TIMEOUT_S, run_command
 from ..fork import ForkError, last_step, start_settings
 from ..secrets import redact
 
@@ -203,13 +203,13 @@ def corrections(trace: dict[str, Any], step: int, given: list[dict[str, Any]] | 
     return unique
 
 
-def default_oracle(run: Any, trace: dict[str, Any]) -> Callable[[Run], bool]:
+def default_oracle(run: Any, trace: dict[str, Any], timeout_s: float = ORACLE_TIMEOUT_S) -> Callable[[Run], bool]:
     """The run's own oracle: its failure diary's command, the scenario's expected answer, or done."""
     from ..replay import RECORDED_ORACLE
 
     command = getattr(getattr(run, "agent", None), "oracle", None)
     if isinstance(command, str) and command != RECORDED_ORACLE:
-        return _command_oracle(command)
+        return _command_oracle(command, timeout_s)
     if callable(command):
         return lambda child: bool(command(child))
     mode = _mode_of(trace)
@@ -244,11 +244,32 @@ def _mode_oracle(mode: Any) -> Callable[[Run], bool]:
     return judge
 
 
-def _command_oracle(command: str) -> Callable[[Run], bool]:
+class OracleError(ForkError):
+    """An oracle command that cannot judge any fork (empty, or not found by the shell): one line,
+    and the search stops, rather than spend the budget on forks it would all call failures."""
+
+
+#: The shell's exit code for a command it did not find.
+NOT_FOUND = 127
+
+
+def _command_oracle(command: str, timeout_s: float = ORACLE_TIMEOUT_S) -> Callable[[Run], bool]:
+    """A shell command run in each fork's folder (exit 0: success), in a process group of its own
+    that is killed whole when it outlives ``timeout_s`` (``diary.run_command``)."""
+    if not command.strip():  # ``sh -c ""`` exits 0: every fork would be a success
+        raise OracleError("the oracle is an empty command: give a shell command, a callable, "
+                          "or None for the run's own oracle")
+
     def judge(child: Run) -> bool:
-        done = subprocess.run(command, shell=True, cwd=child.agent.workdir, capture_output=True, timeout=300,
-                              stdin=subprocess.DEVNULL)
-        return done.returncode == 0
+        done = run_command(command, child.agent.workdir, timeout_s)
+        if done is None:
+            raise TimeoutError(f"the oracle command ran past {timeout_s:g} s and was killed")
+        code, _, stderr = done
+        if code == NOT_FOUND and "not found" in stderr:
+            said = next((line for line in stderr.splitlines() if "not found" in line), "").strip()
+            raise OracleError(f"the oracle command could not be run in the fork's folder (exit code {NOT_FOUND}: "
+                              f"{said[:200]}); no more forks were made")
+        return code == 0
 
     return judge
 
@@ -269,6 +290,8 @@ def _trial(run: Any, step: int, change: dict[str, Any], capped: dict[str, Any], 
     child.run()
     try:
         ok = bool(judge(child))
+    except OracleError:  # it would break on every fork alike
+        raise
     except Exception as exc:  # an oracle that breaks says nothing about the fork
         ok, status = False, redact(f"oracle failed: {type(exc).__name__}: {exc}")[:120]
     except KeyboardInterrupt:
@@ -291,7 +314,8 @@ def _stop_after(child: Run, status: str, step: int, limit: float | None) -> str:
 
 def blame(run: Any, oracle: Callable[[Run], bool] | str | None = None, budget: float | None = None, *,
           changes: list[dict[str, Any]] | None = None, steps: list[int] | None = None,
-          workdir: str | Path | None = None, stop_at_first: bool = True) -> Blame:
+          workdir: str | Path | None = None, stop_at_first: bool = True,
+          oracle_timeout_s: float = ORACLE_TIMEOUT_S) -> Blame:
     """Find the step that made ``run`` fail by forking there with a corrective change.
 
     ``run``: a ``Run``, a trace dict or a trace file.  A run whose trace says it did not fail (by
@@ -306,6 +330,10 @@ def blame(run: Any, oracle: Callable[[Run], bool] | str | None = None, budget: f
     it.  ``changes``: corrective changes to try first (fork changes, e.g.
     ``{"guidance": "..."}``).  ``steps``: the candidate steps (default: from the trace).
     ``stop_at_first``: stop at the latest step that a change fixes (the one to blame).
+    ``oracle_timeout_s``: how long an oracle command may judge one fork (default 300 s); one that
+    runs longer is killed with every process it started, and the fork's row says so.  An oracle
+    command that is empty, or that the shell does not find, is one line of ``ForkError``: the
+    first before any fork is made, the second at the first fork it was to judge.
     Returns a ``Blame``: ``.frame`` (step, change, outcome, cost, status, run), ``.forks``,
     ``.step`` and ``.change``.
     """
@@ -314,8 +342,11 @@ def blame(run: Any, oracle: Callable[[Run], bool] | str | None = None, budget: f
     trace = _trace_of(run)
     if not isinstance(run, dict) and isinstance(run, str | Path):
         run = trace  # read once: every fork starts from it
-    judge = default_oracle(run, trace) if oracle is None else (
-        _command_oracle(oracle) if isinstance(oracle, str) else oracle)
+    if isinstance(oracle_timeout_s, bool) or not isinstance(oracle_timeout_s, numbers.Real) or not (
+            0 < oracle_timeout_s < math.inf):
+        raise ForkError(f"oracle_timeout_s must be a finite number of seconds more than 0, got {oracle_timeout_s!r}")
+    judge = default_oracle(run, trace, oracle_timeout_s) if oracle is None else (
+        _command_oracle(oracle, oracle_timeout_s) if isinstance(oracle, str) else oracle)
     if not callable(judge):
         raise ForkError(f"oracle must be a callable, a shell command or None, got {type(oracle).__name__}")
     if budget is not None and (isinstance(budget, bool) or not isinstance(budget, numbers.Real)):
