@@ -10,8 +10,10 @@ model tiers, every limit, reflection, memory, the oracle ...) and works in the c
 folder: the scenario's files and the memory store (``.memfit/``) go there, and it says so.
 A replay writes nothing unless ``--trace`` says where; it exits 0 when it gave the
 recorded events and 1 (saying where they part) when it did not.  Bad input gets one line
-on stderr and exit code 2; a trace that cannot be written where asked is
-written to the temporary directory instead, and its path is printed.
+on stderr (redacted: it may quote a key pasted into an option) and exit code 2, before
+anything is written: ``run`` checks the model tiers and the plan file before it starts.  A
+trace that cannot be written where asked is written to the temporary directory instead, and
+its path is printed.
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ import tempfile
 from pathlib import Path
 from typing import Any, NoReturn
 
-from .config import OPTIONS, agent_kwargs, check_bounds
+from .config import OPTIONS, agent_kwargs, check_bounds, check_models
 
 #: Lines of a tool's output the terminal shows (a file read shows the start of the file).
 OUTPUT_LINES = 5
@@ -82,9 +84,19 @@ def write_trace(trace: dict[str, Any], path: str) -> int:
             out.write(text)
         fallback = Path(name)
         reason = exc.strerror or type(exc).__name__
-        print(f"error: cannot write the trace to {path} ({reason}); it was written to {fallback}",
-              file=sys.stderr)
-        return 2
+        return _error(f"cannot write the trace to {path} ({reason}); it was written to {fallback}")
+
+
+def _error(message: str) -> int:
+    """Print ``error: <message>`` on stderr, redacted, and return 2 (bad input).
+
+    Every error line of the CLI goes through here: each may quote what was typed (a tool's
+    name, a path, a model), and a key pasted into the wrong option would be printed back."""
+    from .secrets import redact, refresh_env_secrets
+
+    refresh_env_secrets()
+    print(f"error: {redact(message)}", file=sys.stderr)
+    return 2
 
 
 class _Parser(argparse.ArgumentParser):
@@ -104,7 +116,7 @@ def _replay_code(recorded: list[dict[str, Any]], replayed: list[dict[str, Any]])
     where = divergence(recorded, replayed)
     if where is None:
         return 0
-    print(f"error: the replay diverged from the recording: {where}", file=sys.stderr)
+    _error(f"the replay diverged from the recording: {where}")
     return 1
 
 
@@ -116,12 +128,10 @@ def _snapshots(store: str | None, days: float | None) -> int:
     from .workspace import BlobStore, default_store
 
     if days is not None and not (math.isfinite(days) and days >= 0):
-        print(f"error: --prune-older-than takes a number of days, 0 or more; got {days:g}", file=sys.stderr)
-        return 2
+        return _error(f"--prune-older-than takes a number of days, 0 or more; got {days:g}")
     root = Path(store).expanduser() if store else default_store()
     if store and not root.is_dir():
-        print(f"error: no blob store at {root}: it is not a folder", file=sys.stderr)
-        return 2
+        return _error(f"no blob store at {root}: it is not a folder")
     blobs = BlobStore(root.resolve())
     if days is not None:
         removed, freed = blobs.prune(days * 86400)
@@ -174,14 +184,15 @@ def main(argv: list[str] | None = None) -> int:
         else:
             values = vars(args)
             check_bounds(values)
-            agent = Agent(**agent_kwargs(values))
+            kwargs = agent_kwargs(values)
+            check_models(kwargs)  # before anything is written, as the magic does
+            agent = Agent(**kwargs)
             run = agent.start(args.task)
             where = _where_it_writes(agent)
             if where:
                 print(where)
     except (MemfitError, ValueError, TypeError) as exc:
-        print(f"error: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}", file=sys.stderr)
-        return 2
+        return _error(str(exc).splitlines()[0] if str(exc) else type(exc).__name__)
     run.subscribe(_print_event)
     result = run.run()
     code = 0 if result.status == "done" else 1

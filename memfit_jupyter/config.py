@@ -25,6 +25,7 @@ from __future__ import annotations
 import ast
 import dataclasses
 import functools
+import json
 import re
 import sys
 from collections.abc import Callable, Iterable, Mapping
@@ -45,7 +46,7 @@ if TYPE_CHECKING:
     from .tool_policy import ToolPolicy
 
 __all__ = ["AgentConfig", "DEFAULT_MODEL", "FIRST_DEFAULTS", "FLAT", "OPTIONS", "Option", "REFLECTION_CHOICES", "SETTINGS",
-           "agent_kwargs", "feature_classes", "options_table", "settings_of"]
+           "TIERS", "agent_kwargs", "api_base_of", "check_models", "check_plan", "feature_classes", "options_table", "settings_of"]
 
 C = TypeVar("C")
 
@@ -464,7 +465,8 @@ OPTIONS: tuple[Option, ...] = (
     Option("--max-duration", "max_duration_seconds", "S", trait="max_duration_seconds", minimum=0, above=True),
     Option("--max-calls", "max_recursive_calls", "N", trait="max_recursive_calls", minimum=0),
     Option("--reflection", "reflection", "LEVEL", choices=REFLECTION_CHOICES, trait="reflection"),
-    Option("--spin-threshold", "spin_threshold", "N", trait="spin_threshold", minimum=1),
+    # ReflectionConfig.spin_threshold is at least 2 (one action is no repetition): the same bound here.
+    Option("--spin-threshold", "spin_threshold", "N", trait="spin_threshold", minimum=2),
     Option("--spin-judge", switch=True,
            text="Ask the model to judge layer 1's spin findings (layer 2, the `logic_spin` detector; "
                 "off by default, `detectors={\"logic_spin\": True}` in Python)."),
@@ -511,11 +513,16 @@ def check_bounds(values: Mapping[str, Any], options: Iterable[Option] = OPTIONS)
             raise ValueError(f"{opt.flag} must be {bound}, got {value:g}")
 
 
-def agent_kwargs(values: Mapping[str, Any]) -> dict[str, Any]:
+def agent_kwargs(values: Mapping[str, Any], workdir: str | Path = ".") -> dict[str, Any]:
     """``Agent`` keyword arguments from option values by dest (None: unset): the magic's and the
     CLI's one reading of their options.  ``--no-memory`` and ``--memory`` contradict each other;
-    ``--spin-judge`` switches the layer-2 detector on; the per-tier base URLs become one
-    ``api_base`` mapping."""
+    ``--spin-judge`` switches the layer-2 detector on; ``--api-base`` may be a JSON object of
+    tier -> URL (``api_base_of``), and the per-tier base URLs become one ``api_base`` mapping.
+
+    A plan file (``--plan``, relative to ``workdir``, where the agent will work) is read and
+    checked here (``check_plan``): the run would read it only once started,
+    after writing the scenario's files and its memory, and fail with them left behind.  Bad
+    values are a ValueError with one line."""
     if values.get("memory") and values.get("no_memory"):
         raise ValueError("--memory and --no-memory contradict each other: give one")
     kwargs = {opt.setting: values[opt.dest] for opt in OPTIONS
@@ -524,15 +531,83 @@ def agent_kwargs(values: Mapping[str, Any]) -> dict[str, Any]:
         kwargs["memory"] = False
     if values.get("spin_judge"):
         kwargs["detectors"] = {"logic_spin": True}
-    bases = {"primary": values.get("api_base"), "fast": values.get("fast_api_base"),
-             "fallback": values.get("fallback_api_base")}
-    if bases["fast"] or bases["fallback"]:
-        # One base given for the primary tier serves the others unless they have their own.
-        kwargs["api_base"] = {t: b or bases["primary"] for t, b in bases.items() if b or bases["primary"]}
+    base = api_base_of(values.get("api_base"))
+    if base is not None:
+        kwargs["api_base"] = base
+    own = {tier: values[f"{tier}_api_base"] for tier in ("fast", "fallback") if values.get(f"{tier}_api_base")}
+    if own:
+        # The base given for every tier (or per tier) serves the others unless they have their own.
+        shared = dict(base) if isinstance(base, dict) else {tier: base for tier in TIERS if base}
+        kwargs["api_base"] = {**shared, **own}
     for key in ("reflection", "strategy", "structured"):
         if isinstance(kwargs.get(key), str):
             kwargs[key] = kwargs[key].lower()
+    if kwargs.get("plan"):
+        check_plan(Path(workdir), kwargs["plan"], kwargs.get("model") or DEFAULT_MODEL)
     return kwargs
+
+
+def check_plan(workdir: Path, plan: str, model: str) -> None:
+    """PlanError (a ValueError) with one line when ``plan`` (in ``workdir``) is not a plan file:
+    missing, a folder, unreadable, not a JSON list of features.  A scripted scenario
+    (``memfit/plan-demo``) places its own plan there when the run starts: a missing file it will
+    place is no error."""
+    path = workdir / plan
+    if model.startswith("memfit/") and not path.exists():
+        from .llm.scenarios import load_scenario
+
+        placed = load_scenario(model.split("/", 1)[1]).files  # an unknown scenario: its own one line
+        if any((workdir / rel).resolve() == path.resolve() for rel in placed):
+            return
+    from .context.longhorizon import load_plan
+
+    load_plan(path)
+
+
+#: The model tiers, the keys of a per-tier ``api_base`` (``Agent.tiers``).
+TIERS = ("primary", "fast", "fallback")
+
+
+def api_base_of(value: Any) -> Any:
+    """``--api-base`` as ``Agent`` takes it: a URL for every tier as it is, or, for a value that
+    starts with "{", the JSON object of tier -> URL it writes (``{"primary": "http://..."}``, as
+    ``run --help`` and the README say): taken as a URL, such a text would be sent as one.  A
+    malformed one is a ValueError with one line, which quotes none of its URLs (one may hold a
+    password)."""
+    if not isinstance(value, str) or not value.lstrip().startswith("{"):
+        return value
+    from .errors import json_error_text
+
+    how = f"a JSON object of tier -> URL (tiers: {', '.join(TIERS)})"
+    try:
+        bases = json.loads(value)
+    except ValueError as exc:
+        raise ValueError(f"--api-base is not valid JSON ({json_error_text(exc)}): give a URL or {how}") from None
+    if not isinstance(bases, dict) or not bases:
+        raise ValueError(f"--api-base names no tier: give a URL or {how}")
+    unknown = [str(tier) for tier in bases if tier not in TIERS]
+    if unknown:
+        raise ValueError(f"--api-base names unknown tier(s) {', '.join(unknown)}: give {how}")
+    for tier, url in bases.items():
+        if not isinstance(url, str) or not url.strip():
+            raise ValueError(f"--api-base: the URL of tier {tier} must be a non-empty string, "
+                             f"got {'an empty one' if isinstance(url, str) else type(url).__name__}")
+    return bases
+
+
+def check_models(kwargs: Mapping[str, Any]) -> None:
+    """UnknownModelError (a ValueError) with one line for a tier's model no provider serves, before
+    the run starts: a run would find out at its first call, after writing its memory.  A
+    ``memfit/`` scenario is checked by ``Agent`` itself, without litellm; only another model
+    imports it (the run would anyway)."""
+    models = [kwargs.get(name) for name in ("model", "fast_model", "fallback_model")]
+    if not any(isinstance(m, str) and m and not m.startswith("memfit/") for m in models):
+        return
+    from .llm.backend import check_model
+
+    for model in models:
+        if isinstance(model, str) and model and not model.startswith("memfit/"):
+            check_model(model)
 
 
 def _written(opt: Option) -> str:

@@ -1,10 +1,13 @@
-"""``python -m memfit_jupyter`` in the terminal, called in-process (``__main__.main``): what a run
-prints and writes where, and the one line each bad input gets."""
+"""``python -m memfit_jupyter`` in the terminal, called in-process (``__main__.main``) or run as a
+person runs it (a new interpreter): what a run prints and writes where, and the one line each bad
+input gets, with nothing written and no key printed back."""
 
 from __future__ import annotations
 
 import json
 import os
+import subprocess
+import sys
 
 import pytest
 
@@ -85,3 +88,90 @@ def test_a_key_pasted_into_an_option_is_not_echoed(tmp_path, monkeypatch, capsys
         main(["run", "add up data.txt", "--max-cost", key])
     err = capsys.readouterr().err
     assert end.value.code == 2 and "invalid float value: '[REDACTED]'" in err and key not in err
+
+
+# --- bad input through the command line itself (a new interpreter, as a person runs it) -----------
+
+#: A key of the shape people paste, in the environment as it would be, then typed into an option.
+KEY = "sk-proj-ZZtopSecretValue1234567890abcdef"
+
+
+def cli(*args: str, cwd) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "OPENAI_API_KEY": KEY}
+    return subprocess.run([sys.executable, "-m", "memfit_jupyter", *args], cwd=cwd, env=env,
+                          capture_output=True, text=True, timeout=300)
+
+
+def assert_refused(done: subprocess.CompletedProcess[str], cwd, *, kept=()) -> str:
+    """Exit code 2, one line on stderr, no key in the output, and nothing written in ``cwd``
+    (which held only ``kept``); the line."""
+    assert done.returncode == 2, (done.stdout, done.stderr)
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: "), done.stderr
+    assert KEY not in done.stdout + done.stderr
+    assert sorted(os.listdir(cwd)) == sorted(kept)
+    return lines[0]
+
+
+@pytest.mark.parametrize("args", [
+    ("run", "task", "--tools", KEY),
+    ("run", "task", "--approve-tools", KEY),
+    ("run", "task", "--model", f"memfit/{KEY}"),
+    ("replay", f"{KEY}.json"),
+    ("snapshots", "--store", f"x{KEY}"),
+], ids=["tools", "approve-tools", "scenario", "replay", "snapshots"])
+def test_a_key_typed_where_a_name_goes_is_not_printed_back(tmp_path, args):
+    """The one-line errors quote what was typed: the key is redacted from them."""
+    line = assert_refused(cli(*args, cwd=tmp_path), tmp_path)
+    assert "[REDACTED]" in line
+
+
+def test_a_plan_is_checked_before_anything_is_written(tmp_path):
+    """The run read its plan only once started, after placing the scenario's files and .memfit/."""
+    line = assert_refused(cli("run", "task", "--plan", "nosuch.json", cwd=tmp_path), tmp_path)
+    assert "plan file 'nosuch.json' does not exist" in line
+    line = assert_refused(cli("run", "task", "--plan", ".", cwd=tmp_path), tmp_path)
+    assert "is a folder" in line
+    (tmp_path / "plan.json").write_text('[{"id": 1, "desc": "x"')
+    line = assert_refused(cli("run", "task", "--plan", "plan.json", cwd=tmp_path), tmp_path, kept=["plan.json"])
+    assert "plan file plan.json is not valid JSON" in line
+    # a scripted scenario places its own plan when it starts: not missing
+    done = cli("run", "Build the features listed in features.json.", "--model", "memfit/plan-demo",
+               "--plan", "features.json", "--no-memory", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+
+
+def test_a_model_no_provider_serves_is_refused_before_the_run_starts(tmp_path):
+    line = assert_refused(cli("run", "task", "--model", "nosuchprovider/xyz", cwd=tmp_path), tmp_path)
+    assert "unknown model 'nosuchprovider/xyz'" in line
+
+
+def test_a_memory_url_that_is_not_postgresql_makes_no_folders(tmp_path):
+    """Taken as a path, the URL made folders named after its password."""
+    done = cli("run", "task", "--memory", "https://u:hunter2hunter2@x/y", cwd=tmp_path)
+    line = assert_refused(done, tmp_path)
+    assert "https:// URL" in line and "hunter2hunter2" not in done.stdout + done.stderr
+
+
+def test_the_api_base_s_json_form_sets_a_base_per_tier(tmp_path):
+    base = '{"primary": "http://127.0.0.1:18779/v1", "fast": "http://127.0.0.1:18780/v1"}'
+    done = cli("run", "add up data.txt", "--api-base", base, "--no-memory", "--trace", "t.json", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    settings = json.loads((tmp_path / "t.json").read_text())["settings"]
+    assert settings["api_base"] == json.loads(base)
+
+
+@pytest.mark.parametrize("base, says", [
+    ('{"primary": ', "--api-base is not valid JSON"),
+    ('{"primary": 8080}', "--api-base: the URL of tier primary must be a non-empty string, got int"),
+    ('{"slow": "http://127.0.0.1:1/v1"}', "--api-base names unknown tier(s) slow"),
+])
+def test_a_malformed_per_tier_api_base_is_one_line(tmp_path, base, says):
+    assert says in assert_refused(cli("run", "task", "--api-base", base, cwd=tmp_path), tmp_path)
+
+
+@pytest.mark.parametrize("value", ["0", "1"])
+def test_the_spin_threshold_s_bound_is_the_one_the_config_keeps(tmp_path, value):
+    """0 was refused with "at least 1", and then 1 with "at least 2"."""
+    line = assert_refused(cli("run", "task", "--spin-threshold", value, cwd=tmp_path), tmp_path)
+    assert line == f"error: --spin-threshold must be at least 2, got {value}"

@@ -182,6 +182,32 @@ def test_options_become_agent_arguments_once_for_magic_and_cli():
     check_bounds({"max_calls": 0})
 
 
+def test_the_spin_threshold_s_bound_is_the_reflection_config_s():
+    """The option said "at least 1" and then ReflectionConfig refused 1 with "at least 2"."""
+    with pytest.raises(ValueError, match="^--spin-threshold must be at least 2, got 1$"):
+        check_bounds({"spin_threshold": 1})
+    check_bounds({"spin_threshold": 2})
+    assert Agent(spin_threshold=2).spin_threshold == 2
+
+
+def test_a_json_api_base_is_one_base_per_tier_and_the_tier_options_override_it():
+    """README and ``run --help`` document ``--api-base '{"primary": ...}'``: it was sent as one URL."""
+    values = {o.dest: None for o in OPTIONS}
+    per_tier = '{"primary": "http://p/v1", "fast": "http://f/v1"}'
+    assert agent_kwargs({**values, "api_base": per_tier})["api_base"] == {"primary": "http://p/v1", "fast": "http://f/v1"}
+    merged = agent_kwargs({**values, "api_base": per_tier, "fallback_api_base": "http://b/v1", "fast_api_base": "http://g/v1"})
+    assert merged["api_base"] == {"primary": "http://p/v1", "fast": "http://g/v1", "fallback": "http://b/v1"}
+    assert agent_kwargs({**values, "api_base": "http://a/v1"})["api_base"] == "http://a/v1"
+    agent = Agent(**agent_kwargs({**values, "api_base": per_tier, "model": "openai/gpt-4o-mini"}))
+    assert agent.model_options() == {"openai/gpt-4o-mini": {"api_base": "http://p/v1"}}
+    for bad, says in [('{"primary": "http://p/v1"', "is not valid JSON"), ("{}", "names no tier"),
+                      ('{"primary": ["http://p/v1"]}', "the URL of tier primary must be a non-empty string, got list"),
+                      ('{"primary": "http://p/v1", "slow": "http://s/v1"}', "names unknown tier(s) slow")]:
+        with pytest.raises(ValueError, match=re.escape(says)) as refused:
+            agent_kwargs({**values, "api_base": bad})
+        assert len(str(refused.value).splitlines()) == 1 and "http://" not in str(refused.value)
+
+
 def cli(*args, cwd):
     return subprocess.run([sys.executable, "-m", "memfit_jupyter", *args], cwd=cwd, capture_output=True,
                           text=True, timeout=300)

@@ -15,6 +15,8 @@ from nbclient import NotebookClient
 pytestmark = pytest.mark.kernel
 
 RUN_MIME = "application/vnd.memfit.run+json"
+#: A key of the shape people paste, typed into options where it does not belong.
+KEY = "sk-proj-ZZtopSecretValue1234567890abcdef"
 WIDGET_MIME = "application/vnd.jupyter.widget-view+json"
 
 CELLS = {
@@ -25,6 +27,21 @@ CELLS = {
     "unknown_option": "%%memfit_task --frobnicate\nx",
     "bad_model": "%%memfit_task --model memfit/no-such-scenario\nx",
     "bad_tool": "%%memfit_task --tools python,teleport\nx",
+    "key_model": f"%%memfit_task --model {KEY}\nx",
+    "key_scenario": f"%%memfit_task --model memfit/{KEY}\nx",
+    "key_tools": f"%%memfit_task --tools {KEY}\nx",
+    "key_iterations": f"%%memfit_task --max-iterations {KEY}\nx",
+    "open_quote": "%%memfit_task --oracle 'ls --no-memory\nadd up data.txt",
+    "pg_store": "%%memfit_task --memory postgresql://bob:pw@127.0.0.1:1/db\nadd up data.txt",
+    "url_store": "%%memfit_task --memory https://u:hunter2hunter2@x/y\nadd up data.txt",
+    "no_plan": "%%memfit_task --plan nosuch.json --no-memory\nadd up data.txt",
+    "plan_folder": "%%memfit_task --plan . --no-memory\nadd up data.txt",
+    "spin_one": "%%memfit_task --spin-threshold 1\nx",
+    "bad_api_base": "%%memfit_task --api-base '{\"slow\": \"http://127.0.0.1:1/v1\"}'\nx",
+    "api_base": ("%%memfit_task --quiet --no-memory --name run_api "
+                 "--api-base '{\"primary\": \"http://127.0.0.1:18779/v1\"}'\nWhat is the total of the numbers in data.txt?"),
+    "check_api_base": "print(repr(run_api.agent.api_base))",
+    "no_url_folder": "import os\nprint('written:', [n for n in os.listdir('.') if n.endswith(':')])",
     "no_model": "%%memfit_task --quiet --name run2 --reflection deep\nWhat is the total of the numbers in data.txt?",
     "status": "%memfit",
     "task_help": "print(get_ipython().object_inspect_text('%%memfit_task'))",
@@ -123,12 +140,31 @@ def test_the_live_widget_state_saved_with_the_notebook_holds_controls_not_html(n
     ("bad_model", "unknown scenario 'no-such-scenario'; available:"),
     ("bad_tool", "unknown tool(s) teleport"),
     ("bad_sub", "unknown subcommand 'frobnicate' for %memfit; valid: status"),
+    ("key_model", "unknown model '[REDACTED]'"),
+    ("key_scenario", "unknown scenario '[REDACTED]'"),
+    ("key_tools", "unknown tool(s) [REDACTED]"),
+    ("key_iterations", "argument --max-iterations: invalid int value: '[REDACTED]'"),
+    ("open_quote", "No closing quotation"),
+    ("pg_store", "cannot open memory store 'postgresql://bob:[REDACTED]@127.0.0.1:1/db'"),
+    ("url_store", "a memory store cannot be at a https:// URL"),
+    ("no_plan", "nosuch.json' does not exist"),
+    ("plan_folder", "' is a folder"),
+    ("spin_one", "--spin-threshold must be at least 2, got 1"),
+    ("bad_api_base", "--api-base names unknown tier(s) slow"),
 ])
 def test_bad_input_is_a_one_line_usage_error(nb, name, message):
     text = text_of(outputs(nb, name))
-    assert f"UsageError: {message}" in text
+    assert text.startswith("UsageError: ") and message in text
     assert "Traceback" not in text
     assert len(text.strip().splitlines()) == 1
+    assert KEY not in text and "hunter2hunter2" not in text  # a key typed into an option is not shown
+
+
+def test_a_refused_cell_writes_nothing_and_a_per_tier_api_base_is_a_mapping(nb):
+    """The URL store made a folder "https:" (named after the URL's password below it); the JSON of
+    --api-base was taken as a URL, its quotes and all."""
+    assert "written: []" in text_of(outputs(nb, "no_url_folder"))
+    assert "{'primary': 'http://127.0.0.1:18779/v1'}" in text_of(outputs(nb, "check_api_base"))
 
 
 def test_no_model_uses_demo_with_a_visible_note_and_quiet_has_no_widget(nb):

@@ -47,12 +47,22 @@ def write_atomic(path: Path, text: str) -> None:
 
 
 def load_plan(path: Path) -> list[dict[str, Any]]:
-    """The features of a plan file, checked.  Raises PlanError with a one-line reason."""
+    """The features of a plan file, checked.  Raises PlanError with a one-line reason.
+
+    The CLI and the magic call it before a run starts (``config.agent_kwargs``), so each way a
+    path can fail to be a plan says which: a folder is not "missing", and a file that cannot be
+    read (permissions, not text) is one line too, not an OSError's traceback."""
+    if path.is_dir():
+        raise PlanError(f"plan file {str(path)!r} is a folder: give the JSON file of the plan")
     if not path.is_file():
         raise PlanError(f"plan file {str(path)!r} does not exist: write a JSON list of "
                         '{"id", "desc", "passes": false, "priority"}')
     try:
         data = json.loads(path.read_text())
+    except OSError as exc:
+        raise PlanError(f"plan file {path.name} cannot be read ({exc.strerror or type(exc).__name__})") from None
+    except UnicodeDecodeError:
+        raise PlanError(f"plan file {path.name} is not text: it must hold a JSON list of features") from None
     except json.JSONDecodeError as exc:
         raise PlanError(f"plan file {path.name} is not valid JSON: {exc.msg} (line {exc.lineno})") from None
     if not isinstance(data, list):

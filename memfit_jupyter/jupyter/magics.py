@@ -2,7 +2,8 @@
 
 Loading registers the magics and nothing else: no litellm, no widgets, no
 ``.env`` (that is read when a task runs).  Options are parsed with IPython's
-``magic_arguments``; a malformed option is a one-line ``UsageError``.
+``magic_arguments``; a malformed option is a one-line ``UsageError``, redacted (it may quote
+a key pasted into the wrong option).
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from typing import Any
 from IPython.core.error import UsageError
 from IPython.core.magic import Magics, magics_class
 
-from ..config import OPTIONS, Option, agent_kwargs, check_bounds
+from ..config import OPTIONS, Option, agent_kwargs, check_bounds, check_models
 from .config import MemfitSettings, load_dotenv_file, resolve_model
 from .ipython import (
     F,
@@ -31,6 +32,18 @@ from .ipython import (
 MEMFIT_SUBCOMMANDS = ("status", "scenarios", "defaults", "tiers")
 #: The subcommands that act on a run: time travel (``fork_magic``) and the offline report.
 RUN_SUBCOMMANDS = ("fork", "blame", "export")
+#: The options whose value may need quotes (spaces, JSON): their quotes are taken off.
+QUOTED = ("oracle", "api_base", "fast_api_base", "fallback_api_base", "memory", "plan", "progress")
+
+
+def _one_line(exc: BaseException) -> str:
+    """An error as the one line a ``UsageError`` shows, redacted: it may quote what was typed,
+    and a key pasted into the wrong option would be printed back into the notebook."""
+    from ..secrets import redact, refresh_env_secrets
+
+    refresh_env_secrets()  # a .env read for this cell may hold the key
+    text = str(exc).strip()
+    return redact(text.splitlines()[0]) if text else type(exc).__name__
 
 
 def _with_options(options: tuple[Option, ...]) -> Callable[[F], F]:
@@ -61,18 +74,23 @@ class MemfitMagics(MemfitSettings, Magics):
             %%memfit_task --model memfit/demo --name run
             What is the total of the numbers in data.txt?
         """
-        args = parse_argstring(self.memfit_task, line)
-        task = (cell or "").strip()
-        if not task:
-            raise UsageError("the task is empty: write it on the lines below %%memfit_task")
-        kwargs, notes = self.agent_kwargs(args)
-        from ..agent import Agent
+        from ..errors import MemfitError
 
+        # Everything up to the run's start is bad input when it fails: one UsageError line, made
+        # here alone.  parse_argstring raises ValueError on an unbalanced quote (shlex), the
+        # agent UnknownModelError, UnknownToolError, a StoreError for a store it cannot open ...
         try:
+            args = parse_argstring(self.memfit_task, line)
+            task = (cell or "").strip()
+            if not task:
+                raise UsageError("the task is empty: write it on the lines below %%memfit_task")
+            kwargs, notes = self.agent_kwargs(args)
+            from ..agent import Agent
+
             agent = Agent(**kwargs)
             run = agent.start(task)  # SandboxUnavailableError when --sandbox bwrap cannot be had
-        except (ValueError, TypeError) as exc:  # UnknownModelError, UnknownToolError, bad values
-            raise UsageError(str(exc).splitlines()[0] if str(exc) else type(exc).__name__) from None
+        except (UsageError, MemfitError, ValueError, TypeError) as exc:
+            raise UsageError(_one_line(exc)) from None
         for note in notes:
             run.emit("note", iteration=0, text=note, source="magic")
         if args.name:
@@ -84,13 +102,11 @@ class MemfitMagics(MemfitSettings, Magics):
 
     def agent_kwargs(self, args: Namespace) -> tuple[dict[str, Any], list[str]]:
         """``Agent`` keyword arguments from the parsed options and the settings, with the notes
-        a person should see (where the model came from)."""
+        a person should see (where the model came from).  Bad values raise ValueError or
+        UsageError, which ``memfit_task`` shows as one line."""
         notes: list[str] = []
         values = vars(args).copy()
-        try:
-            check_bounds(values)
-        except ValueError as exc:
-            raise UsageError(str(exc)) from None
+        check_bounds(values)
         if args.name and not args.name.isidentifier():
             raise UsageError(f"--name must be a Python identifier, got {args.name!r}")
         if self.read_dotenv:
@@ -98,27 +114,21 @@ class MemfitMagics(MemfitSettings, Magics):
         model, note = resolve_model(args.model, self.model)
         if note:
             notes.append(note)
-        if not model.startswith("memfit/"):
-            from ..llm.backend import check_model
-
-            try:
-                check_model(model)
-            except ValueError as exc:
-                raise UsageError(str(exc)) from None
         # An option left out takes its %config MemfitMagics setting (whose default is the config's).
         for opt in OPTIONS:
             if opt.trait and values.get(opt.dest) is None and not (opt.dest == "memory" and args.no_memory):
                 values[opt.dest] = getattr(self, opt.trait)
         values["model"] = model
-        # magic_arguments splits non-POSIX and keeps the quotes of --oracle "cmd with spaces".
-        oracle = values.get("oracle")
-        if isinstance(oracle, str) and len(oracle) >= 2 and oracle[0] == oracle[-1] and oracle[0] in "\"'":
-            values["oracle"] = oracle[1:-1]
-        try:
-            kwargs = agent_kwargs(values)
-        except ValueError as exc:
-            raise UsageError(str(exc)) from None
-        kwargs.update(namespace=user_namespace(self), workdir=os.getcwd(), ask_user=ask_person)
+        # magic_arguments splits non-POSIX and keeps the quotes of --oracle "cmd with spaces",
+        # --api-base '{"primary": "http://..."}' or a path with spaces.
+        for dest in QUOTED:
+            value = values.get(dest)
+            if isinstance(value, str) and len(value) >= 2 and value[0] == value[-1] and value[0] in "\"'":
+                values[dest] = value[1:-1]
+        workdir = os.getcwd()
+        kwargs = agent_kwargs(values, workdir)
+        check_models(kwargs)  # every tier's model, before the run writes anything
+        kwargs.update(namespace=user_namespace(self), workdir=workdir, ask_user=ask_person)
         if args.approve:
             if args.approve_tools not in (None, "always"):
                 raise UsageError("--approve means --approve-tools always: give one of them")

@@ -17,6 +17,7 @@ Importing this package does not import usearch.
 from __future__ import annotations
 
 import importlib
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -53,6 +54,8 @@ def __getattr__(name: str) -> Any:
 
 #: The default store, relative to the agent's working directory.
 DEFAULT_DIR = ".memfit"
+#: The start of a URL ("https://"): a store given so is a server's, and only PostgreSQL's is known.
+_URL_SCHEME = re.compile(r"[A-Za-z][A-Za-z0-9+.\-]*://")
 
 
 @dataclass(frozen=True)
@@ -100,7 +103,8 @@ TOOL_SEARCH_BYTES = MemoryConfig.tool_search_bytes
 
 def resolve_store(memory: Any, workdir: str | Path = ".", read_only: bool = False) -> MemoryBackend | None:
     """The store an ``Agent(memory=...)`` means: None -> ``<workdir>/.memfit``, False -> none,
-    a path -> the store there, a store (``MemoryBackend``: search, add, add_many, flush) -> itself.
+    a path -> the store there, a postgresql:// URL -> the server's store, a URL of any other scheme
+    -> StoreError (no folders made), a store (``MemoryBackend``: search, add, add_many, flush) -> itself.
     ``read_only``: a store opened from a path is read and nothing is written in its folder."""
     from .postgres import is_url
     from .retrieval import MemoryBackend
@@ -112,6 +116,15 @@ def resolve_store(memory: Any, workdir: str | Path = ".", read_only: bool = Fals
         return open_store(Path(workdir) / DEFAULT_DIR)
     if is_url(memory):  # postgresql://...: a shared store on a server
         return open_store(memory)
+    if isinstance(memory, str) and _URL_SCHEME.match(memory):
+        # Taken as a path, https://user:password@host/db would become folders named after the
+        # password.  The message names only the scheme: the rest may hold that password.
+        from ..errors import StoreError
+        from ..secrets import redact
+
+        scheme = memory.split("://", 1)[0]
+        raise StoreError(f"a memory store cannot be at a {redact(scheme)}:// URL: give a folder path "
+                         "or a postgresql:// URL")
     if isinstance(memory, str | Path):
         path = Path(memory).expanduser()
         return open_store(path if path.is_absolute() else Path(workdir) / path, read_only=read_only)
