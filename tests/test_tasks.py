@@ -96,3 +96,21 @@ def test_choosing_tasks_by_name_and_family():
         tasks(families=["poetry"])
     with pytest.raises(KeyError, match="unknown task"):
         get("nope")
+
+
+def test_the_check_command_line_says_how_it_is_used_and_lists_the_suite(tmp_path):
+    """--help exits 0 with the usage; list names every task; a bad name or no command is exit 2."""
+    import sys
+
+    def cli(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-m", "memfit_jupyter.tasks", *args], cwd=tmp_path,
+                              capture_output=True, text=True, stdin=subprocess.DEVNULL)
+
+    helped = cli("--help")
+    assert helped.returncode == 0 and "check" in helped.stdout and "list" in helped.stdout
+    listed = cli("list")
+    assert listed.returncode == 0 and [line.split("\t")[0] for line in listed.stdout.splitlines()] == [
+        t.name for t in SUITE]
+    unknown = cli("check", "no-such-task")
+    assert unknown.returncode == 2 and unknown.stderr.startswith("error: unknown task 'no-such-task'")
+    assert cli().returncode == 2
