@@ -209,3 +209,20 @@ def test_an_oracle_that_runs_too_long_is_killed_with_what_it_started(tmp_path):
     assert not passed and "the oracle timed out after 2 s" in text
     child = int(pid_file.read_text())
     assert gone(child), f"the oracle's child {child} still runs"
+
+
+def test_an_oracle_command_the_shell_cannot_find_escalates_at_the_first_finish(tmp_path):
+    """Exit code 127 "not found" judges nothing: no lesson is drawn from it (no model call) and no
+    more trials are spent; the run escalates with the shell's line, and a replay agrees."""
+    run = Agent(model="memfit/demo", workdir=tmp_path, memory=False, oracle="no-such-oracle-command --check",
+                max_trials=3).start("What is the total of the numbers in data.txt?")
+    result = run.run()
+    assert result.status == "escalated"
+    assert "the oracle command could not be run" in result.reason and "no-such-oracle-command" in result.reason
+    trials = _trials(run)
+    assert [(t["trial"], t["passed"], t["lesson"]) for t in trials] == [(1, False, None)]
+    assert [e.purpose for e in run.events if e.type == "model_call"] == ["action"] * 3  # no lesson call
+    trace = json.loads(json.dumps(run.trace()))
+    replayed = Agent.replay(trace, workdir=tmp_path / "elsewhere")
+    assert replayed.run().status == "escalated"
+    assert json.dumps(replayed.trace()["events"]) == json.dumps(trace["events"])

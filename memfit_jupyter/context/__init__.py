@@ -171,6 +171,10 @@ class ContextExtension(Hooks):
             run.emit(ev.Trial(**fields, lesson=None))
             diary.trial = 1  # a plan's next feature gets its own trials
             return
+        if verdict.get("not_found"):  # no trial can pass: no lesson drawn, no trial spent on it
+            run.emit(ev.Trial(**fields, lesson=None))
+            raise Escalated(f"the oracle command could not be run ({verdict['not_found']}); fix the oracle and "
+                            "run again", answer=record.params.get("answer"))
         lesson = diary.reflect(run, verdict["output"])
         diary.lessons.append(lesson)
         diary.store(run, store_of(run), lesson, verdict["output"])

@@ -110,6 +110,18 @@ def _kill_group(proc: subprocess.Popen[bytes]) -> None:
             pipe.close()
 
 
+#: The shell's exit code for a command it did not find.
+NOT_FOUND = 127
+
+
+def not_found(code: int, stderr: str) -> str | None:
+    """The shell's own line saying that a command was not found (exit code 127), else None.  An
+    oracle that says so judged nothing: every trial or fork would fail alike."""
+    if code != NOT_FOUND:
+        return None
+    return next((line.strip()[:200] for line in stderr.splitlines() if "not found" in line), None)
+
+
 def run_oracle(oracle: str | Callable[..., Any], run: RunView, timeout_s: float = ORACLE_TIMEOUT_S
                ) -> tuple[bool, str]:
     """Ask the external oracle.  Returns (passed, output).
@@ -118,13 +130,26 @@ def run_oracle(oracle: str | Callable[..., Any], run: RunView, timeout_s: float 
     gets the run if it takes an argument, and may return a bool, ``(bool, text)``,
     a dict with ``passed``/``output``, or an object with ``.passed``; raising fails.
     """
+    passed, output, _ = _ask(oracle, run, timeout_s)
+    return passed, output
+
+
+def _ask(oracle: str | Callable[..., Any], run: RunView, timeout_s: float) -> tuple[bool, str, str | None]:
+    """``run_oracle``'s verdict, and the shell's "not found" line when the command could not run."""
     if isinstance(oracle, str):
         done = run_command(oracle, run.agent.workdir, timeout_s)
         if done is None:
-            return False, redact(f"$ {oracle}\nthe oracle timed out after {timeout_s:g} s")
+            return False, redact(f"$ {oracle}\nthe oracle timed out after {timeout_s:g} s"), None
         code, stdout, stderr = done
         out = f"$ {oracle}\nexit code {code}\n{stdout}{stderr}"
-        return code == 0, _clip(redact(out))  # redacted whole: a cut could split a key
+        missing = not_found(code, stderr)
+        # redacted whole: a cut could split a key
+        return code == 0, _clip(redact(out)), None if missing is None else redact(missing)
+    return (*_call(oracle, run), None)
+
+
+def _call(oracle: Callable[..., Any], run: RunView) -> tuple[bool, str]:
+    """A check function's verdict, from whichever of the forms ``run_oracle`` takes it returned."""
     try:
         takes_run = bool(inspect.signature(oracle).parameters)
     except (TypeError, ValueError):
@@ -210,8 +235,12 @@ class FailureDiary:
 
     # --- the trial loop -----------------------------------------------------------------
     def judge(self, run: RunView) -> dict[str, Any]:
-        passed, output = run_oracle(self.oracle, run)
-        return {"trial": self.trial, "passed": passed, "output": output}
+        """The oracle's verdict on this trial; ``not_found`` when its command could not be run."""
+        passed, output, missing = _ask(self.oracle, run, ORACLE_TIMEOUT_S)
+        verdict: dict[str, Any] = {"trial": self.trial, "passed": passed, "output": output}
+        if missing is not None:
+            verdict["not_found"] = missing
+        return verdict
 
     def reflect(self, run: RunView, oracle_output: str) -> str:
         """One concrete, reusable lesson from the trajectory and the oracle's output."""

@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..agent import Agent
-from ..context.diary import ORACLE_TIMEOUT_S, run_command
+from ..context.diary import NOT_FOUND, ORACLE_TIMEOUT_S, not_found, run_command
 from ..fork import ForkError, last_step, start_settings
 from ..secrets import redact
 
@@ -249,10 +249,6 @@ class OracleError(ForkError):
     and the search stops, rather than spend the budget on forks it would all call failures."""
 
 
-#: The shell's exit code for a command it did not find.
-NOT_FOUND = 127
-
-
 def _command_oracle(command: str, timeout_s: float = ORACLE_TIMEOUT_S) -> Callable[[Run], bool]:
     """A shell command run in each fork's folder (exit 0: success), in a process group of its own
     that is killed whole when it outlives ``timeout_s`` (``diary.run_command``)."""
@@ -265,10 +261,10 @@ def _command_oracle(command: str, timeout_s: float = ORACLE_TIMEOUT_S) -> Callab
         if done is None:
             raise TimeoutError(f"the oracle command ran past {timeout_s:g} s and was killed")
         code, _, stderr = done
-        if code == NOT_FOUND and "not found" in stderr:
-            said = next((line for line in stderr.splitlines() if "not found" in line), "").strip()
+        said = not_found(code, stderr)
+        if said is not None:
             raise OracleError(f"the oracle command could not be run in the fork's folder (exit code {NOT_FOUND}: "
-                              f"{said[:200]}); no more forks were made")
+                              f"{redact(said)}); no more forks were made")
         return code == 0
 
     return judge
