@@ -211,6 +211,9 @@ def nb(tmp_path_factory):
         "bad_step": "%memfit fork run --at 99",
         "bad_change": "%memfit fork run --at 2 --action '{\"tool\": \"nope\"}'",
         "no_run": "%memfit blame nothing_here",
+        "slow_oracle": "%memfit blame run --oracle 'sleep 30' --oracle-timeout 0.5 --name slow\n"
+                       "print(slow.step, slow.frame['status'][0])",
+        "bad_timeout": "%memfit blame run --oracle-timeout 0",
     }
     return execute(cells, workdir, timeout=300)
 
@@ -236,10 +239,18 @@ def test_the_blame_magic_returns_its_frame(nb):
 
 
 @pytest.mark.kernel
+def test_the_blame_magic_kills_an_oracle_at_its_timeout(nb):
+    """--oracle-timeout reaches blame: each fork's judge is cut off after 0.5 s, not 300."""
+    said = text_of(outputs(nb, "slow_oracle")).strip().splitlines()[-1]
+    assert said.startswith("None oracle failed: TimeoutError: the oracle command ran past 0.5 s"), said
+
+
+@pytest.mark.kernel
 @pytest.mark.parametrize("cell, expected", [
     ("bad_step", "UsageError: step 99 is outside the run: it has steps 1..3"),
     ("bad_change", "UsageError: unknown tool 'nope'; the run's tools:"),
     ("no_run", "UsageError: no run named 'nothing_here'"),
+    ("bad_timeout", "UsageError: oracle_timeout_s must be a finite number of seconds more than 0, got 0.0"),
 ])
 def test_bad_magic_input_is_one_line(nb, cell, expected):
     said = text_of(outputs(nb, cell)).strip()  # IPython prints a UsageError as one line on stderr

@@ -5,7 +5,7 @@
     %memfit fork RUN --at K [--guidance TEXT] [--observation TEXT] [--action JSON]
                  [--model M] [--reflection LEVEL] [--spin-threshold N] [--max-iterations N] [--max-cost USD]
                  [--memory overlay|write-through] [--workdir DIR] [--name VAR] [--quiet]
-    %memfit blame RUN [--budget USD] [--oracle CMD] [--name VAR]
+    %memfit blame RUN [--budget USD] [--oracle CMD] [--oracle-timeout S] [--name VAR]
 
 ``RUN`` names a ``Run`` or a trace dict in the namespace, a run id (of a run in the namespace,
 the last run, or one of their forks), or a saved trace file.  ``fork``
@@ -52,6 +52,8 @@ def fork_options(line: str) -> None:
 @argument("run", metavar="RUN", help="a failed Run or trace in the namespace, or a saved trace file")
 @argument("--budget", type=float, metavar="USD", help="what the forks may spend together, a hard limit (default: 3x the run's cost)")
 @argument("--oracle", metavar="CMD", help="shell command run in each fork's folder (exit 0 = success)")
+@argument("--oracle-timeout", type=float, default=None, metavar="S",
+          help="seconds the oracle command may judge one fork; then it is killed (default 300)")
 @argument("--name", metavar="VAR", help="bind the Blame result (frame, forks, step) to this variable")
 def blame_options(line: str) -> None:
     """Find the step that made a run fail, by forking there with a correction."""
@@ -154,7 +156,8 @@ def _blame(magics: Any, args: Namespace) -> Any:
 
     _check_name(args.name)
     target = _target(magics, args.run)  # a saved trace's path: blame reads it (one line if it cannot)
-    found = blame(target, oracle=_unquote(args.oracle) if args.oracle else None, budget=args.budget)
+    timeout = {} if args.oracle_timeout is None else {"oracle_timeout_s": args.oracle_timeout}
+    found = blame(target, oracle=_unquote(args.oracle) if args.oracle else None, budget=args.budget, **timeout)
     if args.name:
         user_namespace(magics)[args.name] = found
     from .ipython import display
