@@ -21,10 +21,15 @@ from typing import Any
 
 REDACTED = "[REDACTED]"
 
+#: Where a key that begins like a word ("sk-", "gsk_", "Bearer") may start: at a word's start, or
+#: right after an escaped line break or tab ("...\\nsk-proj-..." in a JSON text a tool printed),
+#: whose letter would otherwise glue it to the word before.
+_WORD_START = r"(?:(?<=\\[nrt])|\b)"
+
 _PATTERNS = [
     # OpenAI, Anthropic, and the short test keys people paste (a digit in it: "sk-learn" stays)
-    r"\bsk-(?=[A-Za-z0-9_\-]*\d)[A-Za-z0-9_\-]{8,}",
-    r"\bgsk_[A-Za-z0-9]{20,}",  # Groq
+    _WORD_START + r"sk-(?=[A-Za-z0-9_\-]*\d)[A-Za-z0-9_\-]{8,}",
+    _WORD_START + r"gsk_[A-Za-z0-9]{20,}",  # Groq
     r"AKIA[0-9A-Z]{16}",  # AWS access key id
     r"gh[pousr]_[A-Za-z0-9]{30,}",  # GitHub
     r"github_pat_[A-Za-z0-9_]{30,}",
@@ -38,7 +43,7 @@ _SECRET_RE = re.compile("|".join(f"(?:{p})" for p in _PATTERNS))
 # the name, hide the value.  The name may end a longer one (no word boundary before it: "_" is a
 # word character, so GROQ_API_KEY has none before API).
 _KEYED_NAME = (
-    r"(?i)(\bbearer\s+|(?:api[_-]?key|access[_-]?token|auth[_-]?token|token|secret|password|passwd"
+    r"(?i)(" + _WORD_START + r"bearer\s+|(?:api[_-]?key|access[_-]?token|auth[_-]?token|token|secret|password|passwd"
     r"|(?-i:\b[A-Z][A-Z0-9_]*_KEY))[\"']?\s*[:=]\s*[\"']?)"
 )
 _KEYED_RE = re.compile(_KEYED_NAME + r"([^\s\"',;]{4,})")
@@ -274,7 +279,8 @@ class StreamRedactor:
     - an environment secret's value can hold anything, whitespace too: ``head``, as the values
       replaced before left it, must not end in the first characters of one (``_env_stage``);
     - the shaped keys (``_PATTERNS``) and a URL with a password hold no whitespace, and look no
-      further back than the character before them (``\\b``), here a space;
+      further back than the two characters before them (``\\b``, or an escaped line break or
+      tab: a backslash and a letter), here a space and what follows it;
     - a keyed value (``_KEYED_RE``) takes in whitespace only after a name, a quote or ":"/"="
       ("password:  value", "Bearer   token"): ``head`` without its last run of whitespace must
       not end in one of those (``_KEYED_BEFORE_SPACE``).  A key or URL password replaced before

@@ -47,6 +47,18 @@ def test_keys_are_redacted_by_their_shape_when_the_variable_is_not_set(text, kep
     assert out == kept + REDACTED + ("'" if text.endswith("'") else ""), out
 
 
+@pytest.mark.parametrize("text, kept", [
+    ('{"log": "started\\nsk-proj-PLANTED0123456789abcdef"}', '{"log": "started\\n' + REDACTED + '"}'),
+    ("cols\\tgsk_PLANTED0123456789abcdefABCD", "cols\\t" + REDACTED),
+    ("headers\\r\\nBearer PLANTEDtoken42", "headers\\r\\nBearer " + REDACTED),
+    ("unsk-proj-0123456789abcdef is one word", "unsk-proj-0123456789abcdef is one word"),
+])
+def test_a_key_after_an_escaped_line_break_is_redacted_as_after_a_real_one(text, kept):
+    """In a JSON text a tool printed, a line break is a backslash and an "n": the key after it is
+    glued to that letter, yet begins a line.  A key glued to a word stays a word."""
+    assert redact(text) == kept
+
+
 @pytest.mark.parametrize("url, shown", [
     ("http://me:hunter2pw@127.0.0.1:8080/v1", "http://me:[REDACTED]@127.0.0.1:8080/v1"),
     ("postgresql://bob:s3cret:pw@db:5432/memfit", "postgresql://bob:[REDACTED]@db:5432/memfit"),
@@ -363,7 +375,7 @@ def test_a_stream_split_anywhere_joins_up_to_the_redaction_of_the_whole(stream_e
     if commit_chars:  # a fixed point looked for every few characters: short texts move it too
         monkeypatch.setattr(secrets, "_COMMIT_CHARS", commit_chars)
         monkeypatch.setattr(secrets, "_COMMIT_SLACK", 0)
-    parts, glue = stream_parts(), ["", "", " ", "\n", ", ", ": ", "=", "x", "1"]
+    parts, glue = stream_parts(), ["", "", " ", "\n", ", ", ": ", "=", "x", "1", "\\n", "\\t", "\\"]
     rng = random.Random(20240611)
     for n in range(160):
         text = "".join(rng.choice(parts) + rng.choice(glue) for _ in range(rng.randint(1, 12)))
