@@ -40,6 +40,10 @@ def test_a_server_behind_a_login_in_its_url_is_asked_with_that_login(server):
     with_login = server.api_base.replace("http://", "http://me:p%40ss@")
     assert served_window(with_login, "openai/anything") == 6000
     assert server.get_auth[-1] == "Basic " + base64.b64encode(b"me:p@ss").decode()
+    # With a key too, the login still goes: the model calls (openai's client on httpx) send the
+    # URL's login and not the key, and the server is asked as they ask it.
+    assert served_window(with_login, "openai/anything", api_key="sk-proxykey0123456789") == 6000
+    assert server.get_auth[-1] == "Basic " + base64.b64encode(b"me:p@ss").decode()
 
 
 def test_a_live_run_takes_the_servers_window_and_its_replay_measures_against_the_same(server, tmp_path):

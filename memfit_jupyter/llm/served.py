@@ -45,7 +45,7 @@ def _request(url: str, api_key: str | None, body: dict[str, Any] | None = None) 
         url = urllib.parse.urlunsplit(parts._replace(netloc=netloc))
         login = f"{urllib.parse.unquote(parts.username)}:{urllib.parse.unquote(parts.password or '')}"
         headers["Authorization"] = "Basic " + base64.b64encode(login.encode()).decode()
-    if api_key:
+    elif api_key:  # a login in the URL wins, as it does for the model calls (httpx's URL auth)
         headers["Authorization"] = f"Bearer {api_key}"
     data = json.dumps(body).encode() if body is not None else None
     request = urllib.request.Request(url, data=data, headers=headers, method="POST" if data else "GET")
