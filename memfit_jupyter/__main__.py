@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 from .config import OPTIONS, agent_kwargs, check_bounds, check_models
+from .terminal import say
 
 #: Lines of a tool's output the terminal shows (a file read shows the start of the file).
 OUTPUT_LINES = 5
@@ -35,23 +36,23 @@ def _print_event(event: Any) -> None:
     d = event.to_dict()
     kind = d["type"]
     if kind == "action":
-        print(f"[{d['iteration']:>3}] {d['tool']}({json.dumps(d['params'])[:100]})  # {d['thought'][:80]}")
+        say(f"[{d['iteration']:>3}] {d['tool']}({json.dumps(d['params'])[:100]})  # {d['thought'][:80]}")
     elif kind == "observation":
         text = ((d.get("output") or "") if d.get("ok") else f"ERROR {d.get('error')}").strip()
         lines = text.splitlines() or ["(no output)"]
         more = f"  ... ({len(lines) - OUTPUT_LINES} more lines)" if len(lines) > OUTPUT_LINES else ""
-        print("\n".join(f"      {'->' if i == 0 else '  '} {line[:120]}"
+        say("\n".join(f"      {'->' if i == 0 else '  '} {line[:120]}"
                         for i, line in enumerate(lines[:OUTPUT_LINES])) + more)
     elif kind == "context":
         if d.get("watermark") != "ok":  # a measurement under the warning mark says nothing new
             window = f" of {d['window']:,}" if d.get("window") else ""
-            print(f"      [context] {d['watermark']}: {d['used_tokens']:,}{window} tokens"
+            say(f"      [context] {d['watermark']}: {d['used_tokens']:,}{window} tokens"
                   + (f", {d['evicted']} entries moved out" if d.get("evicted") else ""))
     elif kind in ("reflection", "spin", "guarantee", "breaker", "synthesis", "degradation", "trial"):
         summary = d.get("reason") or d.get("message") or d.get("summary") or d.get("level_name") or ""
-        print(f"      [{kind}] {str(summary)[:120]}")
+        say(f"      [{kind}] {str(summary)[:120]}")
     elif kind == "run_end":
-        print(f"status: {d['status']}  answer: {d.get('answer')}  ({d.get('reason')})")
+        say(f"status: {d['status']}  answer: {d.get('answer')}  ({d.get('reason')})")
 
 
 def _where_it_writes(agent: Any) -> str | None:
@@ -135,14 +136,14 @@ def _snapshots(store: str | None, days: float | None) -> int:
     blobs = BlobStore(root.resolve())
     if days is not None:
         removed, freed = blobs.prune(days * 86400)
-        print(f"removed {removed} blob(s), {freed / 1e6:.1f} MB, that no run used in {days:g} day(s); "
+        say(f"removed {removed} blob(s), {freed / 1e6:.1f} MB, that no run used in {days:g} day(s); "
               "a fork of a run that used one says which file it cannot restore")
     kept = [st for _, st in blobs.blobs()]
     if not kept:
-        print(f"{root}: no snapshots")
+        say(f"{root}: no snapshots")
         return 0
     oldest = time.strftime("%Y-%m-%d", time.localtime(min(st.st_mtime for st in kept)))
-    print(f"{root}: {len(kept)} blob(s), {sum(st.st_size for st in kept) / 1e6:.1f} MB; "
+    say(f"{root}: {len(kept)} blob(s), {sum(st.st_size for st in kept) / 1e6:.1f} MB; "
           f"the one used least recently was last used on {oldest}")
     return 0
 
@@ -176,9 +177,8 @@ def main(argv: list[str] | None = None) -> int:
 
     try:
         if args.command == "scenarios":
-            for name, text in scenarios().items():
-                print(f"memfit/{name:<18} {text}")
-            return 0
+            # 1 when the reader went away before the end (| head)
+            return 0 if all(say(f"memfit/{name:<18} {text}") for name, text in scenarios().items()) else 1
         if args.command == "replay":
             run = Agent.replay(load_trace(args.input))
         else:
@@ -190,7 +190,7 @@ def main(argv: list[str] | None = None) -> int:
             run = agent.start(args.task)
             where = _where_it_writes(agent)
             if where:
-                print(where)
+                say(where)
     except (MemfitError, ValueError, TypeError) as exc:
         return _error(str(exc).splitlines()[0] if str(exc) else type(exc).__name__)
     run.subscribe(_print_event)

@@ -175,3 +175,24 @@ def test_the_spin_threshold_s_bound_is_the_one_the_config_keeps(tmp_path, value)
     """0 was refused with "at least 1", and then 1 with "at least 2"."""
     line = assert_refused(cli("run", "task", "--spin-threshold", value, cwd=tmp_path), tmp_path)
     assert line == f"error: --spin-threshold must be at least 2, got {value}"
+
+
+def closed_reader(*args: str, cwd) -> subprocess.CompletedProcess[str]:
+    """A command whose stdout's reader has gone before it writes (``... | head`` once head ended)."""
+    read, write = os.pipe()
+    os.close(read)  # every write now fails with EPIPE: Python ignores SIGPIPE and raises BrokenPipeError
+    try:
+        return subprocess.run([sys.executable, "-m", *args], cwd=cwd, stdout=write, stderr=subprocess.PIPE,
+                              stdin=subprocess.DEVNULL, text=True, timeout=300)
+    finally:
+        os.close(write)
+
+
+def test_a_reader_that_goes_away_gets_no_traceback_and_a_run_still_writes_its_trace(tmp_path):
+    done = closed_reader("memfit_jupyter", "run", "add up data.txt", "--trace", "run.json", cwd=tmp_path)
+    assert done.stderr == "" and done.returncode == 0, done.stderr[-2000:]
+    trace = json.loads((tmp_path / "run.json").read_text())
+    assert trace["events"][-1]["type"] == "run_end" and trace["events"][-1]["status"] == "done"
+    for command in (("memfit_jupyter", "scenarios"), ("memfit_jupyter.tasks", "list")):
+        listed = closed_reader(*command, cwd=tmp_path)  # 1: not all of it was read
+        assert listed.stderr == "" and listed.returncode == 1, (command, listed.stderr[-2000:])

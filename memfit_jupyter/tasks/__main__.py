@@ -11,6 +11,7 @@ import argparse
 import os
 import sys
 
+from ..terminal import say
 from . import SUITE
 from .core import get
 
@@ -31,16 +32,15 @@ def main(argv: list[str]) -> int:
     except SystemExit as exc:  # --help exits 0, a bad argument 2 (argparse printed why)
         return int(exc.code or 0)
     if args.command == "list":
-        for task in SUITE:
-            print(f"{task.name}\t{task.family}\t{task.tier}")
-        return 0
+        # 1 when the reader went away before the end (| head)
+        return 0 if all(say(f"{task.name}\t{task.family}\t{task.tier}") for task in SUITE) else 1
     try:
         task = get(args.name)
     except KeyError as exc:
         print(f"error: {exc.args[0]}", file=sys.stderr)
         return 2
     verdict = task.judge(os.getcwd(), os.environ.get("MEMFIT_TASK_ANSWER"))
-    print(("PASS: " if verdict.passed else "FAIL: ") + verdict.detail)
+    say(("PASS: " if verdict.passed else "FAIL: ") + verdict.detail)
     return 0 if verdict.passed else 1
 
 
