@@ -287,3 +287,39 @@ def test_a_fork_reads_a_parents_store_given_by_its_folder_and_writes_nothing_the
     with pytest.warns(UserWarning, match="rebuilding it from SQLite$"):
         assert not open_store(store.path).read_only  # opened to write, it is repaired as ever
     assert files() != before
+
+
+#: Notes of a parent's store and of a child's (a fork's) for the lexical scores' test.
+PARENT_NOTES = ["the deploy script lives in ops/deploy.sh", "the staging database is called stage-db",
+                "numpy arrays are row-major by default", "pytest -x stops at the first failure",
+                "the CI pipeline runs on every push to main", "a flaky network broke the nightly upload once",
+                "the docs are built with sphinx", "the cache folder is ~/.cache/memfit"]
+CHILD_NOTES = ["the nightly upload failed on a flaky network", "a flaky network dropped the upload twice",
+               "retry the nightly upload after a network error"]
+
+
+def lexical_by_content(store, query):
+    found = store.candidates(store.embed_query(query), query)
+    content = {e.id: e.content for e in found.entities}
+    return {content[i]: s for i, s in found.lexical.items()}
+
+
+def test_the_two_stores_lexical_finds_are_scored_on_both_stores_rows_together(tmp_path):
+    """BM25 as one store holding the child's rows and the parent's visible ones scores them: each
+    store alone scored on its own rows, where a word most of the child's few rows share weighs
+    next to nothing (FTS5's IDF floor) however rare it is among the parent's."""
+    base, top, one = (MemoryStore(tmp_path / n) for n in ("base", "top", "one"))
+    hidden = [base.add(text) for text in PARENT_NOTES][5]  # the parent's flaky-network note: learnt later
+    for text in CHILD_NOTES:
+        top.add(text)
+    for text in [t for t in PARENT_NOTES if t != PARENT_NOTES[5]] + CHILD_NOTES:
+        one.add(text)
+    overlay = Overlay(base, top, hidden=[hidden])
+    for query in ("flaky network upload", "nightly upload", "deploy script", "stage-db numpy"):
+        got, want = lexical_by_content(overlay, query), lexical_by_content(one, query)
+        assert got.keys() == want.keys() and want, query
+        for text, score in want.items():
+            assert abs(got[text] - score) <= 1e-9 * max(1.0, score), (query, text, got[text], score)
+    # The child's notes outrank the parent's on the words they share, as in the one store.
+    ranked = [r.content for r in overlay.search("flaky network upload", k=3)]
+    assert ranked == [r.content for r in one.search("flaky network upload", k=3)]

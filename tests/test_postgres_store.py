@@ -389,3 +389,27 @@ def test_an_overlay_over_postgres_stores_nothing_its_base_holds_unless_hidden(pg
     assert [i is None for i in again] == [True, True, True, False, True, True]  # the hidden one is new here
     assert [e.content for e in top.list()] == [NOTES[3][0]] and len(overlay) == len(NOTES)
     assert pg.repeats([{"content": NOTES[0][0], "tags": NOTES[0][1], "questions": NOTES[0][2]}]) == [True]
+
+
+def test_an_overlay_over_postgres_scores_its_lexical_finds_on_both_stores_rows(pg, tmp_path):
+    """A fork's overlay of a PostgreSQL store under a SQLite one: BM25 on the statistics of the
+    two together (each store's own and the hidden rows' out), as one store of the rows scores it."""
+    from memfit_jupyter.memory.overlay import Overlay
+    from memfit_jupyter.memory.store import MemoryStore as SqliteStore
+
+    ids = fill(pg)
+    mine = [("the shell command failed twice on a path with spaces", ["failures"], []),
+            ("quote the path in the shell command", ["shell"], ["why did the shell command fail?"])]
+    top = SqliteStore(tmp_path / "top", embedder=pg.embedder)
+    one = SqliteStore(tmp_path / "one", embedder=pg.embedder)
+    for c, t, q in mine:
+        top.add(c, tags=t, questions=q)
+    for c, t, q in [n for i, n in enumerate(NOTES) if i != 5] + mine:
+        one.add(c, tags=t, questions=q)
+    overlay = Overlay(pg, top, hidden=[ids[5]])
+    for query in ("failing shell command path", "pytest failing test", "csv file"):
+        found = [overlay.candidates(overlay.embed_query(query), query), one.candidates(one.embed_query(query), query)]
+        got, want = ({next(e.content for e in c.entities if e.id == i): s for i, s in c.lexical.items()} for c in found)
+        assert got.keys() == want.keys() and want, query
+        for text, score in want.items():
+            assert abs(got[text] - score) <= 1e-9 * max(1.0, score), (query, text, got[text], score)

@@ -63,6 +63,26 @@ def fts_text(parts: list[str]) -> str:
     return " ".join(tokens(" ".join(parts))) if parts else ""
 
 
+def _varints(data: bytes) -> list[int]:
+    """SQLite's variable-length integers, one after another (big-endian groups of 7 bits, the
+    ninth byte whole)."""
+    out: list[int] = []
+    i = 0
+    while i < len(data):
+        value = 0
+        for n in range(9):
+            byte = data[i]
+            i += 1
+            if n == 8:
+                value = (value << 8) | byte
+                break
+            value = (value << 7) | (byte & 0x7F)
+            if not byte & 0x80:
+                break
+        out.append(value)
+    return out
+
+
 def json_list(values: list[str]) -> str:
     return json.dumps(values, ensure_ascii=False) if values else "[]"
 
@@ -349,6 +369,16 @@ class Database:
             "SELECT rowid, -bm25(memories_fts, 1.0, 0.8, 0.6) AS s FROM memories_fts "
             "WHERE memories_fts MATCH ? ORDER BY bm25(memories_fts, 1.0, 0.8, 0.6) LIMIT ?",
             (match, int(limit))).fetchall()
+
+    def lexical_stats(self, terms: Iterable[str]) -> tuple[int, int, dict[str, int]]:
+        """What FTS5's bm25 scores with: the rows, their tokens in all (FTS5's own counts, its
+        "averages" record: a row count, then each column's tokens), and how many rows hold each
+        of ``terms`` (a "_"-joined term as FTS5 reads it: its pieces as a phrase)."""
+        row = self.conn.execute("SELECT block FROM memories_fts_data WHERE id = 1").fetchone()
+        sizes = _varints(row[0]) if row is not None and row[0] else []
+        hits = {t: int(self.conn.execute("SELECT count(*) FROM memories_fts WHERE memories_fts MATCH ?",
+                                         (f'"{t}"',)).fetchone()[0]) for t in terms}
+        return (sizes[0], sum(sizes[1:]), hits) if sizes else (0, 0, hits)
 
     # --- writing ------------------------------------------------------------------------
     def insert_many(self, entities: builtins.list[MemoryEntity], vecs: np.ndarray,

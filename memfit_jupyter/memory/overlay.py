@@ -16,9 +16,11 @@ import numpy as np
 
 from .entity import MemoryEntity, ScoredMemory, SearchResults
 from .items import prepare_batch
+from .pg_text import bm25, postings, terms_of
 from .ranking import RankingConfig
 from .retrieval import MemoryBackend, StoreRetrieval
 from .search import SEMANTIC_LIMIT, TAG_LIMIT, Candidates, search_memory
+from .text import keywords
 
 
 class Overlay:
@@ -67,6 +69,8 @@ class Overlay:
         by_id = {e.id: (e, v) for e, v in rows}
         cosine = {i: float(v @ q) for i, (_, v) in by_id.items()}
         lexical = {i: s for c in (base, top) for i, s in c.lexical.items() if i in by_id}
+        if lexical:
+            lexical = self._one_corpus(query, [by_id[i][0] for i in lexical]) or lexical
         order = {"tags": None, "semantic": cosine, "lexical": lexical}
         limit = {"tags": tag_limit, "semantic": semantic_limit, "lexical": lexical_limit}
         found: dict[str, list[str]] = {}
@@ -80,6 +84,31 @@ class Overlay:
         vectors = np.array([by_id[i][1] for i in kept], dtype=np.float32).reshape(len(kept), -1) if kept else \
             np.zeros((0, len(q)), dtype=np.float32)
         return Candidates([by_id[i][0] for i in kept], vectors, found, {i: lexical[i] for i in kept if i in lexical})
+
+    def _one_corpus(self, query: str, found: builtins.list[MemoryEntity]) -> dict[str, float] | None:
+        """The BM25 of the lexical finds ``found`` on the statistics of both stores together, as
+        one store holding the child's rows and the parent's visible ones scores them.  Each store
+        scores its finds on its own rows: a word that two of a child's three memories share would
+        weigh next to nothing (FTS5's IDF floor) however rare the parent's rows make it.  None
+        when a store cannot say what it scores with (another kind of store)."""
+        asks = [ask for store in (self.base, self.top) if callable(ask := getattr(store, "lexical_stats", None))]
+        if len(asks) < 2:
+            return None
+        terms = terms_of(keywords(query))
+        rows, tokens, hits = 0, 0, dict.fromkeys(terms, 0)
+        for ask in asks:
+            n, t, held = ask(terms)
+            rows, tokens = rows + n, tokens + t
+            for term, count in held.items():
+                hits[term] = hits.get(term, 0) + count
+        for row in self._hidden_rows():  # not in the corpus a read sees
+            dl, tf = postings(row.content, row.tags, row.potential_questions)
+            rows, tokens = rows - 1, tokens - dl
+            for term in terms:
+                if term in tf:
+                    hits[term] -= 1
+        return {e.id: bm25(terms, *postings(e.content, e.tags, e.potential_questions), rows, tokens, hits)
+                for e in found}
 
     def search(self, query: str, k: int | None = 10, bytes_limit: int | None = None, tags: Any = None, *,
                llm: Any = None, iteration: int = 0, **options: Any) -> SearchResults:

@@ -24,6 +24,7 @@ differ: the phrase also matches the two words written apart, side by side; here 
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
@@ -66,6 +67,30 @@ def postings(content: str, tags: list[str], questions: list[str]) -> tuple[int, 
                 joined = "_".join(pieces)
                 tf[joined] = tf.get(joined, 0.0) + weight
     return dl, tf
+
+
+def bm25(terms: Iterable[str], dl: int, tf: dict[str, float], rows: int, tokens: int, hits: dict[str, int]) -> float:
+    """The score above of one memory (its length ``dl`` and frequencies ``tf``, from ``postings``)
+    for ``terms``, in a corpus of ``rows`` memories holding ``tokens`` tokens in all, where term
+    ``t`` occurs in ``hits[t]`` of them.  In Python for a corpus no one table holds: a fork's
+    memory, an overlay of two stores (``overlay.py``), whose finds are scored on both together."""
+    avgdl = tokens / max(rows, 1)
+    score = 0.0
+    for term in terms:
+        f = tf.get(term)
+        if not f:
+            continue
+        n = hits.get(term, 0)
+        idf = math.log((rows - n + 0.5) / (n + 0.5)) if rows > 0 else 0.0
+        score += (idf if idf > 0 else 1e-6) * f * (K1 + 1) / (f + K1 * (1 - B + B * dl / avgdl if avgdl else 1.0))
+    return score
+
+
+def stats_sql(schema: str) -> tuple[str, str]:
+    """The queries of the statistics ``bm25`` takes: the memories and their tokens; the memories
+    holding each of the terms (%s, a text[])."""
+    return (f"SELECT rows, tokens FROM {schema}.text_stats",
+            f"SELECT term, count(*) FROM {schema}.postings WHERE term = ANY(%s) GROUP BY term")
 
 
 def create_sql(schema: str) -> list[str]:

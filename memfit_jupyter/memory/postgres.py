@@ -258,6 +258,16 @@ class PostgresStore(StoreRetrieval):
             return [(pg_schema.entity(r), float(r[-1]))
                     for r in pg_search.lexical(self._conn, self.schema, query, limit)]
 
+    def lexical_stats(self, terms: Iterable[str]) -> tuple[int, int, dict[str, int]]:
+        """The statistics its BM25 scores with: memories, their tokens, and the memories holding
+        each of ``terms`` (``pg_text.bm25``: an overlay scores two stores' finds on both's)."""
+        totals, per_term = pg_text.stats_sql(self.schema)
+        with self._lock:
+            self._check_open()
+            rows, tokens = self._conn.execute(totals).fetchone() or (0, 0)
+            hits = {str(t): int(n) for t, n in self._conn.execute(per_term, (list(terms),))}
+        return int(rows), int(tokens), hits
+
     def candidates(self, q: np.ndarray, query: str, *, tags: Iterable[str] = (), only: Iterable[str] | None = None,
                    tag_limit: int = TAG_LIMIT, semantic_limit: int = SEMANTIC_LIMIT, lexical_limit: int = SEMANTIC_LIMIT) -> Candidates:
         """MECHANISMS.md §3.3 steps 2-4 (see ``MemoryStore.candidates``): tag, semantic and lexical

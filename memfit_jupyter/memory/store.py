@@ -346,6 +346,13 @@ class MemoryStore(StoreRetrieval):
             found = self._db.entities([r[0] for r in rows])
             return [(found[k], float(s)) for k, s in rows if k in found]
 
+    def lexical_stats(self, terms: Iterable[str]) -> tuple[int, int, dict[str, int]]:
+        """The statistics its BM25 scores with: memories, their tokens, and the memories holding
+        each of ``terms`` (``pg_text.bm25``: an overlay scores two stores' finds on both's)."""
+        with self._lock:
+            self._sync()
+            return self._db.lexical_stats(terms)
+
     def candidates(self, q: np.ndarray, query: str, *, tags: Iterable[str] = (), only: Iterable[str] | None = None,
                    tag_limit: int = TAG_LIMIT, semantic_limit: int = SEMANTIC_LIMIT, lexical_limit: int = SEMANTIC_LIMIT) -> Candidates:
         """MECHANISMS.md §3.3 steps 2-4 in one snapshot: the memories with ``tags`` (up to
