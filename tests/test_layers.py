@@ -34,9 +34,9 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     # TypeScript), the facts and summaries of a trace, and the offline report (``Run.to_html``).
     ("engine", ("config", "timeline", "action_log", "steering", "run", "agent", "replay", "live", "fork", "trace",
                 "schema", "jupyter.protocol", "jupyter.state", "jupyter.html", "jupyter.report")),
-    # Applications of the engine.
+    # Applications of the engine, and what their command lines share.
     ("applications", ("study", "analysis", "compare", "catalogue", "sweep", "evaluate", "tasks", "trajectories",
-                      "otel", "__main__")),
+                      "otel", "__main__", "terminal")),
     # Jupyter: the magics and widgets; and the package's top, which names all of the above.
     ("jupyter", ("jupyter", "")),
 ]
