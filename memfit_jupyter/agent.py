@@ -262,6 +262,7 @@ class Agent:
                   prompt_workdir=trace.get("workdir") or None)
         run.parent = trace.get("parent")
         run.recorded_oracle = trace.get("oracle")  # type: ignore[attr-defined]  # its trace says what it was
+        run.recorded_memory_store = trace.get("memory_store")  # type: ignore[attr-defined]  # and where its store was
         # Breakers tell when the next probe is due: on the recorded time, they say what they said.
         clock = recording.clock()
         clock.run = run

@@ -262,6 +262,12 @@ class ForkStore:
     def _part(self) -> Any:
         return self.recorded if _prefix(self.run, self.at) or self.live is None else self.live
 
+    def where(self) -> dict[str, Any] | None:
+        """Where the live store is (the trace records it: a fork of the saved child reads it)."""
+        from .memory.where import where_of
+
+        return where_of(self.live)
+
     def search(self, query: str, k: int | None = 10, bytes_limit: int | None = None, tags: Any = None, *,
                llm: Any = None, iteration: int = 0, **options: Any) -> SearchResults:
         if _prefix(self.run, self.at):
@@ -916,7 +922,10 @@ def _live_memory(parent_run: Run | None, trace: dict[str, Any], at: int, had_mem
         if isinstance(base, ForkStore):  # a fork of a fork: its live store (an overlay) is read
             base = base.live
         if isinstance(base, RecordedStore):
-            base = None  # a replay opened no store: there is nothing live to read
+            base = None  # a replay opened no store: its trace says where its run's store was
+    unread = ""
+    if base is None and memory == "overlay":
+        base, unread = _recorded_store(trace)
     if memory == "write-through":
         if base is None:
             raise ForkError("memory='write-through' needs the parent's store, and this parent has none in this "
@@ -925,11 +934,26 @@ def _live_memory(parent_run: Run | None, trace: dict[str, Any], at: int, had_mem
     embedder = getattr(base, "embedder", None)
     top = open_store(root / "memory", **({"embedder": embedder} if embedder is not None else {}))
     if base is None:
-        # A trace says that its run had memory, not where: a saved run's store is read when given.
-        log.warning("the fork of %s reads none of its parent's memories: the trace does not say where the "
-                    "parent's store is; give memory=<its folder> to read it", trace.get("run_id"))
+        log.warning("the fork of %s reads none of its parent's memories: %s; give memory=<its folder or URL> "
+                    "to read it", trace.get("run_id"), unread)
         return top, "own"
     return Overlay(base, top, hidden=learnt_from(trace, at)), "overlay"
+
+
+def _recorded_store(trace: dict[str, Any]) -> tuple[Any, str]:
+    """The parent's store where its trace says it was (``memory_store``: ``memory/where.py``),
+    opened to read; else None and why not."""
+    from .errors import StoreError
+    from .memory.where import open_where
+
+    where = trace.get("memory_store")
+    if not where:
+        return None, "the trace does not say where the parent's store is"
+    try:
+        return open_where(where), ""
+    except (StoreError, ImportError, ValueError) as exc:  # gone, moved, or a server not reached
+        line = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        return None, f"its store cannot be read ({line})"
 
 
 def learnt_from(trace: dict[str, Any], at: int) -> list[str]:

@@ -58,6 +58,7 @@ def trace_of(run: RunView) -> dict[str, Any]:
         },
         **_family(run),
         **_oracle(run),
+        **_memory_store(run),
     }
     # The events were redacted when they were emitted; the rest (the task, the answer, the
     # settings) goes through the same function here.
@@ -79,6 +80,17 @@ def _oracle(run: RunView) -> dict[str, Any]:
     if isinstance(oracle, str):
         return {"oracle": {"command": oracle}}
     return {"oracle": {"callable": str(getattr(oracle, "__qualname__", None) or type(oracle).__name__)}}
+
+
+def _memory_store(run: RunView) -> dict[str, Any]:
+    """``memory_store``: where the run's long-term memory is (``memory/where.py``), so that a fork
+    of the saved run reads it.  A replay keeps its recording's (it opened no store)."""
+    if hasattr(run, "recorded_memory_store"):
+        recorded = run.recorded_memory_store
+        return {"memory_store": recorded} if recorded else {}
+    where = getattr(run.memory, "where", None)  # the store says (each kind of store its own way)
+    found = where() if callable(where) else None
+    return {"memory_store": found} if found else {}
 
 
 def _family(run: RunView) -> dict[str, Any]:

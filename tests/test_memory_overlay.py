@@ -179,14 +179,63 @@ def _saved_run_with_memory(tmp_path):
     return store, prior, json.loads(json.dumps(run.trace()))
 
 
-def test_a_fork_of_a_saved_trace_reads_the_parents_store_when_given_and_says_so_when_not(tmp_path, caplog):
+def test_a_fork_of_a_saved_trace_reads_the_parents_store_where_the_trace_says_it_was(tmp_path):
     store, prior, saved = _saved_run_with_memory(tmp_path)
-    assert len(store.list()) > 1  # and what the run learnt, which a fork at step 1 does not see
-    blind = Agent.fork(saved, 1, workdir=tmp_path / "blind")
-    assert blind.parent["memory"] == "own" and "reads none of its parent's memories" in caplog.text
-    assert not blind.memory.live.list()
+    assert saved["memory_store"] == {"path": str(store.path.resolve())}
+    before = _rows(store)
+    assert len(before) > 1  # and what the run learnt, which a fork at step 1 does not see
+    child = Agent.fork(saved, 1, workdir=tmp_path / "child")
+    assert child.parent["memory"] == "overlay" and [e.id for e in child.memory.live.list()] == [prior]
+    child.run()
+    assert _rows(store) == before  # read, never written
     given = Agent.fork(saved, 1, workdir=tmp_path / "given", memory=store.path)
     assert given.parent["memory"] == "overlay" and [e.id for e in given.memory.live.list()] == [prior]
+
+
+def test_a_fork_of_a_saved_trace_says_when_its_parents_store_is_gone_or_unnamed(tmp_path, caplog):
+    store, _, saved = _saved_run_with_memory(tmp_path)
+    store.close()
+    moved = store.path.rename(tmp_path / "moved")
+    gone = Agent.fork(saved, 1, workdir=tmp_path / "gone")
+    assert gone.parent["memory"] == "own" and not gone.memory.live.list()
+    assert "reads none of its parent's memories: its store cannot be read" in caplog.text
+    assert str(store.path) in caplog.text and not store.path.exists()  # nothing made where it was
+    caplog.clear()
+    unnamed = Agent.fork({k: v for k, v in saved.items() if k != "memory_store"}, 1, workdir=tmp_path / "unnamed")
+    assert unnamed.parent["memory"] == "own" and "the trace does not say where the parent's store is" in caplog.text
+    moved_where = {**saved, "memory_store": {"path": str(moved)}}
+    assert Agent.fork(moved_where, 1, workdir=tmp_path / "found").parent["memory"] == "overlay"
+    for bad in ({"path": ""}, {"url": "https://example.org/db"}, ["not", "a", "record"],
+                {"path": str(moved), "over": {"path": str(moved)}, "hidden": "all"}):
+        caplog.clear()
+        child = Agent.fork({**saved, "memory_store": bad}, 1, workdir=tmp_path / f"bad{len(caplog.records)}-{id(bad)}")
+        assert child.parent["memory"] == "own" and "its store cannot be read" in caplog.text, bad
+
+
+def test_a_fork_of_a_saved_fork_reads_its_own_memories_over_its_parents_as_it_did(tmp_path):
+    import json
+
+    store, prior, saved = _saved_run_with_memory(tmp_path)
+    lesson = "the child's own lesson: read the file twice"
+    child = Agent.fork(saved, 2, workdir=tmp_path / "child",
+                       action={"tool": "memory_insert", "params": {"content": lesson}})
+    child.run()
+    overlay = child.memory.live
+    hidden = sorted(overlay.hidden)
+    assert hidden, "what the parent learnt from step 2 on is hidden from the child"
+    kept = child.trace()
+    assert kept["memory_store"] == {"path": str(overlay.top.path.resolve()), "over": saved["memory_store"],
+                                    "hidden": hidden}
+    seen = sorted(e.id for e in overlay.list())
+    grandchild = Agent.fork(json.loads(json.dumps(kept)), 3, workdir=tmp_path / "grandchild")
+    assert grandchild.parent["memory"] == "overlay"
+    read = grandchild.memory.live.base  # the saved child's memory, opened again from its record
+    assert isinstance(read, Overlay) and sorted(e.id for e in read.list()) == seen
+    assert lesson in {e.content for e in grandchild.memory.live.list()}
+    assert all(e.id not in hidden for e in grandchild.memory.live.list())
+    replayed = Agent.replay(kept, workdir=tmp_path / "replay")
+    replayed.run()
+    assert replayed.trace()["memory_store"] == kept["memory_store"]
 
 
 def test_what_the_parent_holds_the_child_does_not_store_again_unless_it_is_hidden(tmp_path):
@@ -323,3 +372,15 @@ def test_the_two_stores_lexical_finds_are_scored_on_both_stores_rows_together(tm
     # The child's notes outrank the parent's on the words they share, as in the one store.
     ranked = [r.content for r in overlay.search("flaky network upload", k=3)]
     assert ranked == [r.content for r in one.search("flaky network upload", k=3)]
+
+
+def test_a_store_url_is_recorded_and_shown_with_no_password_anywhere_in_it():
+    from memfit_jupyter.memory.postgres import safe_url, without_password
+
+    assert without_password("postgresql://ann:pw%40x@db.local:5432/mem?sslmode=require&password=pw2&sslpassword=k") \
+        == "postgresql://ann@db.local:5432/mem?sslmode=require"
+    assert without_password("postgresql://db.local/mem") == "postgresql://db.local/mem"
+    assert without_password("postgres://ann@db.local/mem?PASSWORD=x") == "postgres://ann@db.local/mem"
+    # and what messages show: the password in its place as ***, wherever it was
+    assert safe_url("postgresql://ann:pw@db.local/mem?host=/run/pg&password=pw2") \
+        == "postgresql://ann:***@db.local/mem?host=/run/pg&password=***"

@@ -413,3 +413,38 @@ def test_an_overlay_over_postgres_scores_its_lexical_finds_on_both_stores_rows(p
         assert got.keys() == want.keys() and want, query
         for text, score in want.items():
             assert abs(got[text] - score) <= 1e-9 * max(1.0, score), (query, text, got[text], score)
+
+
+def test_a_fork_of_a_saved_run_reads_its_postgres_store_and_the_trace_holds_no_password(pg_url, tmp_path):
+    """The trace names the server's store with no password (libpq takes it from PGPASSWORD or
+    ~/.pgpass), and a fork of the saved trace reads that store, writing nothing there."""
+    import json
+    from urllib.parse import urlsplit, urlunsplit
+
+    from memfit_jupyter.memory.overlay import Overlay
+
+    parts = urlsplit(pg_url)
+    secret = "s3cret-pw-9f2c"  # the test server trusts local logins: the password is carried, not checked
+    user, _, host = parts.netloc.rpartition("@")
+    login = f"{(user or 'postgres').split(':', 1)[0]}:{secret}@{host}"
+    url = urlunsplit(parts._replace(netloc=login, query="&".join(q for q in (parts.query, "sslmode=disable",
+                                                                               "password=" + secret) if q)))
+    schema = fresh_schema()
+    store = open_store(url, schema=schema)
+    prior = store.add("the numbers of this project are kept in numbers.txt", tags=["numbers"])
+    (tmp_path / "parent").mkdir()
+    run = Agent(model="memfit/memory-lesson", memory=store, workdir=tmp_path / "parent").start(
+        "Sum the numbers in data.txt")
+    run.run()
+    saved = json.loads(json.dumps(run.trace()))
+    assert secret not in json.dumps(saved)
+    where = saved["memory_store"]
+    assert where["schema"] == schema and "sslmode=disable" in where["url"] and secret not in where["url"]
+    before = sorted((e.id, e.content) for e in store.list())
+    child = Agent.fork(saved, 1, workdir=tmp_path / "child")
+    assert child.parent["memory"] == "overlay" and isinstance(child.memory.live, Overlay)
+    assert [e.id for e in child.memory.live.list()] == [prior]  # what the run learnt is hidden at step 1
+    child.run()
+    assert sorted((e.id, e.content) for e in store.list()) == before
+    store.drop()
+    store.close()

@@ -219,6 +219,14 @@ class Overlay:
     def flush(self) -> None:
         self.top.flush()
 
+    def where(self) -> dict[str, Any] | None:
+        """Where the overlay is, as a trace records it (``memory/where.py``): the top store's
+        record, the base's under ``over`` and the hidden rows; None when a store cannot say."""
+        top, base = _call(self.top, "where"), _call(self.base, "where")
+        if not (isinstance(top, dict) and isinstance(base, dict)):
+            return None
+        return {**top, "over": base, **({"hidden": sorted(self.hidden)} if self.hidden else {})}
+
     def close(self) -> None:
         _call(self.top, "close")
 

@@ -30,7 +30,7 @@ import re
 import threading
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any, TypeGuard
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 import numpy as np
 
@@ -59,14 +59,33 @@ def is_url(path: object) -> TypeGuard[str]:
     return isinstance(path, str) and path.startswith(URL_SCHEMES)
 
 
+#: Query parameters of a PostgreSQL URL that hold a secret (libpq's connection parameters).
+SECRET_PARAMETERS = frozenset({"password", "sslpassword"})
+
+
 def safe_url(url: str) -> str:
-    """The URL without its password: what messages, ``info()`` and ``repr`` show."""
+    """The URL with its password shown as ``***`` (after the user name or as a query parameter):
+    what messages, ``info()`` and ``repr`` show."""
+    return _hide_password(url, "***")
+
+
+def without_password(url: str) -> str:
+    """The URL with no password in it at all: where a trace says the store is (``where()``)."""
+    return _hide_password(url, None)
+
+
+def _hide_password(url: str, mask: str | None) -> str:
     parts = urlsplit(url)
-    if parts.password is None:
-        return url
-    netloc = parts.netloc.rsplit("@", 1)
-    user = netloc[0].split(":", 1)[0]
-    return urlunsplit(parts._replace(netloc=f"{user}:***@{netloc[1]}"))
+    netloc, query = parts.netloc, parts.query
+    if parts.password is not None:
+        user, host = netloc.rsplit("@", 1)
+        netloc = user.split(":", 1)[0] + (f":{mask}" if mask else "") + "@" + host
+    if query:
+        pairs = parse_qsl(query, keep_blank_values=True)
+        if any(k.lower() in SECRET_PARAMETERS for k, _ in pairs):
+            query = urlencode([(k, mask if k.lower() in SECRET_PARAMETERS else v) for k, v in pairs
+                               if mask or k.lower() not in SECRET_PARAMETERS], safe="*/")
+    return urlunsplit(parts._replace(netloc=netloc, query=query))
 
 
 class PostgresStore(StoreRetrieval):
@@ -301,6 +320,11 @@ class PostgresStore(StoreRetrieval):
         return self._lex_pool, self._lex_conn
 
     # --- maintenance --------------------------------------------------------------------
+    def where(self) -> dict[str, Any]:
+        """Where the store is, as a trace records it (``memory/where.py``): its URL with no
+        password (libpq finds it in PGPASSWORD or ~/.pgpass), and its schema."""
+        return {"url": without_password(self.url), **({"schema": self.schema} if self.schema != "memfit" else {})}
+
     def info(self) -> dict[str, Any]:
         """URL (no password), count, embedder, dims."""
         n = len(self)

@@ -374,6 +374,10 @@ class MemoryStore(StoreRetrieval):
         return Candidates(entities, vecs, found, {id_of[k]: float(s) for k, s in lexical if k in id_of})
 
     # --- maintenance --------------------------------------------------------------------
+    def where(self) -> dict[str, Any]:
+        """Where the store is, as a trace records it (``memory/where.py``): its folder."""
+        return {"path": str(self.path.resolve())}
+
     def info(self) -> dict[str, Any]:
         """Path, count, embedder, dims, index size."""
         with self._lock:

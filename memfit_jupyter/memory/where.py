@@ -1,0 +1,52 @@
+"""Where a run's store is, as its trace records it, and the store opened again from that record.
+
+A trace holds ``memory_store``: ``{"path": folder}`` for the SQLite store, ``{"url": ...,
+"schema": ...}`` for PostgreSQL (the URL with no password: libpq finds one in PGPASSWORD or
+~/.pgpass), and for an overlay (a fork's memory) the top store's record with ``over`` (the
+record of the store under it) and ``hidden`` (the ids of its rows the fork does not see).  A
+fork of a saved trace reads its parent's store from this record (``fork.py``) and never writes
+there: a folder is opened to read, and an overlay writes only to its own top store.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from ..errors import StoreError
+from .retrieval import MemoryBackend
+
+
+def where_of(store: Any) -> dict[str, Any] | None:
+    """The record of where ``store`` is, or None when it cannot say (a store of another kind)."""
+    where = getattr(store, "where", None)
+    found = where() if callable(where) else None
+    return found if isinstance(found, dict) else None
+
+
+def open_where(where: Any) -> MemoryBackend:
+    """The store a trace's ``memory_store`` names, opened to read.  StoreError (one line) when
+    the record is not one or the store is not there any more."""
+    from .overlay import Overlay
+    from .postgres import is_url
+    from .store import open_store
+
+    if not isinstance(where, Mapping):
+        raise StoreError(f"a store's record is an object, got {type(where).__name__}")
+    store: MemoryBackend
+    if isinstance(where.get("url"), str):
+        if not is_url(where["url"]):
+            raise StoreError("a store's recorded url is not a postgresql:// URL")
+        options: dict[str, Any] = {"schema": str(where["schema"])} if where.get("schema") else {}
+        store = open_store(where["url"], **options)
+    elif isinstance(where.get("path"), str) and where["path"]:
+        store = open_store(Path(where["path"]), read_only=True)
+    else:
+        raise StoreError("a store's record names neither a path nor a url")
+    if where.get("over") is None:
+        return store
+    hidden = where.get("hidden") or []
+    if not isinstance(hidden, list) or not all(isinstance(i, str) for i in hidden):
+        raise StoreError("a store's recorded hidden rows are not a list of ids")
+    return Overlay(open_where(where["over"]), store, hidden=hidden)
