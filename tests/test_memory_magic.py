@@ -141,3 +141,75 @@ def test_ranking_panel_in_a_real_kernel(tmp_path):
     err = "".join(o.get("text", "") + o.get("evalue", "") for o in nb.cells[4].outputs)
     assert "%memfit_memory search:" in err and "Traceback" not in err  # IPython shows a UsageError as one line
     assert (tmp_path / ".memfit" / "memory.sqlite3").exists()
+
+
+def test_run_reads_the_memory_a_run_reads_a_fork_s_overlay_or_a_saved_run_s_store(tmp_path, capsys):
+    """``--run``: a fork's memory is its own store over its parent's, without what it does not
+    see; a saved trace's is the store it names; only reading subcommands take a run."""
+    from memfit_jupyter import Agent
+    from memfit_jupyter.llm.scenarios import load_scenario
+
+    (tmp_path / "parent").mkdir()
+    store = open_store(tmp_path / "store")
+    prior = store.add("the numbers of this project are kept in numbers.txt", tags=["numbers"])
+    run = Agent(model="memfit/memory-lesson", workdir=tmp_path / "parent", memory=store).start(
+        load_scenario("memory-lesson").task)
+    run.run()
+    lesson = "the child's own lesson: quote every path"
+    child = run.fork(1, workdir=tmp_path / "child", action={"tool": "memory_insert", "params": {"content": lesson}})
+    child.run()
+    saved = tmp_path / "child.json"
+    saved.write_text(json.dumps(child.trace()))
+    magics = SimpleNamespace(shell=SimpleNamespace(user_ns={"run": run, "child": child}),
+                             memory_path=str(tmp_path / "elsewhere"))
+    listed = memfit_memory(magics, "--run child list")
+    own = set(listed["id"].to_list())
+    hidden = child.memory.live.hidden
+    assert hidden and own == {e.id for e in child.memory.live.list()} and not own & hidden
+    assert {prior} | {e.id for e in child.memory.live.top.list()} == own  # what the parent learnt at step 1 on is not there
+    assert lesson in listed["content"].to_list()
+    assert own == set(memfit_memory(magics, f"--run {saved} list")["id"].to_list())  # the saved child's, reopened
+    assert set(memfit_memory(magics, f"--run {child.id} list")["id"].to_list()) == own  # by its id
+    found = memfit_memory(magics, "--run child search quote every path -k 3")
+    assert found["content"][0] == lesson
+    capsys.readouterr()
+    memfit_memory(magics, "--run child")
+    summary = capsys.readouterr().out
+    assert f"{len(own)} memories" in summary and f"over {store.path}" in summary
+    assert memfit_memory(magics, f"--run run show {prior}").id == prior  # a run in hand's own store
+    assert not (tmp_path / "elsewhere").exists()  # the configured store was not touched
+    for line, message in [("--run", "needs a run"), ("--run nobody list", "no run named 'nobody'"),
+                          ("--run child add x", "reads a run's memory; add writes"),
+                          ("--run child delete abc", "delete writes"), ("--run child frob", "unknown subcommand")]:
+        with pytest.raises(UsageError, match=message):
+            memfit_memory(magics, line)
+    blind = tmp_path / "blind.json"
+    blind.write_text(json.dumps({k: v for k, v in run.trace().items() if k != "memory_store"}))
+    with pytest.raises(UsageError, match="does not say where its store was"):
+        memfit_memory(magics, f"--run {blind} list")
+
+
+@pytest.mark.kernel
+def test_run_in_a_real_kernel_reads_a_forks_memory_and_refuses_writes_in_one_line(tmp_path):
+    cells = [
+        "%load_ext memfit_jupyter",
+        "from memfit_jupyter import Agent\n"
+        "import os\n"
+        "os.makedirs('parent', exist_ok=True)\n"
+        "run = Agent(model='memfit/memory-lesson', workdir='parent', memory='store').start('Sum the numbers in data.txt')\n"
+        "run.run()\n"
+        "child = run.fork(1, workdir='child', action={'tool': 'memory_insert', 'params': {'content': 'lesson of the fork'}})\n"
+        "child.run()",
+        "df = %memfit_memory --run child search lesson of the fork",
+        "print(df['content'][0], sorted(df['id']) == sorted(e.id for e in child.memory.live.search('lesson of the fork')))",
+        "%memfit_memory --run child add x",
+    ]
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_code_cell(c) for c in cells]
+    NotebookClient(nb, timeout=180, kernel_name="python3", allow_errors=True,
+                   resources={"metadata": {"path": str(tmp_path)}}).execute()
+    assert not [o for c in nb.cells[:4] for o in c.outputs if o.output_type == "error"]
+    assert [o for o in nb.cells[2].outputs if o.output_type == "display_data" and MIME in o.data]  # the ranking panel
+    assert nb.cells[3].outputs[0].text.strip() == "lesson of the fork True"
+    err = "".join(o.get("text", "") + o.get("evalue", "") for o in nb.cells[4].outputs)
+    assert "reads a run's memory; add writes" in err and "Traceback" not in err

@@ -77,7 +77,8 @@ def memfit_fork_or_blame(magics: Any, line: str) -> Any:
         raise UsageError(first_line(exc)) from None  # redacted: it may quote what was typed
 
 
-def _target(magics: Any, name: str) -> Any:
+def target(magics: Any, name: str) -> Any:
+    """What ``RUN`` names: a variable's value, a run in hand with that id, or a trace file."""
     namespace = user_namespace(magics)
     if name in namespace:
         return namespace[name]
@@ -142,7 +143,7 @@ def _fork(magics: Any, args: Namespace) -> None:
             raise UsageError(f"--action must be JSON such as {{\"tool\": \"read_file\", \"params\": "
                              f"{{\"path\": \"x\"}}}}: {exc}") from None
     workdir = _unquote(args.workdir) if args.workdir else None
-    child = Agent.fork(_target(magics, args.run), args.at, memory=args.memory, workdir=workdir, **changes)
+    child = Agent.fork(target(magics, args.run), args.at, memory=args.memory, workdir=workdir, **changes)
     if args.name:
         user_namespace(magics)[args.name] = child
     magics.last_run = child
@@ -155,9 +156,9 @@ def _blame(magics: Any, args: Namespace) -> Any:
     from ..study.intervention import blame
 
     _check_name(args.name)
-    target = _target(magics, args.run)  # a saved trace's path: blame reads it (one line if it cannot)
+    named = target(magics, args.run)  # a saved trace's path: blame reads it (one line if it cannot)
     timeout = {} if args.oracle_timeout is None else {"oracle_timeout_s": args.oracle_timeout}
-    found = blame(target, oracle=_unquote(args.oracle) if args.oracle else None, budget=args.budget, **timeout)
+    found = blame(named, oracle=_unquote(args.oracle) if args.oracle else None, budget=args.budget, **timeout)
     if args.name:
         user_namespace(magics)[args.name] = found
     from .ipython import display

@@ -9,9 +9,14 @@
     %memfit_memory failures [KIND]                   the failure diary
     %memfit_memory export PATH | import PATH | reindex [--embedder NAME]
 
+    %memfit_memory --run RUN [search ... | show ID | list ... | failures [KIND]]
+
 ``search`` and ``list`` return a polars DataFrame and display the ranking panel.
 The store is ``%config MemfitMagics.memory_path`` (a folder, or a PostgreSQL URL), else
-``.memfit/`` in the working directory (a fork's own store: ``<its folder>/.memfit/fork/memory``).
+``.memfit/`` in the working directory.  ``--run RUN`` reads the memory a run reads instead
+(``RUN``: a Run or trace variable, a run id or a saved trace file, as for ``%memfit fork``): a
+fork's is its own store over its parent's, without the rows it does not see; a saved run's is
+the store its trace names.  It only reads: what writes is for a store, not a run.
 """
 
 from __future__ import annotations
@@ -142,14 +147,66 @@ def memfit_memory(magics: Any, line: str) -> Any:
         words = shlex.split(line)
     except ValueError as exc:
         raise UsageError(f"%memfit_memory: {exc}") from None
+    store = None
+    if words and words[0] == "--run":
+        if len(words) < 2:
+            raise UsageError("%memfit_memory --run needs a run: a Run or trace variable, a run id or a saved trace file")
+        store, words = run_memory(magics, words[1]), words[2:]
+        line = shlex.join(words)
+        if words and words[0] in SUBCOMMANDS and words[0] not in READING:
+            raise UsageError(f"%memfit_memory --run reads a run's memory; {words[0]} writes to a store: set "
+                             "%config MemfitMagics.memory_path to it instead")
     if not words:
-        _summary(store_for(magics))
+        _summary(store if store is not None else store_for(magics))
         return None
     sub, rest = words[0], line[len(line.split(None, 1)[0]):].strip()
     if sub not in SUBCOMMANDS:
         raise UsageError(f"unknown subcommand {sub!r} for %memfit_memory; valid: {', '.join(SUBCOMMANDS)}")
     command = COMMANDS[sub]
-    return command.handle(magics, _parse(command.options, rest, sub))
+    args = _parse(command.options, rest, sub)
+    args.store = store
+    return command.handle(magics, args)
+
+
+#: The subcommands that only read, which ``--run`` takes.
+READING = ("search", "show", "list", "failures")
+
+
+def run_memory(magics: Any, name: str) -> Any:
+    """The memory the run ``name`` reads: a run in hand's live store (a fork's overlay), or the
+    store a saved trace names (``memory_store``), opened to read."""
+    from ..errors import StoreError
+    from ..fork import ForkStore
+    from ..memory.where import open_where
+    from ..replay import RecordedStore
+    from ..run import Run
+    from ..trace import Trace, TraceError
+    from .fork_magic import target
+
+    found = target(magics, name)
+    if isinstance(found, Run):
+        store = found.memory.live if isinstance(found.memory, ForkStore) else found.memory
+        if store is not None and store is not False and not isinstance(store, RecordedStore):
+            return store
+        found = found.trace()  # a replay opened no store: its recording says where its run's was
+    try:
+        trace = Trace.load(found).data
+    except (TraceError, OSError) as exc:
+        raise UsageError(f"%memfit_memory --run: {str(exc).splitlines()[0]}") from None
+    if not trace.get("memory_store"):
+        raise UsageError(f"%memfit_memory --run: run {trace.get('run_id', name)} had no memory, or its trace "
+                         "does not say where its store was")
+    try:
+        return open_where(trace["memory_store"])
+    except (StoreError, ImportError, ValueError) as exc:
+        raise UsageError(f"%memfit_memory --run: the store of run {trace.get('run_id', name)} cannot be read: "
+                         f"{str(exc).splitlines()[0]}") from None
+
+
+def _store(magics: Any, args: Namespace) -> Any:
+    """The store a subcommand works on: the run's (``--run``), else the configured one."""
+    store = getattr(args, "store", None)
+    return store if store is not None else store_for(magics)  # an empty store is falsy: it has a len
 
 
 def handle_search(magics: Any, args: Namespace) -> Any:
@@ -161,7 +218,7 @@ def handle_search(magics: Any, args: Namespace) -> Any:
     if args.bytes is not None and args.bytes < 1:
         raise UsageError(f"--bytes must be positive, got {args.bytes}")
     query = " ".join(args.query)
-    results = store_for(magics).search(query, k=args.k, bytes_limit=args.bytes, tags=_tags(args.tags),
+    results = _store(magics, args).search(query, k=args.k, bytes_limit=args.bytes, tags=_tags(args.tags),
                                        ranking=args.ranking)
     _show(ranking_payload(results, query, args.bytes), magics)
     return results_frame(results)
@@ -170,7 +227,7 @@ def handle_search(magics: Any, args: Namespace) -> Any:
 def handle_add(magics: Any, args: Namespace) -> Any:
     tags = (_tags(args.tags) or []) if args.tags else []
     try:
-        new_id = store_for(magics).add(" ".join(args.text), tags=tags, questions=args.question)
+        new_id = _store(magics, args).add(" ".join(args.text), tags=tags, questions=args.question)
     except ValueError as exc:
         raise UsageError(str(exc)) from None
     print(f"stored as {new_id}" if new_id else "not stored: a duplicate of a memory already kept (2 of 3)")
@@ -188,13 +245,13 @@ def handle_show(magics: Any, args: Namespace) -> Any:
     from .ipython import display
     from .memory_widget import MemoryRanking, ranking_payload
 
-    entity = _entity_or_error(store_for(magics), args.id)
+    entity = _entity_or_error(_store(magics, args), args.id)
     display(MemoryRanking(ranking_payload([entity])))
     return entity
 
 
 def handle_delete(magics: Any, args: Namespace) -> Any:
-    store = store_for(magics)
+    store = _store(magics, args)
     _entity_or_error(store, args.id)
     store.delete(args.id)
     print(f"deleted {args.id}")
@@ -206,13 +263,13 @@ def handle_list(magics: Any, args: Namespace) -> Any:
 
     if args.limit < 1:
         raise UsageError(f"--limit must be at least 1, got {args.limit}")
-    entities = store_for(magics).list(tag=args.tag, limit=args.limit)
+    entities = _store(magics, args).list(tag=args.tag, limit=args.limit)
     _show(ranking_payload(entities), magics)
     return entities_frame(entities)
 
 
 def handle_failures(magics: Any, args: Namespace) -> Any:
-    store = store_for(magics)
+    store = _store(magics, args)
     try:
         from ..context.diary import failures
     except ImportError:
@@ -224,7 +281,7 @@ def handle_failures(magics: Any, args: Namespace) -> Any:
 
 def handle_export(magics: Any, args: Namespace) -> Any:
     try:
-        n = store_for(magics).export(Path(args.path).expanduser())
+        n = _store(magics, args).export(Path(args.path).expanduser())
     except OSError as exc:
         raise UsageError(f"cannot write {args.path}: {exc.strerror or exc}") from None
     print(f"exported {n} memories to {args.path}")
@@ -235,7 +292,7 @@ def handle_import(magics: Any, args: Namespace) -> Any:
     if not path.is_file():
         raise UsageError(f"no such file: {args.path}")
     try:
-        outcome = store_for(magics).import_(path)
+        outcome = _store(magics, args).import_(path)
     except ValueError as exc:
         raise UsageError(str(exc)) from None
     print(f"imported {outcome['added']} memories ({outcome['duplicates']} duplicates skipped)")
@@ -244,7 +301,7 @@ def handle_import(magics: Any, args: Namespace) -> Any:
 def handle_reindex(magics: Any, args: Namespace) -> Any:
     from ..errors import StoreError
 
-    store = store_for(magics)
+    store = _store(magics, args)
     try:
         n = store.reindex(args.embedder)
     except StoreError as exc:

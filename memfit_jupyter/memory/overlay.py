@@ -219,6 +219,15 @@ class Overlay:
     def flush(self) -> None:
         self.top.flush()
 
+    def info(self) -> dict[str, Any]:
+        """As a store's: where (the top store over the base), count, embedder, dims, tags, ranking."""
+        top, base = (_call(s, "info") or {} for s in (self.top, self.base))
+        embedder = self.embedder
+        return {"path": f"{top.get('path', self.top)} over {base.get('path', self.base)}", "count": len(self),
+                "embedder": getattr(embedder, "id", ""), "dims": getattr(embedder, "dim", 0),
+                "tags": len(self.tags()), "ranking": self.ranking.mode,
+                **({"hidden": len(self.hidden)} if self.hidden else {})}
+
     def where(self) -> dict[str, Any] | None:
         """Where the overlay is, as a trace records it (``memory/where.py``): the top store's
         record, the base's under ``over`` and the hidden rows; None when a store cannot say."""
