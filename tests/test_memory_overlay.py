@@ -210,6 +210,11 @@ def test_a_fork_of_a_saved_trace_says_when_its_parents_store_is_gone_or_unnamed(
         caplog.clear()
         child = Agent.fork({**saved, "memory_store": bad}, 1, workdir=tmp_path / f"bad{len(caplog.records)}-{id(bad)}")
         assert child.parent["memory"] == "own" and "its store cannot be read" in caplog.text, bad
+    # A server's store is read only when this process has it open: a trace does not log in anywhere.
+    caplog.clear()
+    server = {**saved, "memory_store": {"url": "postgresql://ann@127.0.0.1:9/team"}}
+    assert Agent.fork(server, 1, workdir=tmp_path / "server").parent["memory"] == "own"
+    assert "has not connected to (postgresql://ann@127.0.0.1:9/team)" in caplog.text
 
 
 def test_a_fork_of_a_saved_fork_reads_its_own_memories_over_its_parents_as_it_did(tmp_path):

@@ -416,8 +416,8 @@ def test_an_overlay_over_postgres_scores_its_lexical_finds_on_both_stores_rows(p
 
 
 def test_a_fork_of_a_saved_run_reads_its_postgres_store_and_the_trace_holds_no_password(pg_url, tmp_path):
-    """The trace names the server's store with no password (libpq takes it from PGPASSWORD or
-    ~/.pgpass), and a fork of the saved trace reads that store, writing nothing there."""
+    """The trace names the server's store with no password, and a fork of the saved trace in a
+    process that has the store open reads it, writing nothing there."""
     import json
     from urllib.parse import urlsplit, urlunsplit
 

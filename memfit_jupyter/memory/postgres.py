@@ -28,6 +28,7 @@ import builtins
 import os
 import re
 import threading
+import weakref
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any, TypeGuard
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
@@ -59,6 +60,8 @@ def is_url(path: object) -> TypeGuard[str]:
     return isinstance(path, str) and path.startswith(URL_SCHEMES)
 
 
+#: The stores this process has connected, for ``connected``.
+_CONNECTED: weakref.WeakSet[PostgresStore] = weakref.WeakSet()
 #: Query parameters of a PostgreSQL URL that hold a secret (libpq's connection parameters).
 SECRET_PARAMETERS = frozenset({"password", "sslpassword"})
 
@@ -86,6 +89,13 @@ def _hide_password(url: str, mask: str | None) -> str:
             query = urlencode([(k, mask if k.lower() in SECRET_PARAMETERS else v) for k, v in pairs
                                if mask or k.lower() not in SECRET_PARAMETERS], safe="*/")
     return urlunsplit(parts._replace(netloc=netloc, query=query))
+
+
+def connected(where: dict[str, Any]) -> PostgresStore | None:
+    """The store this process has open that a trace's record ``where`` names (``where()``), if
+    any.  A fork reads a server's store from a trace only so: connecting where a file says would
+    hand that server the login libpq finds (PGPASSWORD, ~/.pgpass)."""
+    return next((s for s in list(_CONNECTED) if not s._closed and s.where() == where), None)
 
 
 class PostgresStore(StoreRetrieval):
@@ -132,6 +142,7 @@ class PostgresStore(StoreRetrieval):
         except psycopg.Error as exc:
             raise StoreError(f"cannot open memory store {self.path!r}: {_first_line(exc)}") from None
         self._closed = False
+        _CONNECTED.add(self)
         try:
             self.embedder = pg_schema.open_schema(self._conn, schema, embedder, self.path, m, ef_construction)
         except psycopg.Error as exc:
@@ -322,7 +333,7 @@ class PostgresStore(StoreRetrieval):
     # --- maintenance --------------------------------------------------------------------
     def where(self) -> dict[str, Any]:
         """Where the store is, as a trace records it (``memory/where.py``): its URL with no
-        password (libpq finds it in PGPASSWORD or ~/.pgpass), and its schema."""
+        password, and its schema."""
         return {"url": without_password(self.url), **({"schema": self.schema} if self.schema != "memfit" else {})}
 
     def info(self) -> dict[str, Any]:

@@ -1,11 +1,13 @@
 """Where a run's store is, as its trace records it, and the store opened again from that record.
 
 A trace holds ``memory_store``: ``{"path": folder}`` for the SQLite store, ``{"url": ...,
-"schema": ...}`` for PostgreSQL (the URL with no password: libpq finds one in PGPASSWORD or
-~/.pgpass), and for an overlay (a fork's memory) the top store's record with ``over`` (the
-record of the store under it) and ``hidden`` (the ids of its rows the fork does not see).  A
-fork of a saved trace reads its parent's store from this record (``fork.py``) and never writes
-there: a folder is opened to read, and an overlay writes only to its own top store.
+"schema": ...}`` for PostgreSQL (the URL with no password), and for an overlay (a fork's
+memory) the top store's record with ``over`` (the record of the store under it) and ``hidden``
+(the ids of its rows the fork does not see).  A fork of a saved trace reads its parent's store
+from this record (``fork.py``) and never writes there: a folder is opened to read, and an
+overlay writes only to its own top store.  A server's store is read only when this process
+has it open already: a trace that named a server would otherwise have libpq log in there with
+the login it finds (PGPASSWORD, ~/.pgpass), wherever the trace came from.
 """
 
 from __future__ import annotations
@@ -29,7 +31,7 @@ def open_where(where: Any) -> MemoryBackend:
     """The store a trace's ``memory_store`` names, opened to read.  StoreError (one line) when
     the record is not one or the store is not there any more."""
     from .overlay import Overlay
-    from .postgres import is_url
+    from .postgres import connected, is_url
     from .store import open_store
 
     if not isinstance(where, Mapping):
@@ -38,8 +40,11 @@ def open_where(where: Any) -> MemoryBackend:
     if isinstance(where.get("url"), str):
         if not is_url(where["url"]):
             raise StoreError("a store's recorded url is not a postgresql:// URL")
-        options: dict[str, Any] = {"schema": str(where["schema"])} if where.get("schema") else {}
-        store = open_store(where["url"], **options)
+        found = connected({k: v for k, v in where.items() if k in ("url", "schema")})
+        if found is None:
+            raise StoreError(f"it is on a server this process has not connected to ({where['url']}), and a "
+                             "trace does not open a connection by itself")
+        store = found
     elif isinstance(where.get("path"), str) and where["path"]:
         store = open_store(Path(where["path"]), read_only=True)
     else:
