@@ -7,7 +7,7 @@ what is measured.  Its time to step k is the timestamp of step k's first event. 
 answers steps 1..k-1 from the recording; a counting backend notes the time of the first call
 that reaches the live part.  Goal: ratio <= 0.05.
 
-    python tests/benchmarks/bench_fork.py [--steps 10,100,1000] [--reflection none] [--repeats 3] [--local N]
+    python tests/benchmarks/bench_fork.py [--steps 10,100,1000] [--reflection none] [--repeats 3] [--local N] [--dir D]
 
 Measured here last (2 cores, idle machine), ``--steps 10,100 --repeats 9`` then
 ``--steps 1000 --repeats 3``:
@@ -174,7 +174,12 @@ def main() -> None:
     ap.add_argument("--repeats", type=int, default=3, help="parent and fork pairs per prefix (the median is shown)")
     ap.add_argument("--local", type=int, metavar="N", default=0,
                     help="also fork a run of N iterations on the real small model, at each of its steps")
+    ap.add_argument("--dir", default=None, help="where the folders are made (default: the system's temporary folder); "
+                    "creating files is much slower in some folders than others, for both sides")
     args = ap.parse_args()
+    if args.dir:  # every temporary folder of the process, the parents' and the forks' alike
+        Path(args.dir).mkdir(parents=True, exist_ok=True)
+        tempfile.tempdir = args.dir
     from memfit_jupyter.llm.backend import import_litellm
 
     import_litellm()  # both sides pay for it before they start
