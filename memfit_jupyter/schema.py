@@ -129,6 +129,12 @@ def trace_schema() -> dict[str, Any]:
             # where an imported run came from (load_trajectory) and what analyze found
             "source": {"type": "object"},
             "analysis": {"type": "object"},
+            # a fork's parent ({run, at, changes, ...}) and a run's forks made in its process (fork.py)
+            "parent": {"type": "object"},
+            "forks": {"type": "array", "items": {"type": "object"}},
+            # the failure diary's oracle ({command} or {callable}), and where the run's store was
+            "oracle": {"type": "object"},
+            "memory_store": {"type": "object"},
         },
         "$defs": {"TraceEvent": {"anyOf": [{"$ref": f"#/$defs/{name}"} for name in defs]}, **defs},
     }

@@ -413,6 +413,10 @@ export interface Trace {
   events: TraceEvent[];
   source?: Record<string, unknown>;
   analysis?: Record<string, unknown>;
+  parent?: Record<string, unknown>;
+  forks?: Record<string, unknown>[];
+  oracle?: Record<string, unknown>;
+  memory_store?: Record<string, unknown>;
 }
 
 /** Live only, never in a trace: Text the loop puts into the timeline for the model (not part of trace version 1). ``kind`` names the timeline entry: reflection, logic_spin_warning, memory_pressure, note. */
