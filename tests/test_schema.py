@@ -68,3 +68,22 @@ def test_a_wrong_field_fails_validation(validator):
     assert not list(validator.iter_errors(trace))
     trace["events"][0]["colour"] = "red"
     assert list(validator.iter_errors(trace))
+
+
+def test_a_family_s_traces_validate_with_their_header_records(tmp_path, validator):
+    """A parent with a fork, the fork (its parent record, its overlay's memory record) and the
+    diary's oracle: the header's keys the schema describes."""
+    (tmp_path / "parent").mkdir()
+    run = Agent(model="memfit/memory-lesson", workdir=tmp_path / "parent", memory=True, oracle="true").start(
+        "Sum the numbers in data.txt")
+    run.run()
+    child = run.fork(2, workdir=tmp_path / "child")
+    child.run()
+    for one in (run, child):
+        trace = json.loads(json.dumps(one.trace()))
+        assert not list(validator.iter_errors(trace))
+    parent, kid = run.trace(), child.trace()
+    assert parent["forks"][0]["run"] == child.id and kid["parent"]["run"] == run.id
+    assert parent["oracle"] == {"command": "true"} and "over" in kid["memory_store"]
+    assert list(validator.iter_errors({**kid, "memory_store": "a folder"}))
+    assert list(validator.iter_errors({**parent, "forks": {"run": child.id}}))
