@@ -275,6 +275,11 @@ def test_time_travel(copy_of_notebooks):
     assert "first live event: fork" in replayed
     forks = text_of(cell(nb, "empty = run.fork(2"))
     assert forks.count("done") >= 3 and "295" in forks
+    remembers = text_of(cell(nb, 'os.makedirs("lesson"'))
+    assert "after the fork, the same: True" in remembers and "own store over lesson/lesson-memory" in remembers
+    (listed,) = [o for o in cell(nb, "%memfit_memory --run noted list").outputs if MEMORY_MIME in o.get("data", {})]
+    contents = [r["content"] for r in listed["data"][MEMORY_MIME]["results"]]
+    assert "the numbers file is numbers.txt, one number a line" in contents and len(contents) >= 2  # and the run before's
     assert "diverged at iteration 3" in text_of(cell(nb, "from memfit_jupyter import compare"))
     blamed = text_of(cell(nb, "from memfit_jupyter import blame"))
     assert "<Blame step 3 " in blamed and "success" in blamed
