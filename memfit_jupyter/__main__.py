@@ -3,13 +3,18 @@
     python -m memfit_jupyter run "add up data.txt" --model memfit/demo [--max-cost USD ...]
     python -m memfit_jupyter scenarios
     python -m memfit_jupyter replay trace.json [--trace replayed.json]
+    python -m memfit_jupyter fork trace.json --at K [--guidance TEXT ...] [--trace child.json]
+    python -m memfit_jupyter blame trace.json [--budget USD] [--oracle CMD]
     python -m memfit_jupyter snapshots [--store DIR] [--prune-older-than DAYS]
 
 ``run`` takes the options of ``%%memfit_task`` that set the agent (``config.OPTIONS``: the
 model tiers, every limit, reflection, memory, the oracle ...) and works in the current
 folder: the scenario's files and the memory store (``.memfit/``) go there, and it says so.
 A replay writes nothing unless ``--trace`` says where; it exits 0 when it gave the
-recorded events and 1 (saying where they part) when it did not.  Bad input gets one line
+recorded events and 1 (saying where they part) when it did not.  ``fork`` takes the options of
+``%memfit fork`` (``config.FORK_FLAGS``), works in a new folder (``--workdir``) and prints the
+steps from the fork's on, exiting 0 when the child ended done; ``blame`` those of ``%memfit
+blame`` and prints its frame and the step to blame, exiting 0 when it found one.  Bad input gets one line
 on stderr (redacted: it may quote a key pasted into an option) and exit code 2, before
 anything is written: ``run`` checks the model tiers and the plan file before it starts.  A
 trace that cannot be written where asked is written to the temporary directory instead, and
@@ -25,7 +30,15 @@ import tempfile
 from pathlib import Path
 from typing import Any, NoReturn
 
-from .config import OPTIONS, agent_kwargs, check_bounds, check_models
+from .config import (
+    BLAME_FLAGS,
+    FORK_FLAGS,
+    OPTIONS,
+    agent_kwargs,
+    check_bounds,
+    check_models,
+    fork_changes,
+)
 from .terminal import say
 
 #: Lines of a tool's output the terminal shows (a file read shows the start of the file).
@@ -51,6 +64,8 @@ def _print_event(event: Any) -> None:
     elif kind in ("reflection", "spin", "guarantee", "breaker", "synthesis", "degradation", "trial"):
         summary = d.get("reason") or d.get("message") or d.get("summary") or d.get("level_name") or ""
         say(f"      [{kind}] {str(summary)[:120]}")
+    elif kind == "fork":
+        say(f"[{d['iteration']:>3}] fork of run {d.get('parent')} at step {d.get('at')}: {json.dumps(d.get('changes') or {})[:200]}")
     elif kind == "run_end":
         say(f"status: {d['status']}  answer: {d.get('answer')}  ({d.get('reason')})")
 
@@ -148,6 +163,24 @@ def _snapshots(store: str | None, days: float | None) -> int:
     return 0
 
 
+def _blame(args: argparse.Namespace) -> int:
+    """Blame the saved run: its frame and the step found (exit 0), none found (1), or one line (2)."""
+    from .errors import MemfitError
+    from .study.intervention import blame
+
+    timeout = {} if args.oracle_timeout is None else {"oracle_timeout_s": args.oracle_timeout}
+    try:
+        found = blame(load_trace(args.input), oracle=args.oracle, budget=args.budget, **timeout)
+    except (MemfitError, ValueError, TypeError) as exc:
+        return _error(str(exc).splitlines()[0] if str(exc) else type(exc).__name__)
+    import polars as pl
+
+    with pl.Config(tbl_rows=-1, fmt_str_lengths=60, tbl_width_chars=160):
+        say(str(found.frame))
+    say(repr(found)[1:-1])
+    return 0 if found.step is not None else 1
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = _Parser(prog="python -m memfit_jupyter")
     sub = ap.add_subparsers(dest="command", required=True)
@@ -162,6 +195,16 @@ def main(argv: list[str] | None = None) -> int:
     p = sub.add_parser("replay", help="replay a saved trace offline (writes nothing unless --trace)")
     p.add_argument("input", metavar="TRACE", help="the saved trace (JSON) to replay")
     p.add_argument("--trace", help="write the replayed trace to this JSON file")
+    f = sub.add_parser("fork", help="fork a saved run at a step with changes, and run the child live",
+                       description="Fork a saved run: its steps before K from the recording, then live with the changes.")
+    f.add_argument("input", metavar="TRACE", help="the saved trace (JSON) to fork")
+    for flag, kwargs in FORK_FLAGS:
+        f.add_argument(flag, **kwargs)
+    f.add_argument("--trace", help="write the child's trace to this JSON file")
+    b = sub.add_parser("blame", help="find the step that made a saved run fail, by forking there with a correction")
+    b.add_argument("input", metavar="TRACE", help="the saved trace (JSON) of the failed run")
+    for flag, kwargs in BLAME_FLAGS:
+        b.add_argument(flag, **kwargs)
     s = sub.add_parser("snapshots", help="what the blob store of the runs' file snapshots holds; "
                        "--prune-older-than DAYS removes what no run has used since")
     s.add_argument("--store", metavar="DIR", help="the blob store (default: the one in memfit's cache folder)")
@@ -175,12 +218,19 @@ def main(argv: list[str] | None = None) -> int:
     from .errors import MemfitError
     from .llm.scenarios import scenarios
 
+    if args.command == "blame":
+        return _blame(args)
     try:
         if args.command == "scenarios":
             # 1 when the reader went away before the end (| head)
             return 0 if all(say(f"memfit/{name:<18} {text}") for name, text in scenarios().items()) else 1
         if args.command == "replay":
             run = Agent.replay(load_trace(args.input))
+        elif args.command == "fork":
+            parent = load_trace(args.input)
+            run = Agent.fork(parent, args.at, memory=args.memory, workdir=args.workdir, **fork_changes(vars(args)))
+            say(f"steps 1-{args.at - 1} of run {parent.get('run_id')} from its recording, live from step {args.at} "
+                f"in {run.agent.workdir}")
         else:
             values = vars(args)
             check_bounds(values)
@@ -193,7 +243,13 @@ def main(argv: list[str] | None = None) -> int:
                 say(where)
     except (MemfitError, ValueError, TypeError) as exc:
         return _error(str(exc).splitlines()[0] if str(exc) else type(exc).__name__)
-    run.subscribe(_print_event)
+    at = args.at if args.command == "fork" else 0
+
+    def show(event: Any) -> None:
+        if event.iteration >= at:  # a fork's steps before its own are its parent's
+            _print_event(event)
+
+    run.subscribe(show)
     result = run.run()
     code = 0 if result.status == "done" else 1
     if args.command == "replay":  # a replay succeeds when it reproduces the recording, whatever its status

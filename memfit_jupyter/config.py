@@ -502,6 +502,58 @@ OPTIONS: tuple[Option, ...] = (
 )
 
 
+#: Where a fork's memory writes go: an overlay of its parent's store, or that store itself.
+FORK_MEMORY_MODES = ("overlay", "write-through")
+
+#: A fork's options on a command line (``%memfit fork``, ``python -m memfit_jupyter fork``): each
+#: flag with its ``ArgumentParser.add_argument`` keyword arguments; ``fork_changes`` reads them.
+FORK_FLAGS: tuple[tuple[str, dict[str, Any]], ...] = (
+    ("--at", {"type": int, "required": True, "metavar": "K", "help": "the first step that runs live"}),
+    ("--guidance", {"metavar": "TEXT", "help": "step K's prompt carries this where a reflection goes"}),
+    ("--observation", {"metavar": "TEXT", "help": "what step K's tool gives back (the tool does not run)"}),
+    ("--action", {"metavar": "JSON", "help": 'step K\'s action instead of the model\'s: {"tool": ..., "params": ...}'}),
+    ("--model", {"metavar": "M", "help": "the model from step K on"}),
+    ("--reflection", {"metavar": "LEVEL", "help": "the reflection level from step K on"}),
+    ("--spin-threshold", {"type": int, "metavar": "N", "help": "the spin detector's threshold from step K on"}),
+    ("--max-iterations", {"type": int, "metavar": "N", "help": "the iteration limit from step K on"}),
+    ("--max-cost", {"type": float, "metavar": "USD", "help": "the cost limit from step K on"}),
+    ("--memory", {"choices": FORK_MEMORY_MODES, "default": "overlay",
+                  "help": "where the fork's memory writes go (default: an overlay of the parent's store)"}),
+    ("--workdir", {"metavar": "DIR", "help": "the fork's working folder (default: a new temporary one)"}),
+)
+
+
+def fork_changes(values: dict[str, Any], unquote: Callable[[str], str] = str) -> dict[str, Any]:
+    """``Agent.fork``'s changes from the parsed ``FORK_FLAGS`` (``--at``, ``--memory`` and
+    ``--workdir`` are its own arguments).  ``unquote``: what a text option goes through (IPython
+    keeps a quoted option's quotes).  ValueError with one line when ``--action`` is not JSON."""
+    changes: dict[str, Any] = {}
+    for key in ("guidance", "observation", "model", "reflection", "spin_threshold", "max_iterations"):
+        value = values.get(key)
+        if value is not None:
+            changes[key] = unquote(value) if isinstance(value, str) else value
+    if values.get("max_cost") is not None:
+        changes["max_cost_usd"] = values["max_cost"]
+    if values.get("action") is not None:
+        try:
+            changes["action"] = json.loads(unquote(values["action"]))
+        except ValueError as exc:
+            raise ValueError(f"--action must be JSON such as {{\"tool\": \"read_file\", \"params\": "
+                             f"{{\"path\": \"x\"}}}}: {exc}") from None
+    return changes
+
+
+#: Blame's options on a command line (``%memfit blame``, ``python -m memfit_jupyter blame``): each
+#: flag with its ``ArgumentParser.add_argument`` keyword arguments.
+BLAME_FLAGS: tuple[tuple[str, dict[str, Any]], ...] = (
+    ("--budget", {"type": float, "metavar": "USD",
+                  "help": "what the forks may spend together, a hard limit (default: 3x the run's cost)"}),
+    ("--oracle", {"metavar": "CMD", "help": "shell command run in each fork's folder (exit 0 = success)"}),
+    ("--oracle-timeout", {"type": float, "default": None, "metavar": "S",
+                          "help": "seconds the oracle command may judge one fork; then it is killed (default 300)"}),
+)
+
+
 def check_bounds(values: Mapping[str, Any], options: Iterable[Option] = OPTIONS) -> None:
     """ValueError with one line for the first option below its minimum (``values`` by dest)."""
     for opt in options:

@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from . import events as ev
+from .config import FORK_MEMORY_MODES as MEMORY_MODES
 from .extension import Hooks, adapt
 from .live import LiveTools
 from .memory.entity import SearchResults
@@ -65,8 +66,6 @@ SETTING_CHANGES = ("model", "fast_model", "fallback_model", "max_iterations", "m
                    "max_consecutive_spin_warnings", "strategy", "samples", "max_trials", "api_base", "oracle")
 LIMITS = ("max_cost_usd", "max_duration_seconds", "max_recursive_calls")
 TIERS = ("model", "fast_model", "fallback_model")
-#: Where a fork's memory writes go.
-MEMORY_MODES = ("overlay", "write-through")
 
 
 class ForkError(ValueError):

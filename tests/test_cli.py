@@ -196,3 +196,51 @@ def test_a_reader_that_goes_away_gets_no_traceback_and_a_run_still_writes_its_tr
     for command in (("memfit_jupyter", "scenarios"), ("memfit_jupyter.tasks", "list")):
         listed = closed_reader(*command, cwd=tmp_path)  # 1: not all of it was read
         assert listed.stderr == "" and listed.returncode == 1, (command, listed.stderr[-2000:])
+
+
+def test_fork_runs_a_saved_run_on_from_a_step_with_a_change_and_writes_the_child_s_trace(tmp_path):
+    """The premature finish at step 3, forked there with guidance: the child reads the third ledger
+    and is right; it prints its own steps only, and its trace names its parent."""
+    work = tmp_path / "work"
+    work.mkdir()
+    done = cli("run", "What is the total number of crates in north.txt, south.txt and east.txt?",
+               "--model", "memfit/premature-finish", "--no-memory", "--trace", "../parent.json", cwd=work)
+    assert done.returncode == 0, done.stderr
+    parent = json.loads((tmp_path / "parent.json").read_text())
+    assert "295" not in (parent["answer"] or "")
+    before = sorted(os.listdir(work))
+    forked = cli("fork", "parent.json", "--at", "3", "--guidance", "finish refused (premature_finish): the task names east.txt, which has not been opened yet",
+                 "--workdir", "child", "--trace", "child.json", cwd=tmp_path)
+    assert forked.returncode == 0, forked.stderr
+    lines = forked.stdout.splitlines()
+    assert lines[0] == (f"steps 1-2 of run {parent['run_id']} from its recording, live from step 3 in "
+                        f"{(tmp_path / 'child').resolve()}")
+    assert lines[1].startswith(f"[  3] fork of run {parent['run_id']} at step 3: ") and "east.txt" in lines[1]
+    assert not any(line.startswith(("[  1]", "[  2]")) for line in lines)  # the parent's steps are not shown again
+    assert "status: done" in lines[-1] and "295" in lines[-1]
+    child = json.loads((tmp_path / "child.json").read_text())
+    assert child["parent"]["run"] == parent["run_id"] and child["parent"]["at"] == 3
+    assert sorted(os.listdir(work)) == before  # the parent's folder is only read
+
+
+def test_blame_names_the_step_of_a_saved_failure_and_bad_input_is_one_line(tmp_path):
+    work = tmp_path / "work"
+    work.mkdir()
+    cli("run", "What is the total number of crates in north.txt, south.txt and east.txt?",
+        "--model", "memfit/premature-finish", "--no-memory", "--trace", "../parent.json", cwd=work)
+    blamed = cli("blame", "parent.json", cwd=tmp_path)
+    assert blamed.returncode == 0, blamed.stderr
+    assert "Blame step 3 " in blamed.stdout.splitlines()[-1] and "success" in blamed.stdout
+    fine = tmp_path / "fine"
+    fine.mkdir()
+    cli("run", "add up data.txt", "--no-memory", "--trace", "../fine.json", cwd=fine)
+    nothing = assert_refused(cli("blame", "fine.json", cwd=tmp_path), tmp_path,
+                             kept=["fine", "fine.json", "parent.json", "work"])
+    assert "nothing to blame" in nothing
+    for args, says in [(("fork", "parent.json", "--at", "9"), "step"),
+                       (("fork", "parent.json", "--at", "2", "--action", "{not json"), "--action must be JSON"),
+                       (("fork", "parent.json"), "--at"),
+                       (("fork", "nosuch.json", "--at", "2"), "nosuch.json"),
+                       (("blame", "parent.json", "--budget", "lots"), "--budget")]:
+        line = assert_refused(cli(*args, cwd=tmp_path), tmp_path, kept=["fine", "fine.json", "parent.json", "work"])
+        assert says in line, (args, line)

@@ -248,11 +248,14 @@ def test_reading_the_options_imports_no_feature_package():
 
 
 def test_the_readme_names_no_default_the_config_does_not_have():
-    """The README's prose about the CLI lists only real flags of it."""
+    """The README's prose about the CLI lists only real flags of it (``run``'s, ``fork``'s, ``blame``'s)."""
+    from memfit_jupyter.config import BLAME_FLAGS, FORK_FLAGS
+
     text = README.read_text(encoding="utf-8")
     section = text[text.index("`run` works in the current folder"):text.index("## The notebooks")]
     flags = set(re.findall(r"`(--[a-z-]+)`", section))
-    assert flags and flags <= {o.flag for o in OPTIONS if o.cli}, flags - {o.flag for o in OPTIONS if o.cli}
+    real = {o.flag for o in OPTIONS if o.cli} | {flag for flag, _ in FORK_FLAGS + BLAME_FLAGS}
+    assert flags and flags <= real, flags - real
 
 
 def test_the_memory_magic_dispatches_through_its_table_of_subcommands():

@@ -18,43 +18,41 @@ from __future__ import annotations
 import json
 import shlex
 from argparse import Namespace
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from IPython.core.error import UsageError
 
+from ..config import BLAME_FLAGS, FORK_FLAGS, fork_changes
 from .ipython import argument, magic_arguments, parse_argstring, user_namespace
+
+F = TypeVar("F", bound=Callable[..., Any])
 
 SUBCOMMANDS = ("fork", "blame")
 
 
-@magic_arguments()
+def _options(flags: tuple[tuple[str, dict[str, Any]], ...], *own: tuple[str, dict[str, Any]]) -> Callable[[F], F]:
+    """``magic_arguments`` with one ``argument`` per flag, in their order (the command line's
+    flags, shared with ``python -m memfit_jupyter``, then the magic's own)."""
+    def decorate(func: F) -> F:
+        for flag, kwargs in reversed((*flags, *own)):  # each decorator adds its argument in front
+            func = argument(flag, **kwargs)(func)
+        return magic_arguments()(func)
+
+    return decorate
+
+
+@_options(FORK_FLAGS, ("--name", {"metavar": "VAR", "help": "bind the child Run to this variable"}),
+          ("--quiet", {"action": "store_true", "help": "show only the final summary"}))
 @argument("run", metavar="RUN", help="a Run or trace in the namespace, or a saved trace file")
-@argument("--at", type=int, required=True, metavar="K", help="the first step that runs live")
-@argument("--guidance", metavar="TEXT", help="step K's prompt carries this where a reflection goes")
-@argument("--observation", metavar="TEXT", help="what step K's tool gives back (the tool does not run)")
-@argument("--action", metavar="JSON", help='step K\'s action instead of the model\'s: {"tool": ..., "params": ...}')
-@argument("--model", metavar="M", help="the model from step K on")
-@argument("--reflection", metavar="LEVEL", help="the reflection level from step K on")
-@argument("--spin-threshold", type=int, metavar="N", help="the spin detector's threshold from step K on")
-@argument("--max-iterations", type=int, metavar="N", help="the iteration limit from step K on")
-@argument("--max-cost", type=float, metavar="USD", help="the cost limit from step K on")
-@argument("--memory", choices=("overlay", "write-through"), default="overlay",
-          help="where the fork's memory writes go (default: an overlay of the parent's store)")
-@argument("--workdir", metavar="DIR", help="the fork's working folder (default: a new temporary one)")
-@argument("--name", metavar="VAR", help="bind the child Run to this variable")
-@argument("--quiet", action="store_true", help="show only the final summary")
 def fork_options(line: str) -> None:
     """Fork a run at step K with changes, and run the child live."""
 
 
-@magic_arguments()
+@_options(BLAME_FLAGS, ("--name", {"metavar": "VAR",
+                                   "help": "bind the Blame result (frame, forks, step) to this variable"}))
 @argument("run", metavar="RUN", help="a failed Run or trace in the namespace, or a saved trace file")
-@argument("--budget", type=float, metavar="USD", help="what the forks may spend together, a hard limit (default: 3x the run's cost)")
-@argument("--oracle", metavar="CMD", help="shell command run in each fork's folder (exit 0 = success)")
-@argument("--oracle-timeout", type=float, default=None, metavar="S",
-          help="seconds the oracle command may judge one fork; then it is killed (default 300)")
-@argument("--name", metavar="VAR", help="bind the Blame result (frame, forks, step) to this variable")
 def blame_options(line: str) -> None:
     """Find the step that made a run fail, by forking there with a correction."""
 
@@ -129,19 +127,7 @@ def _fork(magics: Any, args: Namespace) -> None:
     from ..agent import Agent
 
     _check_name(args.name)
-    changes: dict[str, Any] = {}
-    for key in ("guidance", "observation", "model", "reflection", "spin_threshold", "max_iterations"):
-        value = getattr(args, key)
-        if value is not None:
-            changes[key] = _unquote(value) if isinstance(value, str) else value
-    if args.max_cost is not None:
-        changes["max_cost_usd"] = args.max_cost
-    if args.action is not None:
-        try:
-            changes["action"] = json.loads(_unquote(args.action))
-        except ValueError as exc:
-            raise UsageError(f"--action must be JSON such as {{\"tool\": \"read_file\", \"params\": "
-                             f"{{\"path\": \"x\"}}}}: {exc}") from None
+    changes = fork_changes(vars(args), _unquote)
     workdir = _unquote(args.workdir) if args.workdir else None
     child = Agent.fork(target(magics, args.run), args.at, memory=args.memory, workdir=workdir, **changes)
     if args.name:
