@@ -517,8 +517,9 @@ FORK_FLAGS: tuple[tuple[str, dict[str, Any]], ...] = (
     ("--spin-threshold", {"type": int, "metavar": "N", "help": "the spin detector's threshold from step K on"}),
     ("--max-iterations", {"type": int, "metavar": "N", "help": "the iteration limit from step K on"}),
     ("--max-cost", {"type": float, "metavar": "USD", "help": "the cost limit from step K on"}),
-    ("--memory", {"choices": FORK_MEMORY_MODES, "default": "overlay",
-                  "help": "where the fork's memory writes go (default: an overlay of the parent's store)"}),
+    ("--memory", {"metavar": "|".join(FORK_MEMORY_MODES) + "|STORE", "default": "overlay",
+                  "help": "where the fork's memory writes go: an overlay of the parent's store (default), that "
+                          "store itself (write-through), or an overlay of the store at this folder or URL"}),
     ("--workdir", {"metavar": "DIR", "help": "the fork's working folder (default: a new temporary one)"}),
 )
 

@@ -244,3 +244,24 @@ def test_blame_names_the_step_of_a_saved_failure_and_bad_input_is_one_line(tmp_p
                        (("blame", "parent.json", "--budget", "lots"), "--budget")]:
         line = assert_refused(cli(*args, cwd=tmp_path), tmp_path, kept=["fine", "fine.json", "parent.json", "work"])
         assert says in line, (args, line)
+
+
+def test_fork_reads_the_parent_s_store_where_the_trace_says_or_where_memory_names_it(tmp_path):
+    work = tmp_path / "work"
+    work.mkdir()
+    done = cli("run", "What is the total of the numbers in the numbers file?", "--model", "memfit/memory-lesson",
+               "--memory", "store", "--trace", "../parent.json", cwd=work)
+    assert done.returncode == 0, done.stderr
+    forked = cli("fork", "parent.json", "--at", "2", "--workdir", "child", "--trace", "child.json", cwd=tmp_path)
+    assert forked.returncode == 0, forked.stderr
+    child = json.loads((tmp_path / "child.json").read_text())
+    assert child["parent"]["memory"] == "overlay" and child["memory_store"]["over"] == {"path": str(work / "store")}
+    (work / "store").rename(tmp_path / "moved")
+    again = cli("fork", "parent.json", "--at", "2", "--workdir", "again", "--memory", "moved", "--trace", "again.json",
+                cwd=tmp_path)
+    assert again.returncode == 0, again.stderr
+    moved = json.loads((tmp_path / "again.json").read_text())
+    assert moved["parent"]["memory"] == "overlay" and moved["memory_store"]["over"] == {"path": str(tmp_path / "moved")}
+    kept = sorted(os.listdir(tmp_path))
+    line = assert_refused(cli("fork", "parent.json", "--at", "2", "--memory", "nowhere", cwd=tmp_path), tmp_path, kept=kept)
+    assert "'nowhere' is no folder" in line

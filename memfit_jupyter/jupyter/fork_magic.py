@@ -4,7 +4,7 @@
 
     %memfit fork RUN --at K [--guidance TEXT] [--observation TEXT] [--action JSON]
                  [--model M] [--reflection LEVEL] [--spin-threshold N] [--max-iterations N] [--max-cost USD]
-                 [--memory overlay|write-through] [--workdir DIR] [--name VAR] [--quiet]
+                 [--memory overlay|write-through|STORE] [--workdir DIR] [--name VAR] [--quiet]
     %memfit blame RUN [--budget USD] [--oracle CMD] [--oracle-timeout S] [--name VAR]
 
 ``RUN`` names a ``Run`` or a trace dict in the namespace, a run id (of a run in the namespace,
@@ -129,7 +129,7 @@ def _fork(magics: Any, args: Namespace) -> None:
     _check_name(args.name)
     changes = fork_changes(vars(args), _unquote)
     workdir = _unquote(args.workdir) if args.workdir else None
-    child = Agent.fork(target(magics, args.run), args.at, memory=args.memory, workdir=workdir, **changes)
+    child = Agent.fork(target(magics, args.run), args.at, memory=_unquote(args.memory), workdir=workdir, **changes)
     if args.name:
         user_namespace(magics)[args.name] = child
     magics.last_run = child
