@@ -297,6 +297,27 @@ RUN_DOM_JS = ("() => [...document.querySelectorAll('.jp-Notebook .jp-MemfitRende
               ".slice(0, 1).map(n => n.innerHTML.replace(/ open=\"\"/g, ''))[0]")
 
 
+def _save_and_shut_down(page, lab, name: str, reopened: str) -> dict:
+    """Save the notebook open in ``page``, close the page and shut its kernel down; the saved
+    notebook, also written as ``reopened`` without the kernel it names (opened where no kernel
+    runs, JupyterLab then asks, and we say "No Kernel")."""
+    page.evaluate("window.jupyterapp.commands.execute('docmanager:save')")
+    page.wait_for_function("() => !window.jupyterapp.shell.currentWidget.context.model.dirty", timeout=RENDER_TIMEOUT_MS)
+    page.close()
+    # shut the kernel down: end its session (the page is gone, nothing starts it again)
+    for kind in ("sessions", "kernels"):
+        for item in _get(f"{lab['url']}/api/{kind}?token={TOKEN}"):
+            req = urllib.request.Request(f"{lab['url']}/api/{kind}/{item['id']}?token={TOKEN}", method="DELETE")
+            urllib.request.urlopen(req, timeout=30).close()
+    assert _get(f"{lab['url']}/api/kernels?token={TOKEN}") == []
+    saved_nb = json.loads((lab["root"] / name).read_text())
+    copy = json.loads(json.dumps(saved_nb))
+    for key in ("kernelspec", "language_info"):  # JupyterLab would start a kernel for either
+        copy["metadata"].pop(key, None)
+    (lab["root"] / reopened).write_text(json.dumps(copy))
+    return saved_nb
+
+
 def test_live_run_saved_and_reopened_with_no_kernel(browser, lab):
     """Run a notebook live, save it, shut the kernel down, reopen it: the runs and the memory
     ranking render from the saved outputs, as they looked live, with no error in the page."""
@@ -335,22 +356,9 @@ def test_live_run_saved_and_reopened_with_no_kernel(browser, lab):
     assert page.locator(".jp-Notebook .jp-OutputArea-output[data-mime-type='application/vnd.jupyter.stderr']").count() == 0
     _check_theme(page, "light")
 
-    page.evaluate("window.jupyterapp.commands.execute('docmanager:save')")
-    page.wait_for_function("() => !window.jupyterapp.shell.currentWidget.context.model.dirty", timeout=RENDER_TIMEOUT_MS)
-    page.close()
-    # shut the kernel down: end its session (the page is gone, nothing starts it again)
-    for kind in ("sessions", "kernels"):
-        for item in _get(f"{lab['url']}/api/{kind}?token={TOKEN}"):
-            req = urllib.request.Request(f"{lab['url']}/api/{kind}/{item['id']}?token={TOKEN}", method="DELETE")
-            urllib.request.urlopen(req, timeout=30).close()
-    assert _get(f"{lab['url']}/api/kernels?token={TOKEN}") == []
-    # Reopened where no kernel runs: the notebook names none, so JupyterLab asks and we say "No Kernel".
-    saved_nb = json.loads((lab["root"] / "live.ipynb").read_text())
+    saved_nb = _save_and_shut_down(page, lab, "live.ipynb", "reopened.ipynb")
     assert all("application/vnd.jupyter.widget-view+json" not in o.get("data", {})
                for c in saved_nb["cells"] for o in c.get("outputs", [])), "a saved output holds a widget view"
-    for key in ("kernelspec", "language_info"):  # JupyterLab would start a kernel for either
-        saved_nb["metadata"].pop(key, None)
-    (lab["root"] / "reopened.ipynb").write_text(json.dumps(saved_nb))
 
     page = browser.new_page(viewport={"width": 1400, "height": 1000})
     page.on("pageerror", lambda e: errors.append(str(e)))
@@ -379,6 +387,72 @@ def test_live_run_saved_and_reopened_with_no_kernel(browser, lab):
     page.locator(".jp-Notebook .memfit-run .memfit-toggle-presentation").first.click()
     _check_theme(page, "dark, presentation size")
     page.evaluate("window.jupyterapp.commands.execute('apputils:change-theme', {theme: 'JupyterLab Light'})")
+    assert not errors, errors
+    page.close()
+
+
+#: A fork's memory in a notebook: two runs of memory-lesson keep their lessons in one store, a fork
+#: of the second stores a note of its own, and ``--run`` shows what the fork reads.
+FORK_NOTE = "the numbers file is numbers.txt, one number a line"
+FORK_MEMORY_CELLS = [
+    "%load_ext memfit_jupyter",
+    "import os\nfrom memfit_jupyter import Agent\nos.makedirs('lesson', exist_ok=True)\n"
+    "lessons = dict(model='memfit/memory-lesson', workdir='lesson', memory='lesson-memory')\n"
+    "Agent(**lessons).start('What is the total of the numbers in the numbers file?').run()\n"
+    "parent = Agent(**lessons).start('What is the total of the numbers in the numbers file?')\n"
+    "parent.run()\n"
+    f"child = parent.fork(2, action={{'tool': 'memory_insert', 'params': {{'content': {FORK_NOTE!r}}}}})\n"
+    "child.run()\n"
+    "print(child.status, len(child.memory.live))",
+    "%memfit_memory --run child list",
+]
+
+
+def test_a_forks_memory_shown_live_saved_and_reopened(browser, lab):
+    """``%memfit_memory --run child list`` in a live notebook: the ranking holds the fork's own
+    note over the lessons of the run before; saved, its kernel shut down and reopened, the same
+    rows, readable in the light and the dark theme."""
+    import nbformat
+
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(c) for c in FORK_MEMORY_CELLS], metadata={
+        "kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"}})
+    nbformat.write(nb, lab["root"] / "fork_memory.ipynb")
+    page = browser.new_page(viewport={"width": 1400, "height": 1000})
+    errors: list[str] = []
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+    _open(page, lab, "fork_memory.ipynb")
+    _kernel_idle(page)
+    page.evaluate("() => { window.jupyterapp.commands.execute('notebook:run-all-cells'); }")
+    rows = page.locator(".jp-Notebook .jp-MemfitRenderer .memfit-memory .memfit-rank-row")
+    try:
+        rows.first.wait_for(timeout=LIVE_TIMEOUT_MS)
+        _kernel_idle(page)
+    finally:
+        page.screenshot(path=str(ARTIFACTS / "fork_memory_live_light.png"), full_page=True)
+    said = page.locator(".jp-Notebook .jp-OutputArea-output").all_inner_texts()
+    assert any(t.strip() == "done 3" for t in said), said  # the fork's note and the run before's two lessons
+    live = rows.all_inner_texts()
+    assert len(live) == 3 and any(FORK_NOTE in r for r in live), live
+    assert not [t for t in said if "Traceback" in t or "UsageError" in t], said
+    _check_theme(page, "light", least=0)
+    page.locator(".jp-Notebook .memfit-memory").first.screenshot(path=str(ARTIFACTS / "fork_memory_ranking.png"))
+
+    _save_and_shut_down(page, lab, "fork_memory.ipynb", "fork_memory_reopened.ipynb")
+    page = browser.new_page(viewport={"width": 1400, "height": 1000})
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+    _open(page, lab, "fork_memory_reopened.ipynb")
+    _no_kernel_dialog(page)
+    page.wait_for_selector(".jp-Notebook .jp-MemfitRenderer .memfit-memory", timeout=RENDER_TIMEOUT_MS)
+    assert _get(f"{lab['url']}/api/kernels?token={TOKEN}") == [], "a kernel is running"
+    reopened = page.locator(".jp-Notebook .jp-MemfitRenderer .memfit-memory .memfit-rank-row").all_inner_texts()
+    assert reopened == live
+    _theme(page, "Dark")
+    page.screenshot(path=str(ARTIFACTS / "fork_memory_reopened_dark.png"), full_page=True)
+    _check_theme(page, "dark, reopened", least=0)
+    _theme(page, "Light")
     assert not errors, errors
     page.close()
 
