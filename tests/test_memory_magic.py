@@ -143,18 +143,11 @@ def test_ranking_panel_in_a_real_kernel(tmp_path):
     assert (tmp_path / ".memfit" / "memory.sqlite3").exists()
 
 
-def test_run_reads_the_memory_a_run_reads_a_fork_s_overlay_or_a_saved_run_s_store(tmp_path, capsys):
+def test_run_reads_the_memory_a_run_reads_a_fork_s_overlay_or_a_saved_run_s_store(tmp_path, capsys,
+                                                                                  run_over_a_store):
     """``--run``: a fork's memory is its own store over its parent's, without what it does not
     see; a saved trace's is the store it names; only reading subcommands take a run."""
-    from memfit_jupyter import Agent
-    from memfit_jupyter.llm.scenarios import load_scenario
-
-    (tmp_path / "parent").mkdir()
-    store = open_store(tmp_path / "store")
-    prior = store.add("the numbers of this project are kept in numbers.txt", tags=["numbers"])
-    run = Agent(model="memfit/memory-lesson", workdir=tmp_path / "parent", memory=store).start(
-        load_scenario("memory-lesson").task)
-    run.run()
+    store, prior, run = run_over_a_store
     lesson = "the child's own lesson: quote every path"
     child = run.fork(1, workdir=tmp_path / "child", action={"tool": "memory_insert", "params": {"content": lesson}})
     child.run()

@@ -165,22 +165,16 @@ def test_what_the_agent_saved_with_archival_memory_insert_after_the_fork_step_is
     assert all(r.content != fact for r in child.memory.live.search("where is the answer key zebra.cfg", k=5))
 
 
-def _saved_run_with_memory(tmp_path):
-    """A run of memory-lesson over a store that held one memory before it: the store, that
-    memory's id, and the run's trace as saved."""
+def _saved(run_over_a_store):
+    """The store, its earlier memory's id, and the run's trace as saved (``conftest.run_over_a_store``)."""
     import json
 
-    (tmp_path / "parent").mkdir()
-    store = MemoryStore(tmp_path / "store")
-    prior = store.add("the numbers of this project are kept in numbers.txt", tags=["numbers"])
-    run = Agent(model="memfit/memory-lesson", workdir=tmp_path / "parent", memory=store).start(
-        load_scenario("memory-lesson").task)
-    run.run()
+    store, prior, run = run_over_a_store
     return store, prior, json.loads(json.dumps(run.trace()))
 
 
-def test_a_fork_of_a_saved_trace_reads_the_parents_store_where_the_trace_says_it_was(tmp_path):
-    store, prior, saved = _saved_run_with_memory(tmp_path)
+def test_a_fork_of_a_saved_trace_reads_the_parents_store_where_the_trace_says_it_was(tmp_path, run_over_a_store):
+    store, prior, saved = _saved(run_over_a_store)
     assert saved["memory_store"] == {"path": str(store.path.resolve())}
     before = _rows(store)
     assert len(before) > 1  # and what the run learnt, which a fork at step 1 does not see
@@ -192,8 +186,8 @@ def test_a_fork_of_a_saved_trace_reads_the_parents_store_where_the_trace_says_it
     assert given.parent["memory"] == "overlay" and [e.id for e in given.memory.live.list()] == [prior]
 
 
-def test_a_fork_of_a_saved_trace_says_when_its_parents_store_is_gone_or_unnamed(tmp_path, caplog):
-    store, _, saved = _saved_run_with_memory(tmp_path)
+def test_a_fork_of_a_saved_trace_says_when_its_parents_store_is_gone_or_unnamed(tmp_path, run_over_a_store, caplog):
+    store, _, saved = _saved(run_over_a_store)
     store.close()
     moved = store.path.rename(tmp_path / "moved")
     gone = Agent.fork(saved, 1, workdir=tmp_path / "gone")
@@ -217,10 +211,10 @@ def test_a_fork_of_a_saved_trace_says_when_its_parents_store_is_gone_or_unnamed(
     assert "has not connected to (postgresql://ann@127.0.0.1:9/team)" in caplog.text
 
 
-def test_a_fork_of_a_saved_fork_reads_its_own_memories_over_its_parents_as_it_did(tmp_path):
+def test_a_fork_of_a_saved_fork_reads_its_own_memories_over_its_parents_as_it_did(tmp_path, run_over_a_store):
     import json
 
-    store, prior, saved = _saved_run_with_memory(tmp_path)
+    store, prior, saved = _saved(run_over_a_store)
     lesson = "the child's own lesson: read the file twice"
     child = Agent.fork(saved, 2, workdir=tmp_path / "child",
                        action={"tool": "memory_insert", "params": {"content": lesson}})
@@ -311,7 +305,7 @@ def test_an_overlay_write_embeds_each_item_once(tmp_path):
                                                       "the staging database is called stage-db"]
 
 
-def test_a_fork_reads_a_parents_store_given_by_its_folder_and_writes_nothing_there_even_to_repair_it(tmp_path):
+def test_a_fork_reads_a_parents_store_given_by_its_folder_and_writes_nothing_there_even_to_repair_it(tmp_path, run_over_a_store):
     import hashlib
 
     import pytest
@@ -319,7 +313,7 @@ def test_a_fork_reads_a_parents_store_given_by_its_folder_and_writes_nothing_the
     from memfit_jupyter.errors import StoreError
     from memfit_jupyter.memory.store import open_store
 
-    store, prior, saved = _saved_run_with_memory(tmp_path)
+    store, prior, saved = _saved(run_over_a_store)
     store.close()  # a saved run: its store is not open in this process
     (store.path / "index.usearch").write_bytes(b"not an index")  # damaged since
 
