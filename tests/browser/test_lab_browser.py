@@ -163,6 +163,14 @@ def _open(page, lab, name: str) -> None:
     page.wait_for_selector(".jp-Notebook", timeout=RENDER_TIMEOUT_MS)
 
 
+def _page(browser, errors: list[str]):
+    """A new page whose script errors and console errors go to ``errors``."""
+    page = browser.new_page(viewport={"width": 1400, "height": 1000})
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+    return page
+
+
 def _no_kernel_dialog(page) -> None:
     """A notebook with no kernelspec asks which kernel to start: answer "No Kernel"."""
     try:
@@ -322,10 +330,8 @@ def test_live_run_saved_and_reopened_with_no_kernel(browser, lab):
     """Run a notebook live, save it, shut the kernel down, reopen it: the runs and the memory
     ranking render from the saved outputs, as they looked live, with no error in the page."""
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
-    page = browser.new_page(viewport={"width": 1400, "height": 1000})
     errors: list[str] = []
-    page.on("pageerror", lambda e: errors.append(str(e)))
-    page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+    page = _page(browser, errors)
     _open(page, lab, "live.ipynb")
     _kernel_idle(page)
     page.evaluate("window.jupyterapp.commands.execute('notebook:run-all-cells')")
@@ -360,9 +366,7 @@ def test_live_run_saved_and_reopened_with_no_kernel(browser, lab):
     assert all("application/vnd.jupyter.widget-view+json" not in o.get("data", {})
                for c in saved_nb["cells"] for o in c.get("outputs", [])), "a saved output holds a widget view"
 
-    page = browser.new_page(viewport={"width": 1400, "height": 1000})
-    page.on("pageerror", lambda e: errors.append(str(e)))
-    page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+    page = _page(browser, errors)
     _open(page, lab, "reopened.ipynb")
     _no_kernel_dialog(page)
     page.wait_for_selector(".jp-Notebook .jp-MemfitRenderer .memfit-run", timeout=RENDER_TIMEOUT_MS)
@@ -418,10 +422,8 @@ def test_a_forks_memory_shown_live_saved_and_reopened(browser, lab):
     nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(c) for c in FORK_MEMORY_CELLS], metadata={
         "kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"}})
     nbformat.write(nb, lab["root"] / "fork_memory.ipynb")
-    page = browser.new_page(viewport={"width": 1400, "height": 1000})
     errors: list[str] = []
-    page.on("pageerror", lambda e: errors.append(str(e)))
-    page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+    page = _page(browser, errors)
     _open(page, lab, "fork_memory.ipynb")
     _kernel_idle(page)
     page.evaluate("() => { window.jupyterapp.commands.execute('notebook:run-all-cells'); }")
@@ -440,9 +442,7 @@ def test_a_forks_memory_shown_live_saved_and_reopened(browser, lab):
     page.locator(".jp-Notebook .memfit-memory").first.screenshot(path=str(ARTIFACTS / "fork_memory_ranking.png"))
 
     _save_and_shut_down(page, lab, "fork_memory.ipynb", "fork_memory_reopened.ipynb")
-    page = browser.new_page(viewport={"width": 1400, "height": 1000})
-    page.on("pageerror", lambda e: errors.append(str(e)))
-    page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+    page = _page(browser, errors)
     _open(page, lab, "fork_memory_reopened.ipynb")
     _no_kernel_dialog(page)
     page.wait_for_selector(".jp-Notebook .jp-MemfitRenderer .memfit-memory", timeout=RENDER_TIMEOUT_MS)
@@ -511,10 +511,8 @@ def test_streaming_the_cost_estimate_and_the_prompt_xray_live(browser, lab):
     server = FaultServer(stream_delay_s=0.15).start()
     server.script("streamer", [f"ok:{STREAMED_REPLY}"])
     nbformat.write(nbformat.from_dict(_stream_notebook(server.api_base)), lab["root"] / "stream.ipynb")
-    page = browser.new_page(viewport={"width": 1400, "height": 1000})
     errors: list[str] = []
-    page.on("pageerror", lambda e: errors.append(str(e)))
-    page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+    page = _page(browser, errors)
     try:
         _open(page, lab, "stream.ipynb")
         _kernel_idle(page)
