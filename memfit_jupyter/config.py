@@ -517,6 +517,10 @@ FORK_FLAGS: tuple[tuple[str, dict[str, Any]], ...] = (
     ("--spin-threshold", {"type": int, "metavar": "N", "help": "the spin detector's threshold from step K on"}),
     ("--max-iterations", {"type": int, "metavar": "N", "help": "the iteration limit from step K on"}),
     ("--max-cost", {"type": float, "metavar": "USD", "help": "the cost limit from step K on"}),
+    ("--api-base", {"metavar": "URL", "help": "the model server from step K on (a saved trace's own is used only "
+                                              "once this process has called it)"}),
+    ("--oracle", {"metavar": "CMD", "help": "the failure diary's oracle command from step K on (a saved trace's own "
+                                            "is run only once this process has run it)"}),
     ("--memory", {"metavar": "|".join(FORK_MEMORY_MODES) + "|STORE", "default": "overlay",
                   "help": "where the fork's memory writes go: an overlay of the parent's store (default), that "
                           "store itself (write-through), or an overlay of the store at this folder or URL"}),
@@ -529,7 +533,8 @@ def fork_changes(values: dict[str, Any], unquote: Callable[[str], str] = str) ->
     ``--workdir`` are its own arguments).  ``unquote``: what a text option goes through (IPython
     keeps a quoted option's quotes).  ValueError with one line when ``--action`` is not JSON."""
     changes: dict[str, Any] = {}
-    for key in ("guidance", "observation", "model", "reflection", "spin_threshold", "max_iterations"):
+    for key in ("guidance", "observation", "model", "reflection", "spin_threshold", "max_iterations", "api_base",
+                "oracle"):
         value = values.get(key)
         if value is not None:
             changes[key] = unquote(value) if isinstance(value, str) else value
@@ -550,6 +555,8 @@ BLAME_FLAGS: tuple[tuple[str, dict[str, Any]], ...] = (
     ("--budget", {"type": float, "metavar": "USD",
                   "help": "what the forks may spend together, a hard limit (default: 3x the run's cost)"}),
     ("--oracle", {"metavar": "CMD", "help": "shell command run in each fork's folder (exit 0 = success)"}),
+    ("--api-base", {"metavar": "URL", "help": "the forks' model server (a saved trace's own is used only once this "
+                                              "process has called it)"}),
     ("--oracle-timeout", {"type": float, "default": None, "metavar": "S",
                           "help": "seconds the oracle command may judge one fork; then it is killed (default 300)"}),
 )

@@ -665,6 +665,7 @@ def fork(parent: Any, at: int, *, agents: MakeAgent, memory: Any = "overlay",
     if memory != "overlay" and not had_memory:  # it would be taken and not used
         shown = str(memory) if isinstance(memory, str | Path) else type(memory).__name__
         raise ForkError(f"memory={shown!r} needs a run with memory; this one ran with memory off")
+    given = _given(changes)  # the person's say, this once: the server and command they name are theirs
     oracle = changes["oracle"] if "oracle" in changes else _oracle_of(parent_run, trace)
     if oracle is not None:
         settings["oracle"] = oracle
@@ -674,6 +675,9 @@ def fork(parent: Any, at: int, *, agents: MakeAgent, memory: Any = "overlay",
         inherited.update(settings_of(r["changes"]))
     switched = settings_of(changes)
     live_settings = {**settings, **inherited, **switched, "memory": False}
+    if backend is None and "api_base" not in switched and not _in_hand(parent_run):  # the world's models
+        _check_servers(live_settings.get("api_base"))
+    given()
     if isinstance(live_settings.get("reflection"), str):
         live_settings["reflection"] = live_settings["reflection"].lower()
     live_agent: RunAgent | None = None  # without a change of settings, the child's own agent
@@ -703,14 +707,68 @@ def fork(parent: Any, at: int, *, agents: MakeAgent, memory: Any = "overlay",
     return child
 
 
+def _in_hand(run: Run | None) -> bool:
+    """Whether ``run``'s settings are this process's own: a run in hand, not a replay (whose
+    settings, like a saved trace's, come from a file)."""
+    return run is not None and not isinstance(run.tool_runner, RecordedTools)
+
+
+def _given(changes: dict[str, Any]) -> Callable[[], None]:
+    """What notes, once the fork's checks passed, the server and the oracle command the person
+    gave the fork (``known.py``): a fork of the child's saved trace may use them again."""
+    from .known import note_command, note_server, servers_of
+
+    def note() -> None:
+        for url in servers_of(changes.get("api_base")):
+            note_server(url)
+        note_command(changes.get("oracle"))
+
+    return note
+
+
+def check_sources(parent: Any, trace: dict[str, Any], changes: dict[str, Any]) -> None:
+    """Before forks of ``parent`` (a run, or None for a saved trace) with ``changes`` are made
+    at any step: ForkError (one line) when they would take a model server or an oracle command
+    from a saved trace this process has not used (``known.py``)."""
+    from .run import Run
+
+    run = parent if isinstance(parent, Run) else None
+    if "oracle" not in changes:
+        _oracle_of(run, trace)
+    if "api_base" not in changes and not _in_hand(run):
+        _check_servers(start_settings(trace).get("api_base"))
+        for record in fork_records(trace["events"], last_step(trace) + 1):
+            _check_servers(settings_of(record["changes"]).get("api_base"))
+
+
+def _check_servers(api_base: Any) -> None:
+    """A model server a saved trace names, refused unless this process has called it already
+    (``known.py``): a trace is a file from anywhere, and its server would get the person's keys
+    and prompts, and choose the tools that run."""
+    from .known import server_known, servers_of
+
+    unknown = next((url for url in servers_of(api_base) if not server_known(url)), None)
+    if unknown is not None:
+        raise ForkError(f"the trace sends its model calls to {unknown} (api_base), a server this process has not "
+                        "called: a fork does not send your keys and prompts to a server a saved trace names; "
+                        f"give it again to use it, api_base={unknown!r} (--api-base)")
+
+
 def _oracle_of(parent_run: Run | None, trace: dict[str, Any]) -> Any:
     """The failure diary's oracle the child runs from its step: its parent's in hand, else the
-    command its trace names.  A saved run's Python oracle, or one its trace does not name (an
+    command its trace names, if this process has run that command itself (``known.py``: a trace
+    is a file from anywhere).  A saved run's Python oracle, or one its trace does not name (an
     older trace), cannot be run: one line says to give ``oracle=``."""
+    from .known import command_known
+
     if parent_run is not None and parent_run.agent.oracle != RECORDED_ORACLE:
         return parent_run.agent.oracle
     recorded = trace.get("oracle")
     if isinstance(recorded, dict) and isinstance(recorded.get("command"), str) and recorded["command"]:
+        if not command_known(recorded["command"]):
+            raise ForkError(f"the run's oracle is the command {recorded['command']!r}, which this process has not "
+                            "run: a fork does not run a command a saved trace names by itself; give it again to "
+                            f"run it, oracle={recorded['command']!r} (--oracle)")
         return recorded["command"]
     if isinstance(recorded, dict) and recorded.get("callable"):
         raise ForkError(f"the run's oracle was the Python function {recorded['callable']}, which a saved trace "

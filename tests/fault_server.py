@@ -15,7 +15,8 @@ client timeout it is a timeout), ``malformed`` (HTTP 200 whose body is not JSON)
 A request with ``"stream": true`` gets its ok reply as server-sent events, a few
 characters a chunk (``FaultServer(stream_delay_s=...)`` waits that long between chunks, as
 a model that writes slowly), then the usage.  ``requests`` counts what each model received;
-``bodies`` keeps each request's JSON body.  ``GET /v1/models`` lists one model with a
+``bodies`` keeps each request's JSON body, ``get_auth`` / ``post_auth`` their ``Authorization``
+headers.  ``GET /v1/models`` lists one model with a
 ``max_model_len`` of ``context_window`` (as vLLM does), which memfit takes as every model's window.
 """
 
@@ -40,8 +41,9 @@ class FaultServer:
         self.stream_delay_s = stream_delay_s
         #: The window ``GET /v1/models`` reports for every model.
         self.context_window = context_window
-        #: The ``Authorization`` header of each GET (a proxy's login arrives there).
+        #: The ``Authorization`` header of each GET (a proxy's login arrives there), and of each POST.
         self.get_auth: list[str | None] = []
+        self.post_auth: list[str | None] = []
         self._scripts: dict[str, list[str]] = {}
         self.requests: dict[str, int] = defaultdict(int)
         self.bodies: dict[str, list[dict]] = defaultdict(list)
@@ -66,6 +68,7 @@ class FaultServer:
                     owner._send(self, 404, {"error": {"message": "not found", "type": "invalid_request_error"}})
 
             def do_POST(self):
+                owner.post_auth.append(self.headers.get("Authorization"))
                 length = int(self.headers.get("Content-Length") or 0)
                 body = json.loads(self.rfile.read(length) or b"{}")
                 owner._answer(self, body)

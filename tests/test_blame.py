@@ -74,6 +74,25 @@ def test_the_budget_is_a_hard_limit_and_the_fork_that_reaches_it_stops_there(tmp
     assert all(f.status != "degraded" for f in found.forks[:-1])  # the ones before it had what they needed
 
 
+def test_blame_of_a_saved_trace_naming_an_unknown_server_refuses_before_any_fork(tmp_path):
+    """The trace's server is not one this process called: one line, no fork made; api_base=
+    given, each fork takes it (its scripted model answers as before: the server is named, not called)."""
+    import json
+
+    m = catalogue.mode("premature-finish")
+    run = catalogue.start(m, "off", tmp_path / "off")
+    run.run()
+    saved = json.loads(json.dumps(run.trace()))
+    base = "http://192.0.2.7:8000/v1"  # TEST-NET-1: no machine answers there
+    next(e for e in saved["events"] if e["type"] == "run_start")["settings"]["api_base"] = base
+    with pytest.raises(ForkError, match=f"sends its model calls to {base} .api_base., a server this process"):
+        blame(saved, workdir=tmp_path / "forks")
+    assert not (tmp_path / "forks").exists()
+    found = blame(saved, workdir=tmp_path / "given", api_base=base)
+    assert found.forks and all(child.agent.api_base == base for child in found.forks)
+    assert "api_base" not in " ".join(found.frame["change"].to_list())  # the frame shows the corrections
+
+
 def test_a_command_oracle_runs_in_each_forks_folder(tmp_path):
     m = catalogue.mode("premature-finish")
     run = catalogue.start(m, "off", tmp_path / "off")

@@ -246,6 +246,32 @@ def test_blame_names_the_step_of_a_saved_failure_and_bad_input_is_one_line(tmp_p
         assert says in line, (args, line)
 
 
+def test_a_saved_run_s_oracle_command_runs_in_a_new_process_only_when_given_again(tmp_path):
+    """A new interpreter has run no command: blame (and fork) of a saved diary run refuses the
+    command its trace names in one line, before any fork; given again (--oracle), it runs."""
+    work = tmp_path / "work"
+    work.mkdir()
+    marker = tmp_path / "judged.txt"
+    command = f"touch {marker}; false"
+    done = cli("run", "do the task", "--model", "memfit/diary", "--no-memory", "--oracle", command,
+               "--max-trials", "2", "--trace", "../parent.json", cwd=work)
+    assert done.returncode != 2, done.stderr
+    assert json.loads((tmp_path / "parent.json").read_text())["oracle"] == {"command": command}
+    marker.unlink()  # the run's own trials ran it; what follows must not, unless it is given again
+    kept = ["parent.json", "work"]
+    for args in (("blame", "parent.json"), ("fork", "parent.json", "--at", "2", "--workdir", "child")):
+        line = assert_refused(cli(*args, cwd=tmp_path), tmp_path, kept=kept)
+        assert f"the run's oracle is the command {command!r}, which this process has not run" in line, line
+        assert "(--oracle)" in line and not marker.exists()
+    forked = cli("fork", "parent.json", "--at", "2", "--workdir", "child", "--oracle", command, cwd=tmp_path)
+    assert forked.returncode in (0, 1) and "error" not in forked.stderr, forked.stderr
+    assert marker.exists()
+    marker.unlink()
+    blamed = cli("blame", "parent.json", "--oracle", command, cwd=tmp_path)
+    assert blamed.returncode in (0, 1), blamed.stderr  # a step found, or none: the forks were judged
+    assert marker.exists() and "error" not in blamed.stdout.split("Blame", 1)[0]
+
+
 def test_fork_reads_the_parent_s_store_where_the_trace_says_or_where_memory_names_it(tmp_path):
     work = tmp_path / "work"
     work.mkdir()

@@ -528,6 +528,64 @@ def test_a_saved_run_names_its_oracle_and_a_fork_of_it_runs_that_oracle(tmp_path
         assert Agent.fork(older, trial, workdir=tmp_path / f"given{bool(recorded)}", oracle="true").agent.oracle == "true"
 
 
+def test_a_saved_trace_cannot_send_a_fork_to_a_server_this_process_never_called(tmp_path, monkeypatch):
+    """A trace is a file from anywhere: one whose settings name a model server would have the fork
+    send the person's key (litellm sends OPENAI_API_KEY to any api_base) and prompts there, and
+    run the tools its replies pick.  Refused in one line, nothing made, nothing sent; given again
+    (api_base=), the server is the person's and is called; once called, this process knows it."""
+    import sys
+
+    sys.path.insert(0, str(Path(__file__).parent))
+    from fault_server import FaultServer
+
+    key = "sk-test-PLANTEDkey0123456789"
+    monkeypatch.setenv("OPENAI_API_KEY", key)
+    server = FaultServer().start()
+    try:
+        parent = _parent("demo", tmp_path / "parent")
+        saved = json.loads(json.dumps(parent.trace()))
+        start = next(e for e in saved["events"] if e["type"] == "run_start")
+        start["settings"]["api_base"] = server.api_base  # as a trace made elsewhere names its server
+        path = tmp_path / "elsewhere.json"
+        path.write_text(json.dumps(saved))
+        before = path.read_bytes()
+        with pytest.raises(ForkError) as refused:
+            Agent.fork(path, 2, model="openai/scripted", workdir=tmp_path / "child")
+        said = str(refused.value)
+        assert "\n" not in said and f"{server.api_base} (api_base), a server this process has not called" in said
+        assert f"api_base={server.api_base!r}" in said
+        assert not (tmp_path / "child").exists() and path.read_bytes() == before
+        assert server.post_auth == [] and server.get_auth == []  # not even a probe of its window
+        # The person's say: the same server, given again, gets the call (and the key, as they chose).
+        given = Agent.fork(path, 2, model="openai/scripted", api_base=server.api_base, workdir=tmp_path / "given")
+        given.run()
+        assert server.requests["scripted"] >= 1 and server.post_auth[0] == f"Bearer {key}"
+        # Called now by this process: a fork of the saved trace goes there without being told again.
+        again = Agent.fork(path, 2, model="openai/scripted", workdir=tmp_path / "again")
+        assert again.agent.api_base == server.api_base
+    finally:
+        server.stop()
+
+
+def test_a_saved_trace_cannot_make_a_fork_run_an_oracle_command_this_process_never_ran(tmp_path):
+    """A diary run's trace names its oracle command: a fork of the saved run runs it only when
+    this process has run it (the parent's own run did, in the test above), else one line asks
+    for it again and nothing is made; given again, it runs."""
+    parent = _parent("diary", tmp_path / "parent")
+    saved = json.loads(json.dumps(parent.trace()))
+    marker = tmp_path / "ran.txt"
+    command = f"touch {marker}; false"  # what a trace from elsewhere could name
+    saved["oracle"] = {"command": command}
+    trial = next(e["iteration"] for e in saved["events"] if e["type"] == "trial")
+    with pytest.raises(ForkError, match="the run's oracle is the command .*which this process has not run") as refused:
+        Agent.fork(saved, trial, workdir=tmp_path / "child")
+    assert f"oracle={command!r}" in str(refused.value) and not (tmp_path / "child").exists()
+    child = Agent.fork(saved, trial, workdir=tmp_path / "given", oracle=command)
+    child.run()
+    assert marker.exists() and child.agent.oracle == command
+    assert Agent.fork(saved, trial, workdir=tmp_path / "known").agent.oracle == command  # known now
+
+
 def test_a_run_waiting_for_approval_of_its_first_call_can_be_forked(tmp_path):
     """Its one action has no tool output yet: that is the step it waits at, not a trace without
     recorded outputs (it was refused as an imported trajectory is)."""

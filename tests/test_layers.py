@@ -21,8 +21,9 @@ NAME = "memfit_jupyter"
 #: its package.  ``""`` is the package's top (``memfit_jupyter/__init__.py``, which names
 #: everything lazily).
 LAYERS: list[tuple[str, tuple[str, ...]]] = [
-    # The event classes, the records, errors, secrets, the working folder and the sandbox.
-    ("base", ("errors", "event_base", "events", "records", "secrets", "version", "workspace", "sandbox")),
+    # The event classes, the records, errors, secrets, what this process has used itself, the
+    # working folder and the sandbox.
+    ("base", ("errors", "event_base", "events", "records", "secrets", "known", "version", "workspace", "sandbox")),
     # What the engine shows the code that plugs into it: the Protocols of a run, its agent, clock
     # and tool runner; the extension hooks; the tools and their policy.
     ("interfaces", ("protocols", "extension", "tools", "tool_policy")),

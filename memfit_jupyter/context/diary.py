@@ -29,6 +29,7 @@ import subprocess
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from ..known import note_command
 from ..secrets import redact
 
 if TYPE_CHECKING:  # polars is imported at first use
@@ -137,6 +138,7 @@ def run_oracle(oracle: str | Callable[..., Any], run: RunView, timeout_s: float 
 def _ask(oracle: str | Callable[..., Any], run: RunView, timeout_s: float) -> tuple[bool, str, str | None]:
     """``run_oracle``'s verdict, and the shell's "not found" line when the command could not run."""
     if isinstance(oracle, str):
+        note_command(oracle)  # a fork of this run's saved trace may run it again (known.py)
         done = run_command(oracle, run.agent.workdir, timeout_s)
         if done is None:
             return False, redact(f"$ {oracle}\nthe oracle timed out after {timeout_s:g} s"), None

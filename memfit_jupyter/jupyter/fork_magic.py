@@ -144,7 +144,8 @@ def _blame(magics: Any, args: Namespace) -> Any:
     _check_name(args.name)
     named = target(magics, args.run)  # a saved trace's path: blame reads it (one line if it cannot)
     timeout = {} if args.oracle_timeout is None else {"oracle_timeout_s": args.oracle_timeout}
-    found = blame(named, oracle=_unquote(args.oracle) if args.oracle else None, budget=args.budget, **timeout)
+    found = blame(named, oracle=_unquote(args.oracle) if args.oracle else None, budget=args.budget,
+                  api_base=_unquote(args.api_base) if args.api_base else None, **timeout)
     if args.name:
         user_namespace(magics)[args.name] = found
     from .ipython import display

@@ -15,6 +15,7 @@ from types import ModuleType
 from typing import Any, Protocol
 
 from ..errors import ModelCallError, UnknownModelError
+from ..known import note_server
 from .loader import import_litellm as import_litellm
 from .loader import litellm_loaded as litellm_loaded
 
@@ -99,6 +100,7 @@ class LiteLLMBackend:
                  on_delta: OnDelta | None = None) -> Completion:
         litellm = import_litellm()
         options = self._check_key(model, self.model_options.get(model, {}))
+        note_server(options.get("api_base"))  # a fork of this run's saved trace may call it again (known.py)
         kwargs: dict[str, Any] = {**options, "model": model, "messages": messages,
                                   "num_retries": 0, "max_retries": 0, "metadata": metadata,
                                   **(request or {})}

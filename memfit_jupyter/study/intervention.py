@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..agent import Agent
 from ..context.diary import NOT_FOUND, ORACLE_TIMEOUT_S, not_found, run_command
-from ..fork import ForkError, last_step, start_settings
+from ..fork import ForkError, check_sources, last_step, start_settings
 from ..secrets import redact
 
 if TYPE_CHECKING:
@@ -311,7 +311,7 @@ def _stop_after(child: Run, status: str, step: int, limit: float | None) -> str:
 def blame(run: Any, oracle: Callable[[Run], bool] | str | None = None, budget: float | None = None, *,
           changes: list[dict[str, Any]] | None = None, steps: list[int] | None = None,
           workdir: str | Path | None = None, stop_at_first: bool = True,
-          oracle_timeout_s: float = ORACLE_TIMEOUT_S) -> Blame:
+          oracle_timeout_s: float = ORACLE_TIMEOUT_S, api_base: Any = None) -> Blame:
     """Find the step that made ``run`` fail by forking there with a corrective change.
 
     ``run``: a ``Run``, a trace dict or a trace file.  A run whose trace says it did not fail (by
@@ -330,6 +330,10 @@ def blame(run: Any, oracle: Callable[[Run], bool] | str | None = None, budget: f
     runs longer is killed with every process it started, and the fork's row says so.  An oracle
     command that is empty, or that the shell does not find, is one line of ``ForkError``: the
     first before any fork is made, the second at the first fork it was to judge.
+    ``api_base``: the forks' model server.  A saved trace's own server, and its failure diary's
+    oracle command, are used only when this process has used them (``known.py``); otherwise one
+    line of ``ForkError`` asks for them again, before any fork is made (an ``oracle`` command
+    given is then the forks' diary's too).
     Returns a ``Blame``: ``.frame`` (step, change, outcome, cost, status, run), ``.forks``,
     ``.step`` and ``.change``.
     """
@@ -347,6 +351,14 @@ def blame(run: Any, oracle: Callable[[Run], bool] | str | None = None, budget: f
         raise ForkError(f"oracle must be a callable, a shell command or None, got {type(oracle).__name__}")
     if budget is not None and (isinstance(budget, bool) or not isinstance(budget, numbers.Real)):
         raise ForkError(f"budget must be a number of dollars, got {type(budget).__name__}")
+    given: dict[str, Any] = {} if api_base is None else {"api_base": api_base}
+    try:  # a saved trace's server and oracle command: this process's own, or given again
+        check_sources(run, trace, given)
+    except ForkError:
+        if not isinstance(oracle, str) or "oracle" in given:
+            raise
+        given["oracle"] = oracle  # the diary's oracle the trace names is not known: the command given judges
+        check_sources(run, trace, given)
     if oracle is None and passed(run, trace):
         raise ForkError(f"run {trace.get('run_id', '')} did not fail (it ended {trace.get('status')!r}"
                         f"{', as its failure mode expects' if _mode_of(trace) is not None else ''}): "
@@ -369,7 +381,7 @@ def blame(run: Any, oracle: Callable[[Run], bool] | str | None = None, budget: f
                     stopped = f"the budget (${limit:.4f}) was spent before step {step} was tried"
                     break
                 folder = root / f"step{step}-{len(forks)}" if root is not None else None
-                capped = dict(change)
+                capped = {**given, **change}
                 if limit is not None:
                     capped["max_cost_usd"] = cost_limit(trace, step, limit - spent, change.get("max_cost_usd"))
                 row, child = _trial(run, step, change, capped, folder, judge)
