@@ -751,7 +751,8 @@ def _check_servers(api_base: Any) -> None:
     if unknown is not None:
         raise ForkError(f"the trace sends its model calls to {unknown} (api_base), a server this process has not "
                         "called: a fork does not send your keys and prompts to a server a saved trace names; "
-                        f"give it again to use it, api_base={unknown!r} (--api-base)")
+                        f"give it again to use it, api_base={unknown!r} (--api-base), or api_base=None for the "
+                        "model's own provider")
 
 
 def _oracle_of(parent_run: Run | None, trace: dict[str, Any]) -> Any:
