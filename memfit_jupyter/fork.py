@@ -698,6 +698,9 @@ def fork(parent: Any, at: int, *, agents: MakeAgent, memory: Any = "overlay",
     except BaseException:
         remove(root if workdir is None else folder)
         raise
+    # Its model servers are the person's: checked above, or its parent's in hand (not so when
+    # a backend of the caller's answered and the trace's servers were not checked).
+    child.own_servers = backend is None or _in_hand(parent_run)  # type: ignore[attr-defined]
     if parent_run is not None:
         parent_run.forks.append(child)
     restored = child.parent["workspace"] if child.parent else {}
@@ -708,9 +711,10 @@ def fork(parent: Any, at: int, *, agents: MakeAgent, memory: Any = "overlay",
 
 
 def _in_hand(run: Run | None) -> bool:
-    """Whether ``run``'s settings are this process's own: a run in hand, not a replay (whose
-    settings, like a saved trace's, come from a file)."""
-    return run is not None and not isinstance(run.tool_runner, RecordedTools)
+    """Whether ``run``'s model servers are this process's own: a run in hand, not a replay
+    (whose settings, like a saved trace's, come from a file), nor a fork whose servers, taken
+    from a trace, were not checked (it was given a backend of its own)."""
+    return run is not None and not isinstance(run.tool_runner, RecordedTools) and getattr(run, "own_servers", True)
 
 
 def _given(changes: dict[str, Any]) -> Callable[[], None]:

@@ -567,6 +567,21 @@ def test_a_saved_trace_cannot_send_a_fork_to_a_server_this_process_never_called(
         server.stop()
 
 
+def test_a_fork_given_its_own_backend_does_not_vouch_for_the_trace_s_server(tmp_path):
+    """A fork with a backend of the caller's never calls the trace's server, so it is not
+    checked then; a fork of that child in hand, with the world's models, is."""
+    parent = _parent("demo", tmp_path / "parent")
+    saved = json.loads(json.dumps(parent.trace()))
+    base = "http://192.0.2.11:8000/v1"  # TEST-NET-1: no machine answers there
+    next(e for e in saved["events"] if e["type"] == "run_start")["settings"]["api_base"] = base
+    child, _, _ = _spied_fork(saved, 2, tmp_path)
+    child.run()
+    assert child.agent.api_base == base
+    with pytest.raises(ForkError, match=f"sends its model calls to {base} .api_base., a server this process"):
+        Agent.fork(child, 3, workdir=tmp_path / "grandchild")
+    assert Agent.fork(parent, 3, workdir=tmp_path / "own").agent.api_base is None  # a live run's: its own
+
+
 def test_a_saved_trace_cannot_make_a_fork_run_an_oracle_command_this_process_never_ran(tmp_path):
     """A diary run's trace names its oracle command: a fork of the saved run runs it only when
     this process has run it (the parent's own run did, in the test above), else one line asks
