@@ -1006,11 +1006,15 @@ def _recorded_store(trace: dict[str, Any]) -> tuple[Any, str]:
     """The parent's store where its trace says it was (``memory_store``: ``memory/where.py``),
     opened to read; else None and why not."""
     from .errors import StoreError
-    from .memory.where import open_where
+    from .memory.where import open_where, unvouched
 
     where = trace.get("memory_store")
     if not where:
         return None, "the trace does not say where the parent's store is"
+    far = unvouched(where)
+    if far is not None:  # a trace does not choose what a fork reads
+        return None, (f"its store is in {far}, outside the working directory, and this process does not have it "
+                      "open")
     try:
         return open_where(where), ""
     except (StoreError, ImportError, ValueError) as exc:  # gone, moved, or a server not reached

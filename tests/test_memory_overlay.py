@@ -186,7 +186,8 @@ def test_a_fork_of_a_saved_trace_reads_the_parents_store_where_the_trace_says_it
     assert given.parent["memory"] == "overlay" and [e.id for e in given.memory.live.list()] == [prior]
 
 
-def test_a_fork_of_a_saved_trace_says_when_its_parents_store_is_gone_or_unnamed(tmp_path, run_over_a_store, caplog):
+def test_a_fork_of_a_saved_trace_says_when_its_parents_store_is_gone_or_unnamed(tmp_path, run_over_a_store, caplog,
+                                                                                  monkeypatch):
     store, _, saved = _saved(run_over_a_store)
     store.close()
     moved = store.path.rename(tmp_path / "moved")
@@ -197,7 +198,14 @@ def test_a_fork_of_a_saved_trace_says_when_its_parents_store_is_gone_or_unnamed(
     caplog.clear()
     unnamed = Agent.fork({k: v for k, v in saved.items() if k != "memory_store"}, 1, workdir=tmp_path / "unnamed")
     assert unnamed.parent["memory"] == "own" and "the trace does not say where the parent's store is" in caplog.text
+    # A folder outside the working directory that this process does not have open: a trace does
+    # not choose what a fork reads (and puts in its prompts and its trace); memory= names it.
     moved_where = {**saved, "memory_store": {"path": str(moved)}}
+    caplog.clear()
+    assert Agent.fork(moved_where, 1, workdir=tmp_path / "far").parent["memory"] == "own"
+    assert f"its store is in {moved.resolve()}, outside the working directory, and this process" in caplog.text
+    assert Agent.fork(moved_where, 1, workdir=tmp_path / "named", memory=moved).parent["memory"] == "overlay"
+    monkeypatch.chdir(tmp_path)  # inside the working directory: read where the trace says
     assert Agent.fork(moved_where, 1, workdir=tmp_path / "found").parent["memory"] == "overlay"
     for bad in ({"path": ""}, {"url": "https://example.org/db"}, ["not", "a", "record"],
                 {"path": str(moved), "over": {"path": str(moved)}, "hidden": "all"}):

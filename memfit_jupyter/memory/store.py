@@ -29,6 +29,7 @@ import contextlib
 import os
 import sqlite3
 import threading
+import weakref
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
@@ -126,6 +127,8 @@ class MemoryStore(StoreRetrieval):
             exact_below, read_only=read_only)
         with self._lock:
             self._vectors.open(self._db)
+        if not read_only:
+            _HELD.add(self)
 
     def _open_to_write(self, embedder: str | Embedder | None) -> None:
         """Create what is missing, and bring a store written by an older version up to date."""
@@ -443,6 +446,15 @@ class MemoryStore(StoreRetrieval):
 
 _OPEN: dict[str, MemoryStore | PostgresStore] = {}
 _OPEN_LOCK = threading.Lock()
+#: The stores this process opened to write (an agent's, the person's), open or not.
+_HELD: weakref.WeakSet[MemoryStore] = weakref.WeakSet()
+
+
+def held(path: str | os.PathLike[str]) -> bool:
+    """Whether this process has the store at ``path`` open to write: its own, not one a trace
+    named (a fork reads that one only so, or inside the working directory: ``memory/where.py``)."""
+    where = Path(path).expanduser().resolve()
+    return any(not s._closed and s.path.resolve() == where for s in list(_HELD))
 
 
 def open_store(path: str | os.PathLike[str], read_only: bool = False, **options: Any) -> MemoryStore | PostgresStore:

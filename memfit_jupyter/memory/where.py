@@ -7,7 +7,9 @@ memory) the top store's record with ``over`` (the record of the store under it) 
 from this record (``fork.py``) and never writes there: a folder is opened to read, and an
 overlay writes only to its own top store.  A server's store is read only when this process
 has it open already: a trace that named a server would otherwise have libpq log in there with
-the login it finds (PGPASSWORD, ~/.pgpass), wherever the trace came from.
+the login it finds (PGPASSWORD, ~/.pgpass), wherever the trace came from.  A fork reads a
+folder a trace names only inside the working directory or when this process has that store
+open to write (``unvouched``): what it reads goes into its prompts and its own trace.
 """
 
 from __future__ import annotations
@@ -25,6 +27,25 @@ def where_of(store: Any) -> dict[str, Any] | None:
     where = getattr(store, "where", None)
     found = where() if callable(where) else None
     return found if isinstance(found, dict) else None
+
+
+def unvouched(where: Any, cwd: Path | None = None) -> str | None:
+    """The first folder ``where`` names (its own, or a store's under it) that lies outside the
+    working directory ``cwd`` and that this process does not have open to write, else None.  A
+    trace is a file from anywhere: a fork reads a folder it names only so, and what it reads goes
+    into its prompts and its own trace."""
+    from .store import held
+
+    cwd = (cwd or Path.cwd()).resolve()
+    seen = 0
+    while isinstance(where, Mapping) and seen < 64:  # a record's chain, as deep as its forks
+        path = where.get("path")
+        if isinstance(path, str) and path:
+            folder = Path(path).expanduser().resolve()
+            if folder.exists() and not folder.is_relative_to(cwd) and not held(folder):
+                return str(folder)
+        where, seen = where.get("over"), seen + 1
+    return None
 
 
 def open_where(where: Any) -> MemoryBackend:
