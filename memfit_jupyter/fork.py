@@ -1011,13 +1011,13 @@ def _recorded_store(trace: dict[str, Any]) -> tuple[Any, str]:
     where = trace.get("memory_store")
     if not where:
         return None, "the trace does not say where the parent's store is"
-    far = unvouched(where)
-    if far is not None:  # a trace does not choose what a fork reads
-        return None, (f"its store is in {far}, outside the working directory, and this process does not have it "
-                      "open")
     try:
+        far = unvouched(where)
+        if far is not None:  # a trace does not choose what a fork reads
+            return None, (f"its store is in {far}, outside the working directory, and this process does not have "
+                          "it open")
         return open_where(where), ""
-    except (StoreError, ImportError, ValueError) as exc:  # gone, moved, or a server not reached
+    except (StoreError, ImportError, ValueError, OSError) as exc:  # gone, moved, a server not reached, a bad path
         line = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         return None, f"its store cannot be read ({line})"
 

@@ -207,7 +207,7 @@ def test_a_fork_of_a_saved_trace_says_when_its_parents_store_is_gone_or_unnamed(
     assert Agent.fork(moved_where, 1, workdir=tmp_path / "named", memory=moved).parent["memory"] == "overlay"
     monkeypatch.chdir(tmp_path)  # inside the working directory: read where the trace says
     assert Agent.fork(moved_where, 1, workdir=tmp_path / "found").parent["memory"] == "overlay"
-    for bad in ({"path": ""}, {"url": "https://example.org/db"}, ["not", "a", "record"],
+    for bad in ({"path": ""}, {"url": "https://example.org/db"}, ["not", "a", "record"], {"path": "a\x00b"},
                 {"path": str(moved), "over": {"path": str(moved)}, "hidden": "all"}):
         caplog.clear()
         child = Agent.fork({**saved, "memory_store": bad}, 1, workdir=tmp_path / f"bad{len(caplog.records)}-{id(bad)}")
