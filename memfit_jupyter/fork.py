@@ -665,7 +665,6 @@ def fork(parent: Any, at: int, *, agents: MakeAgent, memory: Any = "overlay",
     if memory != "overlay" and not had_memory:  # it would be taken and not used
         shown = str(memory) if isinstance(memory, str | Path) else type(memory).__name__
         raise ForkError(f"memory={shown!r} needs a run with memory; this one ran with memory off")
-    given = _given(changes)  # the person's say, this once: the server and command they name are theirs
     oracle = changes["oracle"] if "oracle" in changes else _oracle_of(parent_run, trace)
     if oracle is not None:
         settings["oracle"] = oracle
@@ -677,7 +676,7 @@ def fork(parent: Any, at: int, *, agents: MakeAgent, memory: Any = "overlay",
     live_settings = {**settings, **inherited, **switched, "memory": False}
     if backend is None and "api_base" not in switched and not _in_hand(parent_run):  # the world's models
         _check_servers(live_settings.get("api_base"))
-    given()
+    _note_given(changes)  # the person's say: the server and command they named are theirs from now on
     if isinstance(live_settings.get("reflection"), str):
         live_settings["reflection"] = live_settings["reflection"].lower()
     live_agent: RunAgent | None = None  # without a change of settings, the child's own agent
@@ -717,17 +716,14 @@ def _in_hand(run: Run | None) -> bool:
     return run is not None and not isinstance(run.tool_runner, RecordedTools) and getattr(run, "own_servers", True)
 
 
-def _given(changes: dict[str, Any]) -> Callable[[], None]:
-    """What notes, once the fork's checks passed, the server and the oracle command the person
-    gave the fork (``known.py``): a fork of the child's saved trace may use them again."""
+def _note_given(changes: dict[str, Any]) -> None:
+    """Note the server and the oracle command the person gave the fork (``known.py``): a fork of
+    the child's saved trace may use them again."""
     from .known import note_command, note_server, servers_of
 
-    def note() -> None:
-        for url in servers_of(changes.get("api_base")):
-            note_server(url)
-        note_command(changes.get("oracle"))
-
-    return note
+    for url in servers_of(changes.get("api_base")):
+        note_server(url)
+    note_command(changes.get("oracle"))
 
 
 def check_sources(parent: Any, trace: dict[str, Any], changes: dict[str, Any]) -> None:

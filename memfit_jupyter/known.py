@@ -12,10 +12,9 @@ again (``api_base=``, ``oracle=``); the same rule as a PostgreSQL store a trace 
 
 from __future__ import annotations
 
-import threading
 from typing import Any
 
-_lock = threading.Lock()
+#: What was used (a set's ``add`` is atomic: model calls on worker threads note here too).
 _servers: set[str] = set()
 _commands: set[str] = set()
 
@@ -27,15 +26,13 @@ def _server(url: Any) -> str:
 def note_server(url: Any) -> None:
     """A model call goes to the server at ``url`` (an ``api_base``) on the person's say."""
     if url:
-        with _lock:
-            _servers.add(_server(url))
+        _servers.add(_server(url))
 
 
 def note_command(command: Any) -> None:
     """The oracle ``command`` runs on the person's say."""
     if isinstance(command, str) and command.strip():
-        with _lock:
-            _commands.add(command)
+        _commands.add(command)
 
 
 def server_known(url: Any) -> bool:

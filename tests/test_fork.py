@@ -584,8 +584,8 @@ def test_a_fork_given_its_own_backend_does_not_vouch_for_the_trace_s_server(tmp_
 
 def test_a_saved_trace_cannot_make_a_fork_run_an_oracle_command_this_process_never_ran(tmp_path):
     """A diary run's trace names its oracle command: a fork of the saved run runs it only when
-    this process has run it (the parent's own run did, in the test above), else one line asks
-    for it again and nothing is made; given again, it runs."""
+    this process has run it (the parent's own run ran another one), else one line asks for it
+    again and nothing is made; given again, it runs, and is known from then on."""
     parent = _parent("diary", tmp_path / "parent")
     saved = json.loads(json.dumps(parent.trace()))
     marker = tmp_path / "ran.txt"
