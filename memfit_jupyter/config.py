@@ -521,6 +521,10 @@ FORK_FLAGS: tuple[tuple[str, dict[str, Any]], ...] = (
                                               "once this process has called it)"}),
     ("--oracle", {"metavar": "CMD", "help": "the failure diary's oracle command from step K on (a saved trace's own "
                                             "is run only once this process has run it)"}),
+    ("--approve-tools", {"metavar": "KIND|NAME,...", "help": "which tool calls wait for a person from step K on (a "
+                                                           "saved trace's own is kept only where it asks as much "
+                                                           "as the default)"}),
+    ("--sandbox", {"choices": SANDBOX_CHOICES, "help": "where shell and python run from step K on"}),
     ("--memory", {"metavar": "|".join(FORK_MEMORY_MODES) + "|STORE", "default": "overlay",
                   "help": "where the fork's memory writes go: an overlay of the parent's store (default), that "
                           "store itself (write-through), or an overlay of the store at this folder or URL"}),
@@ -534,7 +538,7 @@ def fork_changes(values: dict[str, Any], unquote: Callable[[str], str] = str) ->
     keeps a quoted option's quotes).  ValueError with one line when ``--action`` is not JSON."""
     changes: dict[str, Any] = {}
     for key in ("guidance", "observation", "model", "reflection", "spin_threshold", "max_iterations", "api_base",
-                "oracle"):
+                "oracle", "approve_tools", "sandbox"):
         value = values.get(key)
         if value is not None:
             changes[key] = unquote(value) if isinstance(value, str) else value

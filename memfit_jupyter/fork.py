@@ -63,7 +63,10 @@ STEP_CHANGES = ("guidance", "reflection", "action", "observation", "memory_hits"
 #: Settings a fork may change from its step on (``reflection`` given as a level is one).
 SETTING_CHANGES = ("model", "fast_model", "fallback_model", "max_iterations", "max_cost_usd",
                    "max_duration_seconds", "max_recursive_calls", "reflection", "spin_threshold",
-                   "max_consecutive_spin_warnings", "strategy", "samples", "max_trials", "api_base", "oracle")
+                   "max_consecutive_spin_warnings", "strategy", "samples", "max_trials", "api_base", "oracle",
+                   "approve_tools", "sandbox")
+#: The settings of the tool policy (``tool_policy.ToolPolicy``): which calls wait for a person, where shell runs.
+POLICY = ("approve_tools", "sandbox")
 LIMITS = ("max_cost_usd", "max_duration_seconds", "max_recursive_calls")
 TIERS = ("model", "fast_model", "fallback_model")
 
@@ -349,6 +352,13 @@ def switch_settings(run: Run, settings: dict[str, Any]) -> None:
     for name in ("strategy", "samples", "api_base", "oracle"):
         if name in settings:
             setattr(agent, name, settings[name])
+    policy = {k: settings[k] for k in POLICY if k in settings}
+    if policy:  # asked of each call from now on; the sandbox is made (and checked) in fork()
+        from .tool_policy import sandbox_of
+
+        agent.config = agent.config.replace(**policy)
+        if run.tool_runner.runs_tools:  # a replay's tools are its recording: no sandbox
+            run.tool_context.sandbox = sandbox_of(agent)
     if "max_trials" in settings:
         agent.max_trials = int(settings["max_trials"])
         diary = getattr(run.context, "diary", None)
@@ -672,6 +682,8 @@ def fork(parent: Any, at: int, *, agents: MakeAgent, memory: Any = "overlay",
     inherited: dict[str, Any] = {}
     for r in ancestors:
         inherited.update(settings_of(r["changes"]))
+    if not _in_hand(parent_run):  # the trace's tool policy, as strict as the person's default or stricter
+        changes.update(_guarded_policy({**settings, **inherited, **settings_of(changes)}, changes, trace))
     switched = settings_of(changes)
     live_settings = {**settings, **inherited, **switched, "memory": False}
     if backend is None and "api_base" not in switched and not _in_hand(parent_run):  # the world's models
@@ -685,6 +697,13 @@ def fork(parent: Any, at: int, *, agents: MakeAgent, memory: Any = "overlay",
             live_agent = agents(live_settings)
         except Exception as exc:
             raise ForkError(f"a setting of the fork is not valid: {exc}") from None
+    if switched.get("sandbox") == "bwrap":  # made at the step: one this machine cannot make is refused now
+        from .sandbox import SandboxUnavailableError, sandbox_for
+
+        try:
+            sandbox_for("bwrap")
+        except SandboxUnavailableError as exc:
+            raise ForkError(str(exc)) from None
     if backend is None:  # the world's models: one no provider serves is refused now, as %%memfit_task does
         _check_models([str(changes[name]) for name in TIERS if changes.get(name)])
 
@@ -714,6 +733,31 @@ def _in_hand(run: Run | None) -> bool:
     (whose settings, like a saved trace's, come from a file), nor a fork whose servers, taken
     from a trace, were not checked (it was given a backend of its own)."""
     return run is not None and not isinstance(run.tool_runner, RecordedTools) and getattr(run, "own_servers", True)
+
+
+def _guarded_policy(settings: dict[str, Any], changes: dict[str, Any], trace: dict[str, Any]) -> dict[str, Any]:
+    """The tool policy a fork of a saved trace (or of a replay) runs live under, when the trace's
+    would ask a person about fewer calls than the default does: the default's, as a change at the
+    fork's step, said in one warning.  A trace is a file from anywhere, and its recorded steps
+    are in the live model's prompts: ``approve_tools='never'`` there would have that model's shell
+    calls run unasked on the person's machine.  Given by the person (``approve_tools=``), kept."""
+    from .tool_policy import ToolPolicy
+
+    if "approve_tools" in changes:
+        return {}
+    try:
+        theirs = ToolPolicy(**{k: settings[k] for k in POLICY if settings.get(k) is not None})
+    except ValueError as exc:
+        raise ForkError(f"the run's recorded settings are not valid: {exc}") from None
+    default = ToolPolicy()
+    real = any(settings.get(name) and not str(settings[name]).startswith("memfit/") for name in TIERS)
+    unasked = theirs.lets_through(default, real_model=real)
+    if not unasked:
+        return {}
+    log.warning("the trace of %s runs %s without asking (approve_tools=%r); its fork asks as approve_tools=%r does "
+                "from its step: give approve_tools=%r (--approve-tools) to run as it did", trace.get("run_id"),
+                " and ".join(unasked), theirs.approve_tools, default.approve_tools, theirs.approve_tools)
+    return {"approve_tools": default.approve_tools}
 
 
 def _note_given(changes: dict[str, Any]) -> None:

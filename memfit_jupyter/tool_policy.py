@@ -95,6 +95,13 @@ class ToolPolicy:
                 or ("unconfined" in parts and access == "exec" and not sandboxed)
                 or ("writes" in parts and access in ("exec", "write")))
 
+    def lets_through(self, other: ToolPolicy, *, real_model: bool) -> list[str]:
+        """The built-in tools ``other`` asks a person about (sandboxed or not) and this policy
+        lets run unasked, by name: empty when this one asks at least as much."""
+        return [tool.name for tool in BUILTIN_TOOLS.values()
+                if any(other.asks(tool, real_model=real_model, sandboxed=boxed)
+                       and not self.asks(tool, real_model=real_model, sandboxed=boxed) for boxed in (False, True))]
+
     def refusal(self, tool: Tool, *, real_model: bool, sandboxed: bool) -> str:
         """The observation of a call that needs approval in a run that has no way to ask: why it was
         not run, and how to allow it (one line)."""

@@ -601,6 +601,69 @@ def test_a_saved_trace_cannot_make_a_fork_run_an_oracle_command_this_process_nev
     assert Agent.fork(saved, trial, workdir=tmp_path / "known").agent.oracle == command  # known now
 
 
+def test_a_saved_trace_cannot_make_a_fork_run_shell_unasked_and_the_person_can(tmp_path, caplog):
+    """A trace's tool policy is a file's say: approve_tools='never' in it would run the live
+    model's shell calls unasked (its recorded steps, from anywhere, are in that model's prompts).
+    A fork of it asks as the default does from its step, says so in one warning, and records
+    the change; given by the person, the trace's policy runs as it did.  A run in hand keeps its own."""
+    import logging
+    import sys
+
+    sys.path.insert(0, str(Path(__file__).parent))
+    from fault_server import FaultServer
+
+    server = FaultServer().start()
+    try:
+        parent = _parent("demo", tmp_path / "parent", approve_tools="never")
+        saved = json.loads(json.dumps(parent.trace()))
+        marker = tmp_path / "ran.txt"
+        real = {"model": "openai/scripted", "api_base": server.api_base,
+                "action": {"tool": "shell", "params": {"command": f"touch {marker}"}}}
+        with caplog.at_level(logging.WARNING, logger="memfit_jupyter"):
+            child = Agent.fork(saved, 2, workdir=tmp_path / "child", **real)
+            child.run()
+        assert not marker.exists(), "the trace's approve_tools='never' ran the shell call unasked"
+        said = [r.getMessage() for r in caplog.records if "without asking" in r.getMessage()]
+        assert len(said) == 1 and "runs python and shell without asking (approve_tools='never')" in said[0]
+        assert "give approve_tools='never' (--approve-tools)" in said[0] and "\n" not in said[0]
+        refused = next(e for e in child.trace()["events"] if e["type"] == "observation" and e["iteration"] == 2)
+        assert not refused["ok"] and "shell was not run" in refused["error"]
+        assert child.parent["changes"]["approve_tools"] == "auto"  # the trace says what the fork changed
+        replayed = Agent.replay(json.loads(json.dumps(child.trace())), workdir=tmp_path / "replay")
+        replayed.run()
+        assert _untimed(replayed.trace()["events"]) == _untimed(child.trace()["events"])
+        # The person's say: the trace's policy, given again, runs the call as the parent would have.
+        given = Agent.fork(saved, 2, workdir=tmp_path / "given", approve_tools="never", **real)
+        given.run()
+        assert marker.exists()
+        marker.unlink()
+        # A policy as strict as the default, or stricter, is the trace's own: nothing changed.
+        strict = json.loads(json.dumps(saved))
+        next(e for e in strict["events"] if e["type"] == "run_start")["settings"]["approve_tools"] = "writes"
+        kept = Agent.fork(strict, 2, workdir=tmp_path / "kept", **real)
+        assert "approve_tools" not in kept.parent["changes"]
+        # A run in hand is the person's own: its policy is theirs.
+        own = Agent.fork(parent, 2, workdir=tmp_path / "own", **real)
+        own.run()
+        assert marker.exists() and "approve_tools" not in own.parent["changes"]
+    finally:
+        server.stop()
+
+
+def test_a_fork_changes_the_tool_policy_from_its_step(tmp_path):
+    """approve_tools= and sandbox= are settings a fork changes from its step on, like the others;
+    a value that is not one is one line, and nothing is made."""
+    parent = _parent("demo", tmp_path / "parent")
+    child = Agent.fork(parent, 2, workdir=tmp_path / "child", approve_tools="always")
+    child.run()
+    assert child.agent.configs[type(child.agent.config.tool_policy)].approve_tools == "always"
+    asked = [e for e in child.trace()["events"] if e["type"] == "approval"]
+    assert asked and all(e["iteration"] >= 2 for e in asked)  # the prefix ran as recorded
+    with pytest.raises(ForkError, match="a setting of the fork is not valid: sandbox must be one of"):
+        Agent.fork(parent, 2, workdir=tmp_path / "bad", sandbox="chroot")
+    assert not (tmp_path / "bad").exists()
+
+
 def test_a_run_waiting_for_approval_of_its_first_call_can_be_forked(tmp_path):
     """Its one action has no tool output yet: that is the step it waits at, not a trace without
     recorded outputs (it was refused as an imported trajectory is)."""
