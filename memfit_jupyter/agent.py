@@ -22,6 +22,7 @@ from .config import (
     FLAT,
     AgentConfig,
     as_run,
+    check_recorded,
     feature_classes,
     field_of,
     holds,
@@ -240,7 +241,7 @@ class Agent:
         writes nothing.  Not started: call ``run()`` or ``step()``."""
         from .reliability.breakers import breakers_for
         from .replay import RECORDED_ORACLE, Recording
-        from .trace import Trace
+        from .trace import Trace, TraceError
 
         trace = Trace.load(trace).data  # refused with one line unless it is a trace this memfit reads
         recording = Recording(trace)
@@ -250,6 +251,10 @@ class Agent:
             from .fork import replay_setup
 
             settings, models = replay_setup(trace)
+        try:  # a trace does not choose a file to write or a command to run
+            check_recorded(settings)
+        except ValueError as exc:
+            raise TraceError(str(exc)) from None
         # The memory the recording saw answers its searches; no store is opened or written.
         settings["memory"] = recording.store() if settings.pop("memory", False) else False
         if recording.has("trial") or trace.get("oracle"):  # its verdicts are in the recorded observations

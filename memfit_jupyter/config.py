@@ -239,6 +239,22 @@ SETTINGS = ("model", "fast_model", "fallback_model", "max_iterations", "max_cost
             "strategy", "samples", "tools", "max_trials", "context_window", "failure_threshold",
             "recovery_timeout", "memory", "api_base", "structured", "max_bad_replies", "memory_triage",
             "memory_recall", "spin_warnings", "approve_tools", "sandbox")
+#: Settings no trace records: the person's files and commands (a plan, its progress file, the
+#: failure diary's oracle; a trace names its oracle in its header, ``fork._oracle_of`` checks it).
+NEVER_RECORDED = tuple(name for name in FLAT if name not in SETTINGS)
+
+
+def check_recorded(settings: Mapping[str, Any]) -> None:
+    """ValueError (one line) when a trace's ``settings`` name one that no trace records: a
+    replay or a fork made from them would read and write that file, or run that command, on
+    the word of a file that may come from anywhere."""
+    named = [name for name in NEVER_RECORDED if settings.get(name) not in (None, False, "")]
+    if named:
+        raise ValueError(f"the trace's settings name {', '.join(f'{n}={settings[n]!r}' for n in named)}, which no "
+                         "run's trace records (a plan, a progress file or an oracle is the person's to give): "
+                         "the trace was edited; remove them from it")
+
+
 #: Settings that traces recorded before the setting existed, with the value their runs had: a
 #: replay or a fork of such a trace runs as its run did (``Agent.from_settings``).
 RECORDED_BEFORE: dict[str, Any] = {"max_bad_replies": 3, "memory_triage": "events", "memory_recall": 0,

@@ -600,10 +600,16 @@ def _check_action(value: Any, tools: list[str]) -> dict[str, Any]:
 def start_settings(trace: dict[str, Any]) -> dict[str, Any]:
     """The settings the run started with (its run_start's: a fork's top-level settings are the
     ones it switched to at its step)."""
-    for e in trace["events"]:
-        if e.get("type") == "run_start" and isinstance(e.get("settings"), dict):
-            return dict(e["settings"])
-    return dict(trace.get("settings") or {})
+    from .config import check_recorded
+
+    found = next((e["settings"] for e in trace["events"] if e.get("type") == "run_start"
+                  and isinstance(e.get("settings"), dict)), None)
+    settings = dict(found if found is not None else trace.get("settings") or {})
+    try:
+        check_recorded(settings)
+    except ValueError as exc:
+        raise ForkError(str(exc)) from None
+    return settings
 
 
 def replay_setup(trace: dict[str, Any]) -> tuple[dict[str, Any], dict[str, str]]:
@@ -678,7 +684,7 @@ def fork(parent: Any, at: int, *, agents: MakeAgent, memory: Any = "overlay",
     oracle = changes["oracle"] if "oracle" in changes else _oracle_of(parent_run, trace)
     if oracle is not None:
         settings["oracle"] = oracle
-    ancestors = _ancestry(parent_run, trace, at)
+    ancestors = _ancestry(parent_run, trace, at, "oracle" in changes)
     inherited: dict[str, Any] = {}
     for r in ancestors:
         inherited.update(settings_of(r["changes"]))
@@ -779,6 +785,7 @@ def check_sources(parent: Any, trace: dict[str, Any], changes: dict[str, Any]) -
     run = parent if isinstance(parent, Run) else None
     if "oracle" not in changes:
         _oracle_of(run, trace)
+        _ancestry(run, trace, last_step(trace) + 1)  # an oracle a fork of the trace's set: known, or refused
     if "api_base" not in changes and not _in_hand(run):
         _check_servers(start_settings(trace).get("api_base"))
         for record in fork_records(trace["events"], last_step(trace) + 1):
@@ -804,16 +811,11 @@ def _oracle_of(parent_run: Run | None, trace: dict[str, Any]) -> Any:
     command its trace names, if this process has run that command itself (``known.py``: a trace
     is a file from anywhere).  A saved run's Python oracle, or one its trace does not name (an
     older trace), cannot be run: one line says to give ``oracle=``."""
-    from .known import command_known
-
     if parent_run is not None and parent_run.agent.oracle != RECORDED_ORACLE:
         return parent_run.agent.oracle
     recorded = trace.get("oracle")
     if isinstance(recorded, dict) and isinstance(recorded.get("command"), str) and recorded["command"]:
-        if not command_known(recorded["command"]):
-            raise ForkError(f"the run's oracle is the command {recorded['command']!r}, which this process has not "
-                            "run: a fork does not run a command a saved trace names by itself; give it again to "
-                            f"run it, oracle={recorded['command']!r} (--oracle)")
+        _check_command(recorded["command"], "the run's oracle is")
         return recorded["command"]
     if isinstance(recorded, dict) and recorded.get("callable"):
         raise ForkError(f"the run's oracle was the Python function {recorded['callable']}, which a saved trace "
@@ -822,6 +824,15 @@ def _oracle_of(parent_run: Run | None, trace: dict[str, Any]) -> Any:
         raise ForkError("the trace does not say what the run's oracle was (it was saved before traces named "
                         "it): give it, oracle=...")
     return None
+
+
+def _check_command(command: Any, what: str) -> None:
+    """An oracle command a saved trace names, refused unless this process has run it (``known.py``)."""
+    from .known import command_known
+
+    if isinstance(command, str) and command and not command_known(command):
+        raise ForkError(f"{what} the command {command!r}, which this process has not run: a fork does not run a "
+                        f"command a saved trace names by itself; give it again to run it, oracle={command!r} (--oracle)")
 
 
 def _check_models(models: list[str]) -> None:
@@ -835,11 +846,13 @@ def _check_models(models: list[str]) -> None:
             raise ForkError(str(exc)) from None
 
 
-def _ancestry(parent_run: Run | None, trace: dict[str, Any], at: int) -> list[dict[str, Any]]:
+def _ancestry(parent_run: Run | None, trace: dict[str, Any], at: int, oracle_given: bool = False) -> list[dict[str, Any]]:
     """The forks the run forked is made of at steps before ``at`` (its own fork, its parent's...),
     oldest first: a fork at ``at`` makes their changes again at their steps.  A fork at an
     ancestor's own step replaces what that ancestor changed there.  For a run in hand, each
-    record as the process holds it (the trace's is redacted: a key in a change stays usable)."""
+    record as the process holds it (the trace's is redacted: a key in a change stays usable).
+    An oracle command a record of the trace's (not a run's in hand) set is refused unless this
+    process has run it, or the person gives the fork its oracle (``oracle_given``)."""
     held: dict[int, dict[str, Any]] = {}
     for run in _lineage(parent_run):
         if isinstance(getattr(run, "parent", None), dict):
@@ -847,6 +860,8 @@ def _ancestry(parent_run: Run | None, trace: dict[str, Any], at: int) -> list[di
     chain = []
     for record in fork_records(trace["events"], at):
         own = held.get(record["at"])
+        if not oracle_given and (own is None or own.get("run") != record["run"]):  # the trace's word, not a run's in hand
+            _check_command(settings_of(record["changes"]).get("oracle"), f"the fork at step {record['at']} set the oracle to")
         chain.append(own if own is not None and own.get("run") == record["run"] else record)
     return chain
 

@@ -664,6 +664,57 @@ def test_a_fork_changes_the_tool_policy_from_its_step(tmp_path):
     assert not (tmp_path / "bad").exists()
 
 
+@pytest.mark.parametrize("named", ["progress", "plan", "oracle"])
+def test_a_trace_s_settings_cannot_name_a_file_or_command_of_the_person_s(named, tmp_path):
+    """A trace records no plan, progress file or oracle among its settings: one that names them
+    was edited, and a replay or fork of it would read that file into the prompts and write to it,
+    or run that command.  Both refuse in one line; nothing is read, written or run."""
+    from memfit_jupyter.trace import TraceError
+
+    parent = _parent("demo", tmp_path / "parent")
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    victim = outside / "notes.md"
+    victim.write_text("SECRET-LINE\n")
+    marker = outside / "ran"
+    value = {"progress": str(victim), "plan": str(outside / "features.json"), "oracle": f"touch {marker}; false"}[named]
+    saved = json.loads(json.dumps(parent.trace()))
+    saved["settings"][named] = value
+    next(e for e in saved["events"] if e["type"] == "run_start")["settings"][named] = value
+    with pytest.raises(TraceError) as replayed:
+        Agent.replay(saved, workdir=tmp_path / "replay")
+    with pytest.raises(ForkError) as forked:
+        Agent.fork(saved, 2, workdir=tmp_path / "child")
+    for said in (str(replayed.value), str(forked.value)):
+        assert f"the trace's settings name {named}=" in said and "which no run's trace records" in said
+        assert "\n" not in said
+    assert victim.read_text() == "SECRET-LINE\n" and not marker.exists() and not (tmp_path / "child").exists()
+
+
+def test_an_oracle_a_saved_trace_s_own_fork_record_sets_is_not_run_unless_given(tmp_path):
+    """A fork's record in a trace makes its changes again at its step, the oracle among them: one
+    the trace put there would be the child's agent's, and a fork of that child in hand would run
+    it.  Refused in one line unless this process ran it; the person's oracle= goes instead."""
+    parent = _parent("diary", tmp_path / "parent")
+    saved = json.loads(json.dumps(parent.trace()))
+    marker = tmp_path / "ran"
+    command = f"touch {marker}; false"
+    first = next(n for n, e in enumerate(saved["events"]) if e.get("iteration") == 1)
+    saved["events"].insert(first, {"type": "fork", "iteration": 1, "ts": 0.0, "parent": "elsewhere", "at": 1,
+                                   "changes": {"oracle": command}, "workspace": {}, "memory": "none"})
+    trial = next(e["iteration"] for e in saved["events"] if e["type"] == "trial")
+    with pytest.raises(ForkError, match="the fork at step 1 set the oracle to the command .*which this process has not run"):
+        Agent.fork(saved, trial, workdir=tmp_path / "child")
+    assert not (tmp_path / "child").exists()
+    given = Agent.fork(saved, trial, workdir=tmp_path / "given", oracle="false")
+    given.run()
+    with pytest.raises(ForkError, match="the fork at step 1 set the oracle to"):
+        Agent.fork(given, trial, workdir=tmp_path / "grandchild")  # the record is still the trace's word
+    again = Agent.fork(given, trial, workdir=tmp_path / "again", oracle="false")
+    again.run()
+    assert not marker.exists() and again.agent.oracle == "false"
+
+
 def test_a_run_waiting_for_approval_of_its_first_call_can_be_forked(tmp_path):
     """Its one action has no tool output yet: that is the step it waits at, not a trace without
     recorded outputs (it was refused as an imported trajectory is)."""
