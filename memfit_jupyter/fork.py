@@ -895,6 +895,19 @@ def _parent_folder(run: Run, trace: dict[str, Any]) -> Path:
     return Path(run.agent.workdir).resolve()
 
 
+def _withheld(run: Run | None, folder: Path | None) -> str | None:
+    """Why a fork may not read its parent's folder, or None when it may: a folder its trace
+    names (a saved trace, or a replay's) is read only inside the working directory, or where a
+    run of this process worked (``known.py``).  A trace is a file from anywhere: the folder it
+    named would be copied into the fork's, where the live model reads it."""
+    from .known import folder_known
+
+    if folder is None or (run is not None and not isinstance(run.tool_runner, RecordedTools)) or folder_known(folder):
+        return None
+    return ("is outside the working directory and no run of this process worked there, so it is not read "
+            "(a trace does not choose what a fork reads): fork it from that folder (os.chdir) to read it")
+
+
 def _trace_folder(trace: dict[str, Any]) -> Path | None:
     """The folder a saved run's tools ran in: a fork's own (its trace's ``workdir`` is the one its
     prompts name, its first ancestor's), else the trace's ``workdir``."""
@@ -953,7 +966,8 @@ def _make(trace: dict[str, Any], parent_run: Run | None, at: int, changes: dict[
     prefix = [e for e in events if int(e.get("iteration") or 0) < at]
     try:
         restored = restore(events, at, folder, parent_workdir, checked=True,  # _folders checked it
-                           config=config_of(parent_run.agent) if parent_run is not None else None)
+                           config=config_of(parent_run.agent) if parent_run is not None else None,
+                           withheld=_withheld(parent_run, parent_workdir))
     except UnsafeRecord as exc:  # nothing is written outside the child's folder, whatever a trace says
         raise ForkError(f"this trace cannot be forked: {exc}") from None
     if exact and not restored.exact:

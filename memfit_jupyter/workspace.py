@@ -51,6 +51,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path, PurePosixPath
 from typing import Any
 
+from .known import note_folder
+
 #: Folders a scan does not enter: memfit's own state, version control, caches, environments.
 EXCLUDED_DIRS = frozenset({".memfit", ".git", ".hg", "node_modules", "__pycache__", ".ipynb_checkpoints",
                            ".venv", "venv", ".mypy_cache", ".pytest_cache", ".ruff_cache", ".tox"})
@@ -440,6 +442,7 @@ class WorkspaceRecorder:
         ``blobs``: the blob store, already resolved (a fork's: its parent's, when the config's
         store is the same); ``resolved``: ``workdir`` is already absolute and resolved."""
         self.workdir = Path(workdir) if resolved else Path(workdir).resolve()
+        note_folder(self.workdir)  # a fork of this run's saved trace may read it (known.py)
         self.config = config or WorkspaceConfig()
         if blobs is None:
             blobs = BlobStore(Path(self.config.store or default_store()).resolve())
@@ -677,14 +680,15 @@ def _copy_from(folder: Path | None, rel: str, sha: str) -> bytes | None:
 
 def restore(events: list[dict[str, Any]], k: int, target: str | Path,
             parent_workdir: str | Path | None = None, checked: bool = False,
-            config: WorkspaceConfig | None = None) -> Restored:
+            config: WorkspaceConfig | None = None, withheld: str | None = None) -> Restored:
     """Write the files of the start of step ``k`` into ``target`` (an empty folder, made here).
 
     Bytes come from the blob stores the records name; a file whose bytes were not kept (a limit)
     is taken from ``parent_workdir`` when it still holds the same content (read, never written).
     ``checked``: the caller has just found ``target`` empty or absent (``fork._folders``).
-    ``config``: the parent's (which files it named secret), when it is known.
-    A damaged record raises ``UnsafeRecord`` before anything is written.
+    ``config``: the parent's (which files it named secret), when it is known.  ``withheld``: why
+    ``parent_workdir`` may not be read (a folder a saved trace names), said in each problem
+    where it would have been.  A damaged record raises ``UnsafeRecord`` before anything is written.
     """
     folder = Path(target)
     if not checked and folder.exists() and any(folder.iterdir()):
@@ -693,7 +697,8 @@ def restore(events: list[dict[str, Any]], k: int, target: str | Path,
     folder.mkdir(parents=True, exist_ok=True)
     made = {folder}  # folders that exist: a file's folder is made once, not asked for each file
     done = Restored(folder, problems=list(problems), caveats=[f"a limit was hit ({x})" for x in limits])
-    parent = Path(parent_workdir) if parent_workdir else None
+    parent = Path(parent_workdir) if parent_workdir and not withheld else None
+    closed = f"the parent's folder {parent_workdir} {withheld}" if parent_workdir and withheld else ""
     # What a scan of the folder would find, known from the writes: a scan reads and hashes every
     # file again.  Left to the scan where the writes may not be all it would find.
     cfg = config or WorkspaceConfig()
@@ -702,7 +707,10 @@ def restore(events: list[dict[str, Any]], k: int, target: str | Path,
         # A trace with no base and no writer before step k (recorded when the base was taken by
         # the first tool that may write): the folder at step k is the one the run found, which
         # only the parent's folder still has.
-        _copy_folder(parent, folder, done, cfg)
+        if closed:
+            done.problems.append(f"no step wrote, so the trace holds no snapshot of the files the run found, and {closed}")
+        else:
+            _copy_folder(parent, folder, done, cfg)
         manifest = None
     links: list[tuple[str, str]] = []
     for rel, entry in sorted(files.items()):
@@ -720,12 +728,12 @@ def restore(events: list[dict[str, Any]], k: int, target: str | Path,
                 data = _copy_from(parent, rel, sha)
             if data is None:
                 if named is not None and cfg.is_secret(rel):
-                    done.problems.append(f"{rel}: a file that holds keys is never kept in a snapshot, and the "
-                                         "parent's folder no longer has it as it was")
+                    done.problems.append(f"{rel}: a file that holds keys is never kept in a snapshot, and " + (
+                        closed or "the parent's folder no longer has it as it was"))
                     continue
                 what = f"{named[0]} bytes" if named is not None else sha[:12]
-                done.problems.append(f"{rel}: its content ({what}) was not kept and the parent's folder no "
-                                     "longer has it")
+                done.problems.append(f"{rel}: its content ({what}) was not kept and " + (
+                    closed or "the parent's folder no longer has it"))
                 continue
         path = folder / rel
         try:  # named by its size and mtime: the copy keeps the mtime, so that a fork of this fork finds it the same

@@ -715,6 +715,37 @@ def test_an_oracle_a_saved_trace_s_own_fork_record_sets_is_not_run_unless_given(
     assert not marker.exists() and again.agent.oracle == "false"
 
 
+def test_a_fork_does_not_copy_a_folder_a_saved_trace_names_unless_it_is_the_person_s(tmp_path, monkeypatch):
+    """A trace with no snapshot of the files its run found has its fork copy them from the folder
+    the trace names, as it is now: a trace from anywhere naming a home folder would have its keys
+    copied where the live model reads them.  Read only inside the working directory, or where a
+    run of this process worked; else the fork starts empty and says why in one problem."""
+    from memfit_jupyter.workspace import DATA_KEY
+
+    parent = _parent("demo", tmp_path / "parent")
+    home = tmp_path / "home"
+    (home / ".ssh").mkdir(parents=True)
+    (home / ".ssh" / "id_rsa").write_text("PRIVATE KEY\n")
+    (home / "notes.txt").write_text("notes\n")
+    saved = json.loads(json.dumps(parent.trace()))
+    saved["workdir"] = str(home)
+    for e in saved["events"]:  # as a trace whose run never wrote: no snapshot
+        if e["type"] == "observation" and isinstance(e.get("data"), dict):
+            e["data"].pop(DATA_KEY, None)
+    monkeypatch.chdir(tmp_path / "parent")
+    child = Agent.fork(saved, 2, workdir=tmp_path / "child")
+    assert not (tmp_path / "child" / ".ssh").exists() and not (tmp_path / "child" / "notes.txt").exists()
+    problems = child.parent["workspace"]["problems"]
+    assert child.parent["workspace"]["exact"] is False and len(problems) == 1
+    assert f"the parent's folder {home} is outside the working directory and no run of this process worked there" \
+        in problems[0] and "os.chdir" in problems[0]
+    with pytest.raises(ForkError, match="cannot be exact: no step wrote"):
+        Agent.fork(saved, 2, workdir=tmp_path / "exact", exact=True)
+    monkeypatch.chdir(tmp_path)  # the person's folder now: read
+    mine = Agent.fork(saved, 2, workdir=tmp_path / "mine")
+    assert (tmp_path / "mine" / "notes.txt").read_text() == "notes\n" and mine.parent["workspace"]["problems"] == []
+
+
 def test_a_run_waiting_for_approval_of_its_first_call_can_be_forked(tmp_path):
     """Its one action has no tool output yet: that is the step it waits at, not a trace without
     recorded outputs (it was refused as an imported trajectory is)."""
