@@ -56,6 +56,21 @@ def test_search_ranks_by_the_weighted_score_under_its_name_and_its_older_one(mag
     capsys.readouterr()
 
 
+def test_the_summary_s_html_shows_a_store_s_path_as_text_not_markup(tmp_path):
+    """A store's path (and its metadata) is text: in the summary's text/html it is escaped."""
+    from IPython.core.interactiveshell import InteractiveShell
+    from IPython.utils.capture import capture_output
+
+    InteractiveShell.instance()
+    folder = tmp_path / "<img src=x onerror=alert(1)>"
+    magics = SimpleNamespace(shell=None, memory_path=str(folder))
+    with capture_output() as shown:
+        memfit_memory(magics, "")
+    open_store(str(folder)).close()
+    html = next(o.data["text/html"] for o in shown.outputs if "text/html" in o.data)
+    assert "<img" not in html and "&lt;img src=x onerror=alert(1)&gt;" in html
+
+
 def test_summary_export_import_reindex(magics, tmp_path, capsys):
     memfit_memory(magics, "add the cluster queue is slow on mondays --tags infra")
     memfit_memory(magics, "")

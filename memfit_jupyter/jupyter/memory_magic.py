@@ -25,6 +25,7 @@ import shlex
 from argparse import Namespace
 from collections.abc import Callable
 from dataclasses import dataclass
+from html import escape
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -136,8 +137,8 @@ def _summary(store: MemoryStore | PostgresStore) -> None:
     info = store.info()
     text = (f"memory store {info['path']}: {info['count']} memories, embedder {info['embedder']} "
             f"({info['dims']} dims), {info['tags']} tags, ranking {info['ranking']}")
-    display({"text/plain": text, "text/html": f"<div style='font-family:sans-serif;font-size:12px'>{text}</div>"},
-            raw=True)
+    display({"text/plain": text,  # a store's path and metadata are text, never markup
+             "text/html": f"<div style='font-family:sans-serif;font-size:12px'>{escape(text)}</div>"}, raw=True)
 
 
 def memfit_memory(magics: Any, line: str) -> Any:
