@@ -103,6 +103,9 @@ class Agent:
     api_base = _Setting("api_base")
     #: How structured replies are asked for: auto, tools, schema or text (``llm/structured.py``).
     structured = _Setting("structured")
+    #: Which tool calls wait for a person's approval, and where shell and python run (``tool_policy.py``).
+    approve_tools = _Setting("approve_tools")
+    sandbox = _Setting("sandbox")
 
     def __init__(
         self,

@@ -349,16 +349,13 @@ def switch_settings(run: Run, settings: dict[str, Any]) -> None:
         guarantees = dataclasses.replace(run.budget.guarantees, **limits)
         run.budget.guarantees = guarantees
         agent.guarantees = guarantees
-    for name in ("strategy", "samples", "api_base", "oracle"):
+    for name in ("strategy", "samples", "api_base", "oracle", *POLICY):
         if name in settings:
             setattr(agent, name, settings[name])
-    policy = {k: settings[k] for k in POLICY if k in settings}
-    if policy:  # asked of each call from now on; the sandbox is made (and checked) in fork()
+    if "sandbox" in settings and run.tool_runner.runs_tools:  # checked in fork(); a replay's tools are its recording
         from .tool_policy import sandbox_of
 
-        agent.config = agent.config.replace(**policy)
-        if run.tool_runner.runs_tools:  # a replay's tools are its recording: no sandbox
-            run.tool_context.sandbox = sandbox_of(agent)
+        run.tool_context.sandbox = sandbox_of(agent)
     if "max_trials" in settings:
         agent.max_trials = int(settings["max_trials"])
         diary = getattr(run.context, "diary", None)

@@ -161,6 +161,8 @@ class RunAgent(AgentView, Protocol):
     api_base: Any
     oracle: Any
     structured: str
+    approve_tools: str
+    sandbox: str
     namespace: dict[str, Any]
     ask_user: Callable[[str], str] | None
     #: Who decides a tool call the policy asks about (``steering.Approvals``), or None.
