@@ -256,8 +256,10 @@ class Agent:
             settings, models = replay_setup(trace)
         try:  # a trace does not choose a file to write or a command to run
             check_recorded(settings)
-        except ValueError as exc:
-            raise TraceError(str(exc)) from None
+        except ValueError as exc:  # it quotes the trace, which may hold a key
+            from .secrets import redact
+
+            raise TraceError(redact(str(exc))) from None
         # The memory the recording saw answers its searches; no store is opened or written.
         settings["memory"] = recording.store() if settings.pop("memory", False) else False
         if recording.has("trial") or trace.get("oracle"):  # its verdicts are in the recorded observations

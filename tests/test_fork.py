@@ -671,13 +671,14 @@ def test_a_trace_s_settings_cannot_name_a_file_or_command_of_the_person_s(named,
     or run that command.  Both refuse in one line; nothing is read, written or run."""
     from memfit_jupyter.trace import TraceError
 
+    KEY = "sk-proj-PLANTEDkey0123456789abcdef"
     parent = _parent("demo", tmp_path / "parent")
     outside = tmp_path / "outside"
     outside.mkdir()
     victim = outside / "notes.md"
     victim.write_text("SECRET-LINE\n")
     marker = outside / "ran"
-    value = {"progress": str(victim), "plan": str(outside / "features.json"), "oracle": f"touch {marker}; false"}[named]
+    value = {"progress": str(victim), "plan": str(outside / "features.json"), "oracle": f"touch {marker}; false # {KEY}"}[named]
     saved = json.loads(json.dumps(parent.trace()))
     saved["settings"][named] = value
     next(e for e in saved["events"] if e["type"] == "run_start")["settings"][named] = value
@@ -687,7 +688,7 @@ def test_a_trace_s_settings_cannot_name_a_file_or_command_of_the_person_s(named,
         Agent.fork(saved, 2, workdir=tmp_path / "child")
     for said in (str(replayed.value), str(forked.value)):
         assert f"the trace's settings name {named}=" in said and "which no run's trace records" in said
-        assert "\n" not in said
+        assert "\n" not in said and KEY not in said  # it quotes the trace: redacted
     assert victim.read_text() == "SECRET-LINE\n" and not marker.exists() and not (tmp_path / "child").exists()
 
 
