@@ -41,6 +41,9 @@ function magicWord(text: string): string | null {
   if (/^[\w@%+=:,./-]+$/.test(text)) {
     return text;
   }
+  if (/[\r\n]/.test(text)) {
+    return null; // a line break would end the magic line, and what follows would run as Python
+  }
   if (!text.includes("'")) {
     return `'${text}'`;
   }
@@ -87,7 +90,8 @@ function requestAction(req: ForkRequest): { tool: string; params: unknown } | nu
  * saying to use the `run.fork` call when a text holds both kinds of quote (no magic line can).
  */
 export function forkLine(run: string, req: ForkRequest): string {
-  const parts = [`%memfit fork ${run || 'RUN'} --at ${req.at ?? 1}`];
+  // The run's id comes from the saved trace, a file from anywhere: only an id, never code.
+  const parts = [`%memfit fork ${/^[\w.-]+$/.test(run) ? run : 'RUN'} --at ${req.at ?? 1}`];
   let impossible = '';
   const option = (name: string, value: unknown) => {
     if (value !== undefined && value !== null && value !== '') {
@@ -109,7 +113,7 @@ export function forkLine(run: string, req: ForkRequest): string {
   option('spin-threshold', req.spin_threshold);
   option('max-iterations', req.max_iterations);
   if (impossible) {
-    return `# --${impossible} holds both ' and ", which a %memfit line cannot quote: run the run.fork call below`;
+    return `# --${impossible} holds a line break, or both ' and ", which a %memfit line cannot quote: run the run.fork call below`;
   }
   return parts.join(' ');
 }

@@ -77,6 +77,10 @@ describe('the code a saved fork form writes', () => {
       `child = run.fork(at=3, guidance="don't read it twice", spin_threshold=2, action={"tool": "finish", "params": {"answer": "42", "ok": True}})\nchild.run()`
     );
     expect(forkLine('abc123', { at: 1 })).toBe('%memfit fork abc123 --at 1');
+    // a saved trace's run id is shown as an id only: one that holds code is not copied into a cell
+    expect(forkLine('x\nimport os; os.system("touch pwned") #', { at: 1 })).toBe('%memfit fork RUN --at 1');
+    // a line break would end the magic line: the run.fork call is the way then
+    expect(forkLine('abc123', { at: 2, guidance: 'one\nimport os' })).toContain('run the run.fork call below');
     expect(changesText({ action: { tool: 'read_file', params: { path: 'x' } }, max_iterations: 4 })).toBe('action read_file(path=x) · max_iterations 4');
   });
 });

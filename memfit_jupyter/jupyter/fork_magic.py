@@ -4,8 +4,9 @@
 
     %memfit fork RUN --at K [--guidance TEXT] [--observation TEXT] [--action JSON]
                  [--model M] [--reflection LEVEL] [--spin-threshold N] [--max-iterations N] [--max-cost USD]
+                 [--api-base URL] [--oracle CMD] [--approve-tools KIND|NAME,...] [--sandbox MODE]
                  [--memory overlay|write-through|STORE] [--workdir DIR] [--name VAR] [--quiet]
-    %memfit blame RUN [--budget USD] [--oracle CMD] [--oracle-timeout S] [--name VAR]
+    %memfit blame RUN [--budget USD] [--oracle CMD] [--api-base URL] [--oracle-timeout S] [--name VAR]
 
 ``RUN`` names a ``Run`` or a trace dict in the namespace, a run id (of a run in the namespace,
 the last run, or one of their forks), or a saved trace file.  ``fork``
@@ -15,8 +16,6 @@ DataFrame (step, change, outcome, cost) and binds the whole result with ``--name
 
 from __future__ import annotations
 
-import json
-import shlex
 from argparse import Namespace
 from collections.abc import Callable
 from pathlib import Path
@@ -152,28 +151,3 @@ def _blame(magics: Any, args: Namespace) -> Any:
 
     display({"text/plain": repr(found), "text/html": found._repr_html_()}, raw=True)
     return found.frame
-
-
-def fork_line(run_var: str, at: int, **changes: Any) -> str:
-    """The ``%memfit fork`` line for a fork (the run view writes the same one, labextension/src/fork.ts).
-
-    IPython splits a magic's options as words in quotes with no escapes, so a text goes in the
-    kind of quote it does not hold; one that holds both cannot go in a line (ValueError).
-
-    >>> print(fork_line("rr", 3, guidance="don't read it twice"))
-    %memfit fork rr --at 3 --guidance "don't read it twice"
-    """
-    parts = [f"%memfit fork {run_var} --at {at}"]
-    for key, value in changes.items():
-        text = json.dumps(value) if isinstance(value, dict | list) else str(value)
-        if shlex.quote(text) == text:
-            word = text
-        elif "'" not in text:
-            word = f"'{text}'"
-        elif '"' not in text:
-            word = f'"{text}"'
-        else:
-            raise ValueError(f"--{key.replace('_', '-')} holds both ' and \", which a %memfit line cannot quote: "
-                             "use run.fork(...)")
-        parts.append(f"--{key.replace('_', '-')} {word}")
-    return " ".join(parts)
