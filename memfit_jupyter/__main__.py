@@ -170,7 +170,8 @@ def _blame(args: argparse.Namespace) -> int:
 
     timeout = {} if args.oracle_timeout is None else {"oracle_timeout_s": args.oracle_timeout}
     try:
-        found = blame(load_trace(args.input), oracle=args.oracle, budget=args.budget, api_base=args.api_base, **timeout)
+        found = blame(load_trace(args.input), oracle=args.oracle, budget=args.budget, api_base=args.api_base,
+                      approve_tools=args.approve_tools, **timeout)
     except (MemfitError, ValueError, TypeError) as exc:
         return _error(str(exc).splitlines()[0] if str(exc) else type(exc).__name__)
     import polars as pl

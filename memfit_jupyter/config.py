@@ -577,6 +577,9 @@ BLAME_FLAGS: tuple[tuple[str, dict[str, Any]], ...] = (
     ("--oracle", {"metavar": "CMD", "help": "shell command run in each fork's folder (exit 0 = success)"}),
     ("--api-base", {"metavar": "URL", "help": "the forks' model server (a saved trace's own is used only once this "
                                               "process has called it)"}),
+    ("--approve-tools", {"metavar": "KIND|NAME,...", "help": "which of the forks' tool calls wait for a person (a "
+                                                           "saved trace's own is kept only where it asks as much "
+                                                           "as the default)"}),
     ("--oracle-timeout", {"type": float, "default": None, "metavar": "S",
                           "help": "seconds the oracle command may judge one fork; then it is killed (default 300)"}),
 )

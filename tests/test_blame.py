@@ -93,6 +93,21 @@ def test_blame_of_a_saved_trace_naming_an_unknown_server_refuses_before_any_fork
     assert "api_base" not in " ".join(found.frame["change"].to_list())  # the frame shows the corrections
 
 
+def test_blame_gives_each_fork_the_tool_policy_it_is_given(tmp_path):
+    """approve_tools= goes to every fork, as api_base= does: with 'always' and nobody to ask,
+    no fork's tool call runs from its step on."""
+    m = catalogue.mode("premature-finish")
+    run = catalogue.start(m, "off", tmp_path / "off")
+    run.run()
+    found = blame(run, workdir=tmp_path / "forks", approve_tools="always")
+    assert found.forks and all(child.agent.approve_tools == "always" for child in found.forks)
+    for child in found.forks:
+        at = child.parent["at"]
+        ran = [e for e in child.trace()["events"] if e["type"] == "observation" and e["iteration"] >= at
+               and e.get("tool") not in (None, "finish")]
+        assert all(not e["ok"] and "was not run" in e["error"] for e in ran)
+
+
 def test_a_command_oracle_runs_in_each_forks_folder(tmp_path):
     m = catalogue.mode("premature-finish")
     run = catalogue.start(m, "off", tmp_path / "off")

@@ -6,7 +6,8 @@
                  [--model M] [--reflection LEVEL] [--spin-threshold N] [--max-iterations N] [--max-cost USD]
                  [--api-base URL] [--oracle CMD] [--approve-tools KIND|NAME,...] [--sandbox MODE]
                  [--memory overlay|write-through|STORE] [--workdir DIR] [--name VAR] [--quiet]
-    %memfit blame RUN [--budget USD] [--oracle CMD] [--api-base URL] [--oracle-timeout S] [--name VAR]
+    %memfit blame RUN [--budget USD] [--oracle CMD] [--api-base URL] [--approve-tools KIND|NAME,...]
+                      [--oracle-timeout S] [--name VAR]
 
 ``RUN`` names a ``Run`` or a trace dict in the namespace, a run id (of a run in the namespace,
 the last run, or one of their forks), or a saved trace file.  ``fork``
@@ -144,7 +145,8 @@ def _blame(magics: Any, args: Namespace) -> Any:
     named = target(magics, args.run)  # a saved trace's path: blame reads it (one line if it cannot)
     timeout = {} if args.oracle_timeout is None else {"oracle_timeout_s": args.oracle_timeout}
     found = blame(named, oracle=_unquote(args.oracle) if args.oracle else None, budget=args.budget,
-                  api_base=_unquote(args.api_base) if args.api_base else None, **timeout)
+                  api_base=_unquote(args.api_base) if args.api_base else None,
+                  approve_tools=_unquote(args.approve_tools) if args.approve_tools else None, **timeout)
     if args.name:
         user_namespace(magics)[args.name] = found
     from .ipython import display

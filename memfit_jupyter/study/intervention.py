@@ -311,7 +311,7 @@ def _stop_after(child: Run, status: str, step: int, limit: float | None) -> str:
 def blame(run: Any, oracle: Callable[[Run], bool] | str | None = None, budget: float | None = None, *,
           changes: list[dict[str, Any]] | None = None, steps: list[int] | None = None,
           workdir: str | Path | None = None, stop_at_first: bool = True,
-          oracle_timeout_s: float = ORACLE_TIMEOUT_S, api_base: Any = None) -> Blame:
+          oracle_timeout_s: float = ORACLE_TIMEOUT_S, api_base: Any = None, approve_tools: str | None = None) -> Blame:
     """Find the step that made ``run`` fail by forking there with a corrective change.
 
     ``run``: a ``Run``, a trace dict or a trace file.  A run whose trace says it did not fail (by
@@ -333,7 +333,8 @@ def blame(run: Any, oracle: Callable[[Run], bool] | str | None = None, budget: f
     ``api_base``: the forks' model server.  A saved trace's own server, and its failure diary's
     oracle command, are used only when this process has used them (``known.py``); otherwise one
     line of ``ForkError`` asks for them again, before any fork is made (an ``oracle`` command
-    given is then the forks' diary's too).
+    given is then the forks' diary's too).  ``approve_tools``: the forks' tool policy (a saved
+    trace's own is kept only where it asks about every call the default does: ``fork.fork``).
     Returns a ``Blame``: ``.frame`` (step, change, outcome, cost, status, run), ``.forks``,
     ``.step`` and ``.change``.
     """
@@ -352,6 +353,8 @@ def blame(run: Any, oracle: Callable[[Run], bool] | str | None = None, budget: f
     if budget is not None and (isinstance(budget, bool) or not isinstance(budget, numbers.Real)):
         raise ForkError(f"budget must be a number of dollars, got {type(budget).__name__}")
     given: dict[str, Any] = {} if api_base is None else {"api_base": api_base}
+    if approve_tools is not None:
+        given["approve_tools"] = approve_tools
     try:  # a saved trace's server and oracle command: this process's own, or given again
         check_sources(run, trace, given)
     except ForkError:
