@@ -652,7 +652,10 @@ def fork(parent: Any, at: int, *, agents: MakeAgent, memory: Any = "overlay",
     (what its searches find); settings from then on: ``model=``, ``fast_model=``,
     ``fallback_model=``, ``reflection="deep"``, ``spin_threshold=``, ``strategy=``, ``samples=``,
     ``max_iterations=``, ``max_cost_usd=``, ``max_duration_seconds=``, ``max_recursive_calls=``,
-    ``max_trials=``.
+    ``max_trials=``, ``api_base=``, ``oracle=``, ``approve_tools=``, ``sandbox=``.  A saved trace's
+    server and oracle command are used only when this process has used them, its tool policy only
+    where it asks about every call the default does, its folder read only inside the working
+    directory or where a run of this process worked (a trace is a file from anywhere).
 
     ``memory``: "overlay" (the parent's store is read, never written), "write-through", or a
     store to overlay.  ``workdir``: the child's folder (an empty or new one; default: a new
