@@ -688,12 +688,14 @@ def fork(parent: Any, at: int, *, agents: MakeAgent, memory: Any = "overlay",
     inherited: dict[str, Any] = {}
     for r in ancestors:
         inherited.update(settings_of(r["changes"]))
-    if not _in_hand(parent_run):  # the trace's tool policy, as strict as the person's default or stricter
-        changes.update(_guarded_policy({**settings, **inherited, **settings_of(changes)}, changes, trace))
     switched = settings_of(changes)
     live_settings = {**settings, **inherited, **switched, "memory": False}
     if backend is None and "api_base" not in switched and not _in_hand(parent_run):  # the world's models
         _check_servers(live_settings.get("api_base"))
+    if not _in_hand(parent_run):  # the trace's tool policy, as strict as the person's default or stricter
+        guarded = _guarded_policy(live_settings, changes, trace)
+        for given in (changes, switched, live_settings):
+            given.update(guarded)
     _note_given(changes)  # the person's say: the server and command they named are theirs from now on
     if isinstance(live_settings.get("reflection"), str):
         live_settings["reflection"] = live_settings["reflection"].lower()
@@ -722,9 +724,10 @@ def fork(parent: Any, at: int, *, agents: MakeAgent, memory: Any = "overlay",
     except BaseException:
         remove(root if workdir is None else folder)
         raise
-    # Its model servers are the person's: checked above, or its parent's in hand (not so when
-    # a backend of the caller's answered and the trace's servers were not checked).
-    child.own_servers = backend is None or _in_hand(parent_run)  # type: ignore[attr-defined]
+    # Its settings are the person's only when its parent's were: it starts from its parent's
+    # recorded settings, and a fork of it at an earlier step runs live with them (what was
+    # checked above are the settings from its own step on).
+    child.own_settings = _in_hand(parent_run)  # type: ignore[attr-defined]
     if parent_run is not None:
         parent_run.forks.append(child)
     restored = child.parent["workspace"] if child.parent else {}
@@ -735,10 +738,10 @@ def fork(parent: Any, at: int, *, agents: MakeAgent, memory: Any = "overlay",
 
 
 def _in_hand(run: Run | None) -> bool:
-    """Whether ``run``'s model servers are this process's own: a run in hand, not a replay
-    (whose settings, like a saved trace's, come from a file), nor a fork whose servers, taken
-    from a trace, were not checked (it was given a backend of its own)."""
-    return run is not None and not isinstance(run.tool_runner, RecordedTools) and getattr(run, "own_servers", True)
+    """Whether ``run``'s settings (its model servers, its tool policy) are this process's own: a
+    run in hand, not a replay (whose settings, like a saved trace's, come from a file), nor a
+    fork of one (it starts from the file's settings; its own step's were checked, not those)."""
+    return run is not None and not isinstance(run.tool_runner, RecordedTools) and getattr(run, "own_settings", True)
 
 
 def _guarded_policy(settings: dict[str, Any], changes: dict[str, Any], trace: dict[str, Any]) -> dict[str, Any]:

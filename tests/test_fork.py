@@ -582,6 +582,24 @@ def test_a_fork_given_its_own_backend_does_not_vouch_for_the_trace_s_server(tmp_
     assert Agent.fork(parent, 3, workdir=tmp_path / "own").agent.api_base is None  # a live run's: its own
 
 
+def test_a_fork_of_a_saved_trace_s_child_before_its_step_checks_what_the_trace_names(tmp_path):
+    """The child of a saved trace is in hand, but it starts from the trace's settings: a fork of it
+    at a step before its own runs live with them (the trace's server, its tool policy), so they
+    are checked as the trace's are, not taken as the process's own."""
+    parent = _parent("demo", tmp_path / "parent", approve_tools="never")
+    saved = json.loads(json.dumps(parent.trace()))
+    base = "http://192.0.2.13:8000/v1"  # TEST-NET-1: no machine answers there
+    next(e for e in saved["events"] if e["type"] == "run_start")["settings"]["api_base"] = base
+    child = Agent.fork(saved, 3, workdir=tmp_path / "child", api_base=None)
+    child.run()
+    assert child.agent.api_base is None  # from its step: the person's say
+    with pytest.raises(ForkError, match=f"sends its model calls to {base} .api_base., a server this process"):
+        Agent.fork(child, 2, workdir=tmp_path / "refused", model="openai/scripted")
+    assert not (tmp_path / "refused").exists()
+    given = Agent.fork(child, 2, workdir=tmp_path / "given", model="openai/scripted", api_base=None)
+    assert given.parent["changes"]["approve_tools"] == "auto"  # the trace's 'never' is not the person's either
+
+
 def test_a_saved_trace_cannot_make_a_fork_run_an_oracle_command_this_process_never_ran(tmp_path):
     """A diary run's trace names its oracle command: a fork of the saved run runs it only when
     this process has run it (the parent's own run ran another one), else one line asks for it
