@@ -744,6 +744,10 @@ def _in_hand(run: Run | None) -> bool:
     return run is not None and not isinstance(run.tool_runner, RecordedTools) and getattr(run, "own_settings", True)
 
 
+#: The saved traces whose tool policy a fork has said it does not keep (run id, policy): said once.
+_POLICY_SAID: set[tuple[str, str]] = set()
+
+
 def _guarded_policy(settings: dict[str, Any], changes: dict[str, Any], trace: dict[str, Any]) -> dict[str, Any]:
     """The tool policy a fork of a saved trace (or of a replay) runs live under, when the trace's
     would ask a person about fewer calls than the default does: the default's, as a change at the
@@ -763,9 +767,13 @@ def _guarded_policy(settings: dict[str, Any], changes: dict[str, Any], trace: di
     unasked = theirs.lets_through(default, real_model=real)
     if not unasked:
         return {}
-    log.warning("the trace of %s runs %s without asking (approve_tools=%r); its fork asks as approve_tools=%r does "
-                "from its step: give approve_tools=%r (--approve-tools) to run as it did", trace.get("run_id"),
-                " and ".join(unasked), theirs.approve_tools, default.approve_tools, theirs.approve_tools)
+    said = (str(trace.get("run_id")), theirs.approve_tools)
+    if said not in _POLICY_SAID:  # once per trace: blame makes many forks of it
+        _POLICY_SAID.add(said)
+        log.warning("the trace of %s runs %s without asking (approve_tools=%r); its forks ask as approve_tools=%r "
+                    "does from their step: give approve_tools=%r (--approve-tools) to run as it did",
+                    trace.get("run_id"), " and ".join(unasked), theirs.approve_tools, default.approve_tools,
+                    theirs.approve_tools)
     return {"approve_tools": default.approve_tools}
 
 

@@ -640,7 +640,9 @@ def test_a_saved_trace_cannot_make_a_fork_run_shell_unasked_and_the_person_can(t
         with caplog.at_level(logging.WARNING, logger="memfit_jupyter"):
             child = Agent.fork(saved, 2, workdir=tmp_path / "child", **real)
             child.run()
+            second = Agent.fork(saved, 3, workdir=tmp_path / "second", **real)  # said once per trace (blame forks many)
         assert not marker.exists(), "the trace's approve_tools='never' ran the shell call unasked"
+        assert second.parent["changes"]["approve_tools"] == "auto"
         said = [r.getMessage() for r in caplog.records if "without asking" in r.getMessage()]
         assert len(said) == 1 and "runs python and shell without asking (approve_tools='never')" in said[0]
         assert "give approve_tools='never' (--approve-tools)" in said[0] and "\n" not in said[0]
