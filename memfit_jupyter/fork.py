@@ -754,7 +754,7 @@ def _guarded_policy(settings: dict[str, Any], changes: dict[str, Any], trace: di
     fork's step, said in one warning.  A trace is a file from anywhere, and its recorded steps
     are in the live model's prompts: ``approve_tools='never'`` there would have that model's shell
     calls run unasked on the person's machine.  Given by the person (``approve_tools=``), kept."""
-    from .tool_policy import ToolPolicy
+    from .tool_policy import ToolPolicy, any_real
 
     if "approve_tools" in changes:
         return {}
@@ -763,8 +763,7 @@ def _guarded_policy(settings: dict[str, Any], changes: dict[str, Any], trace: di
     except ValueError as exc:
         raise ForkError(f"the run's recorded settings are not valid: {exc}") from None
     default = ToolPolicy()
-    real = any(settings.get(name) and not str(settings[name]).startswith("memfit/") for name in TIERS)
-    unasked = theirs.lets_through(default, real_model=real)
+    unasked = theirs.lets_through(default, real_model=any_real(settings.get(name) for name in TIERS))
     if not unasked:
         return {}
     said = (str(trace.get("run_id")), theirs.approve_tools)
@@ -913,7 +912,7 @@ def _withheld(run: Run | None, folder: Path | None) -> str | None:
     named would be copied into the fork's, where the live model reads it."""
     from .known import folder_known
 
-    if folder is None or (run is not None and not isinstance(run.tool_runner, RecordedTools)) or folder_known(folder):
+    if folder is None or _in_hand(run) or folder_known(folder):  # a fork's own folder is noted: known
         return None
     return ("is outside the working directory and no run of this process worked there, so it is not read "
             "(a trace does not choose what a fork reads): fork it from that folder (os.chdir) to read it")

@@ -17,6 +17,7 @@ says how to allow it, is the call's observation (a failed action, so it is refle
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -137,5 +138,9 @@ def sandbox_of(agent: Any) -> Bubblewrap | None:
 
 def real_model(agent: Any) -> bool:
     """Is a model of ``agent``'s tiers a real one (not a scripted ``memfit/<scenario>``)?"""
-    tiers = getattr(agent, "tiers", {}) or {}
-    return any(m and not str(m).startswith("memfit/") for m in tiers.values())
+    return any_real((getattr(agent, "tiers", {}) or {}).values())
+
+
+def any_real(models: Iterable[Any]) -> bool:
+    """Is one of ``models`` (names, or None for a tier not set) a real one, not a scripted ``memfit/<scenario>``?"""
+    return any(m and not str(m).startswith("memfit/") for m in models)
