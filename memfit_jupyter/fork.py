@@ -433,15 +433,24 @@ def _parent_of(parent: Any) -> tuple[Run | None, dict[str, Any]]:
         if parent.status == "pending":
             raise ForkError(f"run {parent.id} has not started: there is no step to fork at yet")
         return parent, _recording_of(parent)
-    if isinstance(parent, str | Path) and not isinstance(parent, dict):
-        path = Path(parent)
-        try:
-            return None, json.loads(path.read_text())
-        except (OSError, ValueError) as exc:
-            raise ForkError(f"cannot read a trace from {str(path)!r}: {exc}") from None
-    if isinstance(parent, dict):
-        return None, json.loads(json.dumps(parent))
+    if isinstance(parent, str | Path | dict):
+        return None, saved_trace(parent)
     raise ForkError(f"fork takes a Run, a trace dict or a trace file, got {type(parent).__name__}")
+
+
+def saved_trace(given: dict[str, Any] | str | Path) -> dict[str, Any]:
+    """A saved trace (a dict, a file, or a saved output holding one) as a fork and blame read it:
+    through the one reader of traces (``Trace.load``: its shape, its nesting, its version and
+    every event against its schema; a trace is a file from anywhere), as a copy the fork may
+    change.  What it refuses is one line of ``ForkError``."""
+    from .trace import Trace, TraceError
+
+    try:
+        data = Trace.load(given if isinstance(given, dict) else Path(given)).data
+    except TraceError as exc:
+        raise ForkError(str(exc)) from None
+    copied: dict[str, Any] = json.loads(json.dumps(data)) if isinstance(given, dict) else data
+    return copied
 
 
 def _recording_of(run: Run) -> dict[str, Any]:
@@ -458,10 +467,12 @@ def _recording_of(run: Run) -> dict[str, Any]:
     return {**redact_obj(header), "events": [e.to_dict() for e in run.events]}
 
 
-def _check_replayable(trace: Any) -> int:
+def check_replayable(trace: Any) -> int:
     """Refuse a trace a fork cannot replay (one line of ``ForkError``); return its last step."""
     if not isinstance(trace, dict) or not isinstance(trace.get("events"), list) or "task" not in trace:
         raise ForkError("not a memfit trace: a dict with 'task' and 'events' is expected")
+    source: dict[str, Any] = trace["source"] if isinstance(trace.get("source"), dict) else {}
+    imported = source.get("format") or (trace.get("settings") or {}).get("imported")
     last, started = 0, False
     acted: set[int] = set()
     observed: set[int] = set()
@@ -469,14 +480,18 @@ def _check_replayable(trace: Any) -> int:
         if not isinstance(e, dict) or not isinstance(e.get("type"), str) or not _is_step(e.get("iteration")):
             raise ForkError(f"event {n} of the trace is not a memfit event (a dict with a type and an "
                             f"iteration number): {str(e)[:80]}")
-        if e["iteration"] and e["iteration"] > last:
-            last = int(e["iteration"])
+        step = e["iteration"]
+        if step is not None and not imported and not last <= step <= last + 1:
+            # A run's steps come one after another: a trace that jumps (to step 10**15) or goes
+            # back is not a run's recording, and the steps between are what a fork replays.
+            raise ForkError(f"event {n} of the trace is at step {step} after step {last}: "
+                            "a run's recording goes through its steps in order, one at a time")
+        if step:
+            last = int(step)
         kind = e["type"]
         if kind in ("action", "observation") and e.get("tool"):
-            (acted if kind == "action" else observed).add(e["iteration"])
+            (acted if kind == "action" else observed).add(step)
         started = started or kind == "run_start"
-    source: dict[str, Any] = trace["source"] if isinstance(trace.get("source"), dict) else {}
-    imported = source.get("format") or (trace.get("settings") or {}).get("imported")
     # Every step's tool output is recorded, the last one's aside (its call waits for the person's
     # approval, or the person stopped the run there).
     if imported or acted - observed - {last}:
@@ -668,7 +683,7 @@ def fork(parent: Any, at: int, *, agents: MakeAgent, memory: Any = "overlay",
     from .workspace import remove
 
     parent_run, trace = _parent_of(parent)
-    at = _check_step(at, _check_replayable(trace))
+    at = _check_step(at, check_replayable(trace))
     first = next(e for e in trace["events"] if e.get("type") == "run_start")
     changes = _check_changes(changes, list(first.get("tools") or []))
     memory = _check_memory(memory)

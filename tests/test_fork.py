@@ -260,10 +260,10 @@ def _bad_setting(trace):
 
 
 @pytest.mark.parametrize("damage, expected", [
-    (_broken_events, "event 2 of the trace is not a memfit event (a dict with a type and an iteration number)"),
-    (_step_as_text, "event 1 of the trace is not a memfit event"),
+    (_broken_events, "event 2 is str \"not an event\", not an object"),
+    (_step_as_text, "event 1 (note): iteration must be integer"),
     (_bad_setting, "the run's recorded settings are not valid: max_iterations must be at least 1, got 'many'"),
-    (lambda trace: trace.clear(), "not a memfit trace: a dict with 'task' and 'events' is expected"),
+    (lambda trace: trace.clear(), "is not a memfit trace: a JSON object with 'task' and 'events' is expected"),
 ])
 def test_a_damaged_saved_trace_is_one_line_and_makes_nothing(damage, expected, tmp_path):
     parent = _parent("demo", tmp_path / "parent")
@@ -279,6 +279,35 @@ def test_a_damaged_saved_trace_is_one_line_and_makes_nothing(damage, expected, t
     path.write_text(json.dumps([trace]))  # JSON, but not a trace
     with pytest.raises(ForkError, match="not a memfit trace"):
         Agent.fork(path, 2, workdir=tmp_path / "child")
+
+
+def _deep(levels):
+    nested = {}
+    for _ in range(levels):
+        nested = {"a": nested}
+    return nested
+
+
+@pytest.mark.parametrize("damage, expected", [
+    # blame tried every step up to the last one a trace names: this one took all the memory there was
+    (lambda events: events[-1].update(iteration=10**15), "is at step 1000000000000000 after step"),
+    (lambda events: events[3].update(iteration=-5), "is at step -5 after step"),
+    (lambda events: events[3].update(iteration=True), "iteration must be integer"),
+    (lambda events: events[3].update(data=_deep(5000)), "nests more than 100 levels deep"),  # was RecursionError
+])
+def test_a_saved_trace_is_read_as_a_replay_reads_it_before_a_fork_or_blame_uses_it(damage, expected, tmp_path):
+    from memfit_jupyter import blame
+
+    parent = _parent("premature-finish", tmp_path / "parent")
+    trace = json.loads(json.dumps(parent.trace()))
+    damage(trace["events"])
+    for call in (lambda: Agent.fork(trace, 2, workdir=tmp_path / "child"),
+                 lambda: blame(trace, workdir=tmp_path / "forks")):
+        with pytest.raises(ForkError) as err:
+            call()
+        assert expected in str(err.value) and "\n" not in str(err.value)
+    assert not (tmp_path / "child").exists() and not (tmp_path / "forks").exists()
+    assert parent.forks == []
 
 
 def test_a_step_read_from_a_dataframe_or_an_array_is_a_step(tmp_path):
@@ -776,6 +805,7 @@ def test_a_run_waiting_for_approval_of_its_first_call_can_be_forked(tmp_path):
         child = Agent.fork(source, 1, workdir=tmp_path / f"child{isinstance(source, dict)}")
         assert child.parent["at"] == 1
     bare = json.loads(json.dumps(waiting.trace()))
-    bare["events"] += [{"type": "action", "iteration": 2, "ts": 0.0, "tool": "read_file", "params": {}}]
+    act = next(e for e in bare["events"] if e["type"] == "action")
+    bare["events"] += [{**act, "iteration": 2}]
     with pytest.raises(ForkError, match="has no recorded tool outputs"):
         Agent.fork(bare, 1, workdir=tmp_path / "refused")

@@ -20,7 +20,6 @@ scenario's expected answer (the failure mode's ``on`` side), else "the run ended
 
 from __future__ import annotations
 
-import json
 import math
 import numbers
 from collections.abc import Callable
@@ -30,7 +29,14 @@ from typing import TYPE_CHECKING, Any
 
 from ..agent import Agent
 from ..context.diary import NOT_FOUND, ORACLE_TIMEOUT_S, not_found, run_command
-from ..fork import ForkError, check_sources, last_step, start_settings
+from ..fork import (
+    ForkError,
+    check_replayable,
+    check_sources,
+    last_step,
+    saved_trace,
+    start_settings,
+)
 from ..secrets import redact
 
 if TYPE_CHECKING:
@@ -112,16 +118,8 @@ def _trace_of(run: Any) -> dict[str, Any]:
 
     if isinstance(run, Run):
         return run.trace()
-    if isinstance(run, dict):
-        return run
-    if isinstance(run, str | Path):
-        try:
-            loaded = json.loads(Path(run).read_text())
-        except (OSError, ValueError) as exc:
-            raise ForkError(f"cannot read a trace from {str(run)!r}: {exc}") from None
-        if not isinstance(loaded, dict):
-            raise ForkError(f"{str(run)!r} is not a memfit trace: a JSON object is expected")
-        return loaded
+    if isinstance(run, str | Path | dict):
+        return saved_trace(run)  # as a fork reads it: every fork of blame starts from it
     raise ForkError(f"blame takes a Run, a trace dict or a trace file, got {type(run).__name__}")
 
 
@@ -341,8 +339,9 @@ def blame(run: Any, oracle: Callable[[Run], bool] | str | None = None, budget: f
     import polars as pl
 
     trace = _trace_of(run)
-    if not isinstance(run, dict) and isinstance(run, str | Path):
-        run = trace  # read once: every fork starts from it
+    if isinstance(run, str | Path | dict):
+        run = trace  # read and checked once: every fork starts from it
+    check_replayable(trace)  # a trace no fork can replay is one line here, not a row a candidate
     if isinstance(oracle_timeout_s, bool) or not isinstance(oracle_timeout_s, numbers.Real) or not (
             0 < oracle_timeout_s < math.inf):
         raise ForkError(f"oracle_timeout_s must be a finite number of seconds more than 0, got {oracle_timeout_s!r}")
