@@ -209,7 +209,7 @@ class RecordedStore:
         self.clock = clock
         self.searches: deque[_Search] = deque()
         self.inserts: deque[list[Any]] = deque()
-        self.batches: deque[list[Any]] = deque()
+        self.batches: deque[tuple[list[Any], int]] = deque()  # (ids added, duplicates) a triage
         self.diary_tag = diary_tag
         tags_calls = 0
         for e in events:
@@ -225,7 +225,7 @@ class RecordedStore:
             elif kind == "memory" and e.get("op") == "insert":
                 self.inserts.append(list(e.get("added") or []))
             elif kind == "memory" and e.get("op") == "triage":
-                self.batches.append([*(e.get("added") or []), *[None] * int(e.get("duplicates") or 0)])
+                self.batches.append((list(e.get("added") or []), int(e.get("duplicates") or 0)))
 
     def search(self, query: str, k: int | None = 10, bytes_limit: int | None = None, tags: Any = None,
                llm: Any = None, iteration: int = 0, **_: Any) -> SearchResults:
@@ -251,8 +251,11 @@ class RecordedStore:
         return ids[0] if ids else None
 
     def add_many(self, items: Iterable[Any], **_: Any) -> list[Any]:
-        list(items)
-        return self.batches.popleft() if self.batches else []
+        n = len(list(items))
+        added, duplicates = self.batches.popleft() if self.batches else ([], 0)
+        # One id or None an item, as a store answers: a count of duplicates beyond the batch (a
+        # trace is a file from anywhere: 10**12) would be a list as long, made here.
+        return [*added, *[None] * min(duplicates, n - len(added))]
 
     def tags(self) -> dict[str, int]:
         return {}

@@ -185,6 +185,22 @@ def test_a_real_run_whose_triage_kept_nothing_replays_byte_for_byte(tmp_path):
     assert replayed.status == recorded["status"]
 
 
+def test_a_trace_claiming_more_duplicates_than_its_triage_had_items_replays_without_making_them(tmp_path):
+    """A trace is a file from anywhere: a triage that says 10**12 of its items were duplicates
+    made a list that long before the replay began (MemoryError, or the machine's memory).  Now
+    the replay answers as a store would, one id or None an item, and says where it differs."""
+    run = _agent("demo", tmp_path / "run", None).start(TASK)
+    run.run()
+    recorded = json.loads(json.dumps(run.trace()))
+    (triage,) = [i for i, e in enumerate(recorded["events"]) if e["type"] == "memory" and e["op"] == "triage"]
+    assert recorded["events"][triage]["duplicates"] == 0 and len(recorded["events"][triage]["added"]) == 1
+    recorded["events"][triage]["duplicates"] = 10**12
+    events, replayed = _replayed_events(recorded, tmp_path / "replay")
+    assert replayed.status == recorded["status"]
+    differ = [i for i, (a, b) in enumerate(zip(events, recorded["events"], strict=True)) if a != json.dumps(b)]
+    assert differ == [triage] and json.loads(events[triage])["duplicates"] == 0
+
+
 def test_a_calls_timeout_is_the_recorded_one_however_long_the_replay_took_to_reach_it():
     """A call's timeout is the time the run had left then: a replay that reached the call later
     than the run did (a cold start) still shows the recorded figure."""
