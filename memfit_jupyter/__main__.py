@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import tempfile
 from pathlib import Path
@@ -88,19 +89,41 @@ def load_trace(path: str) -> dict[str, Any]:
 
 
 def write_trace(trace: dict[str, Any], path: str) -> int:
-    """Write ``trace`` to ``path``; if that fails, to the temporary directory, saying where (returns 2)."""
+    """Write ``trace`` to ``path``; if that fails, to the temporary directory, saying where (returns 2).
+
+    Whole or not at all: a file already at ``path`` (the trace being replayed, written over) is
+    replaced only once the new one is written; a full disk leaves it as it was."""
     text = json.dumps(trace, indent=1)
     try:
-        Path(path).write_text(text)
+        _write_whole(Path(path), text)
         return 0
     except OSError as exc:
-        # A new file each time: a second failure (a replay keeps the run id) must not overwrite the first.
-        handle, name = tempfile.mkstemp(prefix=f"memfit-trace-{trace.get('run_id') or 'run'}-", suffix=".json")
+        reason = exc.strerror or type(exc).__name__
+    # A new file each time: a second failure (a replay keeps the run id) must not overwrite the first.
+    handle, name = tempfile.mkstemp(prefix=f"memfit-trace-{trace.get('run_id') or 'run'}-", suffix=".json")
+    try:
         with open(handle, "w", encoding="utf-8") as out:
             out.write(text)
-        fallback = Path(name)
-        reason = exc.strerror or type(exc).__name__
-        return _error(f"cannot write the trace to {path} ({reason}); it was written to {fallback}")
+    except OSError as again:
+        Path(name).unlink(missing_ok=True)
+        return _error(f"cannot write the trace to {path} ({reason}), nor to {Path(name).parent} "
+                      f"({again.strerror or type(again).__name__})")
+    return _error(f"cannot write the trace to {path} ({reason}); it was written to {name}")
+
+
+def _write_whole(path: Path, text: str) -> None:
+    """``text`` into ``path`` through a temporary file beside it, then one rename."""
+    handle, name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with open(handle, "w", encoding="utf-8") as out:
+            out.write(text)
+        mask = os.umask(0)
+        os.umask(mask)
+        os.chmod(name, 0o666 & ~mask)  # as a file opened to write is made (mkstemp's is the owner's only)
+        Path(name).replace(path)
+    except BaseException:
+        Path(name).unlink(missing_ok=True)
+        raise
 
 
 def _error(message: str) -> int:

@@ -129,6 +129,36 @@ def test_cli_run_with_a_trace_path_that_cannot_be_written_keeps_the_trace(tmp_pa
     os.unlink(saved)
 
 
+@pytest.mark.slow  # python -m memfit_jupyter in a new process, twice
+def test_cli_replay_written_over_its_input_on_a_full_disk_leaves_the_input_whole(tmp_path):
+    """``replay run.json --trace run.json`` where the disk takes only half the file (a file size
+    limit stands for a full disk): the recorded trace was cut in half before; now it is as it was,
+    and the error is one line."""
+    import resource
+    import signal
+
+    work = tmp_path / "work"
+    work.mkdir()
+    made = _cli("run", "add up data.txt", "--no-memory", "--trace", "run.json", cwd=work)
+    assert made.returncode == 0, made.stderr
+    before = (work / "run.json").read_bytes()
+    half = len(before) // 2
+
+    def small_disk():
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # a write past the limit fails (EFBIG) rather than killing
+        resource.setrlimit(resource.RLIMIT_FSIZE, (half, half))
+
+    env = {**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True", "TMPDIR": str(tmp_path)}
+    out = subprocess.run([sys.executable, "-m", "memfit_jupyter", "replay", "run.json", "--trace", "run.json"],
+                         cwd=work, capture_output=True, text=True, env=env, timeout=300, preexec_fn=small_disk)
+    assert out.returncode == 2 and "Traceback" not in out.stderr, out.stderr
+    (line,) = out.stderr.strip().splitlines()
+    assert line.startswith("error: cannot write the trace to run.json (File too large), nor to "), line
+    assert (work / "run.json").read_bytes() == before
+    assert not [p for p in work.iterdir() if p.name.endswith(".tmp")]  # nothing half-written is left
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith("memfit-trace-")]
+
+
 def test_a_model_with_no_known_price_is_named_in_the_totals(tmp_path):
     """The local model's recording: its calls cost $0 because no price is known, and the trace says so
     rather than letting the view show a free run; a priced scripted run's totals do not name any."""
