@@ -52,6 +52,8 @@ _EXPORTS = {
     "Comparison": ".study.compare",
     "blame": ".study.intervention",
     "Blame": ".study.intervention",
+    "family": ".study.family",
+    "Family": ".study.family",
     "ForkError": ".fork",
 }
 
@@ -87,6 +89,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from .study.analysis import analyze
     from .study.catalogue import catalogue
     from .study.compare import Comparison, compare
+    from .study.family import Family, family
     from .study.intervention import Blame, blame
     from .sweep import sweep
     from .tools import Param, Tool

@@ -205,6 +205,24 @@ def _blame(args: argparse.Namespace) -> int:
     return 0 if found.step is not None else 1
 
 
+def _tree(inputs: list[str]) -> int:
+    """``tree PATH...``: the family of the runs found, a line a run; 1 when none was found."""
+    from .secrets import redact
+    from .study.family import family
+    from .trace import TraceError
+
+    try:
+        found = family(*inputs)
+    except TraceError as exc:
+        return _error(str(exc))
+    for line in found.lines():
+        if not say(line):
+            return 1
+    for problem in found.problems:
+        print(redact(f"not read: {problem}"), file=sys.stderr)  # a path may hold what was typed
+    return 0 if found.members else 1
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = _Parser(prog="python -m memfit_jupyter")
     sub = ap.add_subparsers(dest="command", required=True)
@@ -229,6 +247,11 @@ def main(argv: list[str] | None = None) -> int:
     b.add_argument("input", metavar="TRACE", help="the saved trace (JSON) of the failed run")
     for flag, kwargs in BLAME_FLAGS:
         b.add_argument(flag, **kwargs)
+    t = sub.add_parser("tree", help="the tree of runs and their forks in saved traces, folders and notebooks",
+                       description="Draw the runs of saved traces (files, folders below them, notebooks) as trees: "
+                       "each run, the forks made of it, their forks.")
+    t.add_argument("inputs", metavar="PATH", nargs="*", default=["."],
+                   help="trace files, notebooks or folders (default: the current folder)")
     s = sub.add_parser("snapshots", help="what the blob store of the runs' file snapshots holds; "
                        "--prune-older-than DAYS removes what no run has used since")
     s.add_argument("--store", metavar="DIR", help="the blob store (default: the one in memfit's cache folder)")
@@ -237,6 +260,8 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     if args.command == "snapshots":
         return _snapshots(args.store, args.prune_older_than)
+    if args.command == "tree":
+        return _tree(args.inputs)
 
     from .agent import Agent
     from .errors import MemfitError

@@ -541,6 +541,28 @@ def test_fork_from_the_view_runs_the_child_in_its_own_widget_and_the_saved_outpu
     assert second["at"] == 2 and second["status"] == "done" and second["live_widget"] is None
 
 
+def test_memfit_tree_draws_a_run_s_family_and_a_folder_s(kernel):
+    reply, _ = kernel.execute("%%memfit_task --model memfit/premature-finish --no-memory --quiet --name famrun\n"
+                              "What is the total number of crates in north.txt, south.txt and east.txt?")
+    assert reply["content"]["status"] == "ok"
+    reply, _ = kernel.execute("famkid = famrun.fork(2, observation='crates: 0'); famkid.run()\n"
+                              "import json, pathlib; pathlib.Path('famtrees').mkdir(exist_ok=True)\n"
+                              "pathlib.Path('famtrees/kid.json').write_text(json.dumps(famkid.trace()))")
+    assert reply["content"]["status"] == "ok"
+    parent, kid = kernel.value("famrun.id").strip("'"), kernel.value("famkid.id").strip("'")
+    for line in ("%memfit tree famrun", "%memfit tree"):  # named, or the last run's family
+        reply, msgs = kernel.execute(line)
+        (shown,) = [m["content"]["data"] for m in msgs if m["msg_type"] == "execute_result"]
+        assert shown["text/plain"] == "<Family 2 run(s) in 1 tree(s)>"
+        assert shown["text/html"].index(parent) < shown["text/html"].index(f"at 2 observation=&#x27;crates: 0&#x27; → {kid}")
+    reply, msgs = kernel.execute("%memfit tree famtrees")  # a folder: the child's trace names its parent
+    (shown,) = [m["content"]["data"] for m in msgs if m["msg_type"] == "execute_result"]
+    assert kid in shown["text/html"] and "famtrees/kid.json" in shown["text/html"]
+    reply, msgs = kernel.execute("%memfit tree nowhere")
+    said = "".join(m["content"]["text"] for m in msgs if m["msg_type"] == "stream" and m["content"]["name"] == "stderr")
+    assert said.startswith("UsageError: no run named 'nowhere'") and said.count("\n") == 1, said
+
+
 def test_the_status_shows_no_password_of_a_default(kernel):
     kernel.execute('%config MemfitMagics.api_base = "http://user:s3cretpass@127.0.0.1:9/v1"')
     kernel.execute('%config MemfitMagics.memory_path = "postgresql://bob:hunter2pw@127.0.0.1:1/db"')

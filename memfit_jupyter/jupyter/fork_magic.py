@@ -8,11 +8,14 @@
                  [--memory overlay|write-through|STORE] [--workdir DIR] [--name VAR] [--quiet]
     %memfit blame RUN [--budget USD] [--oracle CMD] [--api-base URL] [--approve-tools KIND|NAME,...]
                       [--oracle-timeout S] [--name VAR]
+    %memfit tree [RUN|PATH ...]
 
 ``RUN`` names a ``Run`` or a trace dict in the namespace, a run id (of a run in the namespace,
 the last run, or one of their forks), or a saved trace file.  ``fork``
 starts the child at once and shows it live, as ``%%memfit_task`` does; ``blame`` returns its
-DataFrame (step, change, outcome, cost) and binds the whole result with ``--name``.
+DataFrame (step, change, outcome, cost) and binds the whole result with ``--name``; ``tree``
+returns the ``Family`` of the runs named, or of the traces and notebooks in folders
+(``study/family.py``; default: the last run, else the current folder).
 """
 
 from __future__ import annotations
@@ -29,7 +32,7 @@ from .ipython import argument, magic_arguments, parse_argstring, user_namespace
 
 F = TypeVar("F", bound=Callable[..., Any])
 
-SUBCOMMANDS = ("fork", "blame")
+SUBCOMMANDS = ("fork", "blame", "tree")
 
 
 def _options(flags: tuple[tuple[str, dict[str, Any]], ...], *own: tuple[str, dict[str, Any]]) -> Callable[[F], F]:
@@ -68,6 +71,8 @@ def memfit_fork_or_blame(magics: Any, line: str) -> Any:
     try:
         if sub == "fork":
             return _fork(magics, parse_argstring(fork_options, rest))
+        if sub == "tree":
+            return _tree(magics, rest)
         return _blame(magics, parse_argstring(blame_options, rest))
     except (UsageError, ValueError) as exc:  # ForkError, bad values: the one line that says why
         from .fork_view import first_line
@@ -153,3 +158,33 @@ def _blame(magics: Any, args: Namespace) -> Any:
 
     display({"text/plain": repr(found), "text/html": found._repr_html_()}, raw=True)
     return found.frame
+
+
+def _tree(magics: Any, rest: str) -> Any:
+    """``%memfit tree [RUN|PATH ...]``: the family of what is named (a variable, a run id, a file
+    or a folder); with nothing named, the last run's, else the current folder's."""
+    import shlex
+
+    from ..study.family import family
+
+    try:
+        names = shlex.split(rest)
+    except ValueError as exc:
+        raise UsageError(f"%memfit tree: {exc}") from None
+    found: list[Any] = []
+    for name in names:
+        path = Path(name).expanduser()
+        found.append(path if path.is_dir() else target(magics, name))
+    if not found:
+        last = getattr(magics, "last_run", None)
+        found = [_root_of(last)] if last is not None else [Path.cwd()]
+    return family(*found)
+
+
+def _root_of(run: Any) -> Any:
+    """The first run of ``run``'s family in this process (a fork's parent's parent, ...)."""
+    seen = set()
+    while getattr(run, "parent_run", None) is not None and id(run) not in seen:
+        seen.add(id(run))
+        run = run.parent_run
+    return run

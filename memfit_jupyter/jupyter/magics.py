@@ -31,7 +31,7 @@ from .ipython import (
 
 MEMFIT_SUBCOMMANDS = ("status", "scenarios", "defaults", "tiers")
 #: The subcommands that act on a run: time travel (``fork_magic``) and the offline report.
-RUN_SUBCOMMANDS = ("fork", "blame", "export")
+RUN_SUBCOMMANDS = ("fork", "blame", "tree", "export")
 #: The options whose value may need quotes (spaces, JSON): their quotes are taken off.
 QUOTED = ("oracle", "api_base", "fast_api_base", "fallback_api_base", "memory", "plan", "progress")
 
