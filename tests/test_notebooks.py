@@ -275,6 +275,11 @@ def test_time_travel(copy_of_notebooks):
     assert "first live event: fork" in replayed
     forks = text_of(cell(nb, "empty = run.fork(2"))
     assert forks.count("done") >= 3 and "295" in forks
+    tree = text_of(cell(nb, "from pathlib import Path\nfrom memfit_jupyter import family")).splitlines()
+    assert tree[0] == f"{parent['run_id']}  (no trace given)" and len(tree) == 4  # named by its three forks
+    assert tree[1].startswith("├── at 2 observation='crates: 0' → ") and tree[3].startswith("└── at 3 ")
+    assert sorted(line[4:].split(" → ")[0] for line in tree[2:]) == [  # the two at step 3: by run id
+        "at 3 action='read_file(path=east.txt)'", "at 3 guidance='finish refused (premature_finish): the …'"]
     remembers = text_of(cell(nb, 'os.makedirs("lesson"'))
     assert "after the fork, the same: True" in remembers and "own store over lesson/lesson-memory" in remembers
     (listed,) = [o for o in cell(nb, "%memfit_memory --run noted list").outputs if MEMORY_MIME in o.get("data", {})]

@@ -50,8 +50,8 @@ class Member:
     cost_usd: float | None = None
     iterations: int | None = None
     model: str = ""
-    #: Where its trace was read (a file, "<dict>", "<run>"); None for a fork known only from its
-    #: parent's list of forks (its own trace was not among the sources).
+    #: Where its trace was read (a file, "<dict>", "<run>"); None for a run known only from its
+    #: parent's list of forks, or from its forks' ``parent`` (its own trace was not among the sources).
     source: str | None = None
     #: Its whole trace, when it came whole (a dict, a run, a notebook's output); a file's is read
     #: again when asked for (``Family.trace``).
@@ -130,7 +130,7 @@ class Family:
         if member.whole is not None:
             return member.whole
         if member.source is None:
-            raise KeyError(f"run {run} is known only from its parent's list of forks: its trace was not given")
+            raise KeyError(f"run {run} is known only from the traces of its family: its own was not given")
         return Trace.load(Path(member.source)).data
 
     def lines(self) -> list[str]:
@@ -188,6 +188,9 @@ def family(*sources: Any) -> Family:
                 raise TraceError(f"no such file or folder: {path}")
         else:
             raise TraceError(f"family() takes trace files, folders, trace dicts and runs, got {type(source).__name__}")
+    for member in list(members.values()):  # a parent named by its forks only: their tree's root
+        if member.parent and member.parent not in members:
+            members[member.parent] = Member(run=member.parent)
     return Family(members, problems)
 
 
@@ -293,7 +296,7 @@ def _add(members: dict[str, Member], problems: list[str], found: list[Member]) -
 
 def _summary(m: Member, parents_model: str | None) -> str:
     """Its id, outcome, steps, cost, model (a fork's only when its parent's differs) and source."""
-    parts = [m.run, m.status or "?"]
+    parts = [m.run, *([m.status] if m.status else [])]
     if m.iterations is not None:
         parts.append(f"{m.iterations} step{'s' if m.iterations != 1 else ''}")
     if m.cost_usd is not None:
