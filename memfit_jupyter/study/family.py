@@ -204,6 +204,8 @@ def _read_file(path: Path, members: dict[str, Member], problems: list[str], *, q
             for data, where in _traces_in(notebook, str(path)):
                 _add(members, problems, _member(data, where, whole=True))
             return
+        if quiet and not _looks_like_trace(path):  # a folder's other JSON (a package.json): not read whole
+            return
         header = Trace.read_header(path)
     except (TraceError, OSError, ValueError, RecursionError) as exc:
         if not quiet or _looks_like_trace(path):
@@ -227,7 +229,7 @@ def _files_in(folder: Path) -> list[Path]:
 
 
 def _looks_like_trace(path: Path) -> bool:
-    """Whether a file in a folder that could not be read was meant as a trace (so it is named):
+    """Whether a file in a folder is meant as a trace (so it is read, and named if it cannot be):
     its first bytes hold a memfit trace's first fields."""
     try:
         with path.open("rb") as f:
