@@ -314,7 +314,7 @@ def _changes_text(changes: dict[str, Any]) -> str:
     said = []
     for name, value in changes.items():
         if name == "action" and isinstance(value, dict) and value.get("tool"):  # as the run view writes an action
-            params = value.get("params") if isinstance(value.get("params"), dict) else {}
+            params: dict[str, Any] = value["params"] if isinstance(value.get("params"), dict) else {}
             value = f"{value['tool']}(" + ", ".join(f"{k}={v if isinstance(v, str) else json.dumps(v, default=str)}"
                                                     for k, v in params.items()) + ")"
         text = value if isinstance(value, str) else json.dumps(value, default=str)
