@@ -143,6 +143,26 @@ def test_bad_sources_are_one_line(given, expected, tmp_path, monkeypatch):
     assert str(err.value) == expected
 
 
+def _nested(levels):
+    deep = {}
+    for _ in range(levels):
+        deep = {"a": deep}
+    return deep
+
+
+def test_a_trace_nested_too_deep_is_a_problem_not_a_recursion_error(tmp_path):
+    """A fork's recorded change 900 levels deep (as deep as json.dumps writes; a dict given may be
+    deeper still): the family names it, as Trace.load refuses it."""
+    run, *_ = _runs(tmp_path)
+    made = json.loads(json.dumps(run.trace()))
+    made["parent"] = {"run": "elsewhere", "at": 1, "changes": {"guidance": _nested(900)}}
+    (tmp_path / "deep.json").write_text(json.dumps(made))
+    made["parent"]["changes"]["guidance"] = _nested(5000)
+    for given, where in ((tmp_path / "deep.json", str(tmp_path / "deep.json")), (made, "<dict>")):
+        fam = family(given)
+        assert not fam.members and fam.problems == [f"{where}: it nests more than 100 levels deep"]
+
+
 def test_a_file_named_that_is_not_a_trace_is_a_problem_not_an_error(tmp_path):
     (tmp_path / "notes.json").write_text("[1, 2]")
     fam = family(tmp_path / "notes.json")

@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from ..secrets import redact_obj
-from ..trace import RUN_MIME, Trace, TraceError, payload_of
+from ..trace import MAX_DEPTH, RUN_MIME, Trace, TraceError, payload_of, too_deep
 
 #: The file names ``family`` reads in a folder: traces and notebooks.
 SUFFIXES = (".json", ".ipynb")
@@ -173,10 +173,10 @@ def family(*sources: Any) -> Family:
         source = todo.pop(0)
         if isinstance(source, Run):
             todo += list(source.forks)
-            _add(members, problems, _member(source.trace(), "<run>", whole=True))  # redacted as it is made
+            _take(members, problems, source.trace(), "<run>", whole=True)  # redacted as it is made
         elif isinstance(source, dict):
             for data, where in _traces_in(source, "<dict>"):
-                _add(members, problems, _member(data, where, whole=True))
+                _take(members, problems, data, where, whole=True)
         elif isinstance(source, str | Path):
             path = Path(source).expanduser()
             if path.is_dir():
@@ -202,7 +202,7 @@ def _read_file(path: Path, members: dict[str, Member], problems: list[str], *, q
             if not isinstance(notebook, dict) or not isinstance(notebook.get("cells"), list):
                 raise TraceError(f"{path} is not a notebook")
             for data, where in _traces_in(notebook, str(path)):
-                _add(members, problems, _member(data, where, whole=True))
+                _take(members, problems, data, where, whole=True)
             return
         if quiet and not _looks_like_trace(path):  # a folder's other JSON (a package.json): not read whole
             return
@@ -215,7 +215,7 @@ def _read_file(path: Path, members: dict[str, Member], problems: list[str], *, q
         if not quiet:
             problems.append(f"{path} is not a memfit trace: a JSON object with 'task' and 'events' is expected")
         return
-    _add(members, problems, _member(header, str(path), whole=False))
+    _take(members, problems, header, str(path), whole=False)
 
 
 def _files_in(folder: Path) -> list[Path]:
@@ -267,6 +267,8 @@ def _member(data: dict[str, Any], where: str, *, whole: bool) -> list[Member]:
     """The member a trace (or its header) tells of, and the forks its list names."""
     if not isinstance(data, dict) or not data.get("run_id"):
         return []
+    if too_deep(data):  # as Trace.load refuses it (a value 5,000 levels deep is no trace's)
+        raise TraceError(f"it nests more than {MAX_DEPTH} levels deep")
     parent: dict[str, Any] = _dict(data.get("parent"))
     totals: dict[str, Any] = _dict(data.get("totals"))
     me = Member(run=str(data["run_id"]), parent=str(parent["run"]) if parent.get("run") else None,
@@ -279,6 +281,16 @@ def _member(data: dict[str, Any], where: str, *, whole: bool) -> list[Member]:
                    iterations=_int(f.get("iterations")), model=me.model)
             for f in data.get("forks") or () if isinstance(f, dict) and f.get("run")]
     return [me, *kids]
+
+
+def _take(members: dict[str, Member], problems: list[str], data: Any, where: str, *, whole: bool) -> None:
+    """Add the runs one trace tells of, or name it in ``problems`` when it cannot be read."""
+    try:
+        found = _member(data, where, whole=whole)
+    except TraceError as exc:
+        problems.append(f"{where}: {exc}")
+        return
+    _add(members, problems, found)
 
 
 def _add(members: dict[str, Member], problems: list[str], found: list[Member]) -> None:
