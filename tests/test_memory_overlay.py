@@ -3,8 +3,10 @@ memory is an overlay of its parent's store, which the fork leaves as it was."""
 
 from __future__ import annotations
 
+import pytest
+
 from memfit_jupyter import Agent, MemoryStore
-from memfit_jupyter.fork import ForkStore
+from memfit_jupyter.fork import ForkError, ForkStore
 from memfit_jupyter.llm.scenarios import load_scenario
 from memfit_jupyter.memory.overlay import Overlay
 
@@ -207,11 +209,14 @@ def test_a_fork_of_a_saved_trace_says_when_its_parents_store_is_gone_or_unnamed(
     assert Agent.fork(moved_where, 1, workdir=tmp_path / "named", memory=moved).parent["memory"] == "overlay"
     monkeypatch.chdir(tmp_path)  # inside the working directory: read where the trace says
     assert Agent.fork(moved_where, 1, workdir=tmp_path / "found").parent["memory"] == "overlay"
-    for bad in ({"path": ""}, {"url": "https://example.org/db"}, ["not", "a", "record"], {"path": "a\x00b"},
+    for bad in ({"path": ""}, {"url": "https://example.org/db"}, {"path": "a\x00b"},
                 {"path": str(moved), "over": {"path": str(moved)}, "hidden": "all"}):
         caplog.clear()
         child = Agent.fork({**saved, "memory_store": bad}, 1, workdir=tmp_path / f"bad{len(caplog.records)}-{id(bad)}")
         assert child.parent["memory"] == "own" and "its store cannot be read" in caplog.text, bad
+    with pytest.raises(ForkError, match="memory_store must be object"):  # not a record at all: as replay reads it
+        Agent.fork({**saved, "memory_store": ["not", "a", "record"]}, 1, workdir=tmp_path / "not-a-record")
+    assert not (tmp_path / "not-a-record").exists()
     # A server's store is read only when this process has it open: a trace does not log in anywhere.
     caplog.clear()
     server = {**saved, "memory_store": {"url": "postgresql://ann@127.0.0.1:9/team"}}
