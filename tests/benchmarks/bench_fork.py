@@ -10,16 +10,17 @@ that reaches the live part.  Goal: ratio <= 0.05.
     python tests/benchmarks/bench_fork.py [--steps 10,100,1000] [--reflection none] [--repeats 3] [--local N] [--dir D]
 
 Measured last (2 cores, idle machine), ``--steps 10,100 --repeats 9`` then ``--steps 1000
---repeats 3``, on a machine whose parent steps take 3.4-3.6 ms (8.1 ms on average to step
-1,000) and whose replayed steps 173-217 us (287 us at 1,000):
+--repeats 3``, on a machine whose parent steps take 4.0 ms (8.4 ms on average to step 1,000)
+and whose replayed steps 177-187 us (302 us at 1,000):
 
     prefix   ratio (median; range)        fork to live call   parent to the step
-    10       0.091 (0.079-0.105)          3.3 ms              36 ms
-    100      0.051 (0.048-0.059)          18.5 ms             362 ms
-    1,000    0.0355 (0.0335-0.039)        289 ms              8.12 s
+    10       0.087 (0.074-0.092)          3.5 ms              40 ms
+    100      0.049 (0.045-0.056)          19.3 ms             395 ms
+    1,000    0.036 (0.033-0.038)          304 ms              8.36 s
 
-(a fork with no prefix: 1.19-1.42 ms; ``--dir`` on another folder of the same disk: 0.0995 and
-0.0517).  On a machine before it (parent steps of 1.85-1.9 ms):
+(a fork with no prefix: 1.6-1.7 ms).  The time before, on the same machine: 0.091, 0.051 and
+0.0355 (a fork with no prefix: 1.19-1.42 ms; ``--dir`` on another folder of the same disk: 0.0995
+and 0.0517).  On a machine before it (parent steps of 1.85-1.9 ms):
 
     prefix   ratio (median; range)        fork to live call   parent to the step
     10       0.087 (0.074-0.094)          1.6 ms              18.5 ms
