@@ -18,7 +18,7 @@ and whose replayed steps 177-187 us (302 us at 1,000):
     100      0.049 (0.045-0.056)          19.3 ms             395 ms
     1,000    0.036 (0.033-0.038)          304 ms              8.36 s
 
-(a fork with no prefix: 1.6-1.7 ms).  The time before, on the same machine: 0.091, 0.051 and
+(a fork with no prefix: 1.6-1.7 ms).  Measured the time before (parent steps of 3.4-3.6 ms): 0.091, 0.051 and
 0.0355 (a fork with no prefix: 1.19-1.42 ms; ``--dir`` on another folder of the same disk: 0.0995
 and 0.0517).  On a machine before it (parent steps of 1.85-1.9 ms):
 
