@@ -65,8 +65,8 @@ def handles(line: str) -> bool:
     return (line or "").strip().split(" ", 1)[0] in SUBCOMMANDS
 
 
-def memfit_fork_or_blame(magics: Any, line: str) -> Any:
-    """Run ``%memfit fork ...`` or ``%memfit blame ...``; bad input is one UsageError line."""
+def memfit_time_travel(magics: Any, line: str) -> Any:
+    """Run ``%memfit fork ...``, ``%memfit blame ...`` or ``%memfit tree ...``; bad input is one UsageError line."""
     sub, _, rest = (line or "").strip().partition(" ")
     try:
         if sub == "fork":

@@ -147,13 +147,14 @@ class MemfitMagics(MemfitSettings, Magics):
         """Status and settings: model tiers (and breaker states), defaults, the scenarios.
 
         ``%memfit`` shows everything; ``%memfit tiers|defaults|scenarios`` one part.
-        ``%memfit fork RUN --at K ...`` and ``%memfit blame RUN`` travel in time (``fork_magic``).
+        ``%memfit fork RUN --at K ...``, ``%memfit blame RUN`` and ``%memfit tree`` travel in time
+        (``fork_magic``).
         ``%memfit export RUN PATH`` writes RUN's offline HTML report (jupyter/report.py).
         """
-        from .fork_magic import handles, memfit_fork_or_blame
+        from .fork_magic import handles, memfit_time_travel
 
         if handles(line):
-            return memfit_fork_or_blame(self, line)
+            return memfit_time_travel(self, line)
         from .status import status_html, status_text
 
         if (line or "").split(None, 1)[:1] == ["export"]:
