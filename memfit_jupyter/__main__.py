@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 import tempfile
 from pathlib import Path
@@ -93,9 +92,11 @@ def write_trace(trace: dict[str, Any], path: str) -> int:
 
     Whole or not at all: a file already at ``path`` (the trace being replayed, written over) is
     replaced only once the new one is written; a full disk leaves it as it was."""
+    from .context.longhorizon import write_atomic
+
     text = json.dumps(trace, indent=1)
     try:
-        _write_whole(Path(path), text)
+        write_atomic(Path(path), text, parents=False)  # a folder that is not there is the person's mistake
         return 0
     except OSError as exc:
         reason = exc.strerror or type(exc).__name__
@@ -109,21 +110,6 @@ def write_trace(trace: dict[str, Any], path: str) -> int:
         return _error(f"cannot write the trace to {path} ({reason}), nor to {Path(name).parent} "
                       f"({again.strerror or type(again).__name__})")
     return _error(f"cannot write the trace to {path} ({reason}); it was written to {name}")
-
-
-def _write_whole(path: Path, text: str) -> None:
-    """``text`` into ``path`` through a temporary file beside it, then one rename."""
-    handle, name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with open(handle, "w", encoding="utf-8") as out:
-            out.write(text)
-        mask = os.umask(0)
-        os.umask(mask)
-        os.chmod(name, 0o666 & ~mask)  # as a file opened to write is made (mkstemp's is the owner's only)
-        Path(name).replace(path)
-    except BaseException:
-        Path(name).unlink(missing_ok=True)
-        raise
 
 
 def _error(message: str) -> int:

@@ -35,15 +35,22 @@ class PlanError(ValueError):
     """A plan file that cannot be used as it is."""
 
 
-def write_atomic(path: Path, text: str) -> None:
-    """Write ``text`` to ``path`` so that a reader sees the old file or the new one, never half."""
-    path.parent.mkdir(parents=True, exist_ok=True)
+def write_atomic(path: Path, text: str, *, parents: bool = True) -> None:
+    """Write ``text`` to ``path`` so that a reader sees the old file or the new one, never half
+    (a full disk leaves the old one as it was, and no temporary file).  ``parents``: make the
+    folders it goes in."""
+    if parents:
+        path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.memfit-tmp")
-    with open(tmp, "w") as fh:
-        fh.write(text)
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(tmp, path)
+    try:
+        with open(tmp, "w", encoding="utf-8") as fh:
+            fh.write(text)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
 
 
 def load_plan(path: Path) -> list[dict[str, Any]]:
