@@ -269,14 +269,13 @@ def _member(data: dict[str, Any], where: str, *, whole: bool) -> list[Member]:
         return []
     if too_deep(data):  # as Trace.load refuses it (a value 5,000 levels deep is no trace's)
         raise TraceError(f"it nests more than {MAX_DEPTH} levels deep")
-    parent: dict[str, Any] = _dict(data.get("parent"))
-    totals: dict[str, Any] = _dict(data.get("totals"))
+    parent, totals = _dict(data.get("parent")), _dict(data.get("totals"))
     me = Member(run=str(data["run_id"]), parent=str(parent["run"]) if parent.get("run") else None,
-                at=_int(parent.get("at")), changes=_dict(parent.get("changes")), status=str(data.get("status") or ""),
+                at=_int(parent.get("at")), changes=_changes(parent.get("changes")), status=str(data.get("status") or ""),
                 answer=_text(data.get("answer")), cost_usd=_float(totals.get("cost_usd")),
                 iterations=_int(totals.get("iterations")), model=str(data.get("model") or ""), source=where,
                 whole=data if whole else None)
-    kids = [Member(run=str(f["run"]), parent=me.run, at=_int(f.get("at")), changes=_dict(f.get("changes")),
+    kids = [Member(run=str(f["run"]), parent=me.run, at=_int(f.get("at")), changes=_changes(f.get("changes")),
                    status=str(f.get("status") or ""), answer=_text(f.get("answer")), cost_usd=_float(f.get("cost_usd")),
                    iterations=_int(f.get("iterations")), model=me.model)
             for f in data.get("forks") or () if isinstance(f, dict) and f.get("run")]
@@ -349,4 +348,9 @@ def _text(value: Any) -> str | None:
 
 
 def _dict(value: Any) -> dict[str, Any]:
+    return value if isinstance(value, dict) else {}
+
+
+def _changes(value: Any) -> dict[str, Any]:
+    """A fork's changes, redacted: a person typed them."""
     return redact_obj(dict(value)) if isinstance(value, dict) else {}
